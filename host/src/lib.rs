@@ -1,0 +1,25 @@
+//! haptic: a Kubernetes ingress controller for HAProxy whose configuration
+//! logic lives in sandboxed WebAssembly components ("template libraries").
+//!
+//! The host owns the outside world; libraries only turn objects into
+//! configuration. The modules follow the data:
+//!
+//! - [`manifests`]: Kubernetes objects from YAML files (the offline source).
+//! - [`values`]: Helm-style values, split per library.
+//! - [`library`]: loading, sandboxing and calling template libraries.
+//! - [`render`]: feeding libraries their objects and merging their output
+//!   into one HAProxy configuration, files and status patches.
+//! - [`validate`]: checking a rendered configuration with `haproxy -c`.
+//! - [`fixtures`]: a library's fixture tests (`haptic test`).
+
+pub mod fixtures;
+pub mod library;
+pub mod manifests;
+pub mod render;
+pub mod validate;
+pub mod values;
+
+/// Template libraries compiled by `build.rs`.
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}

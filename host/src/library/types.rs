@@ -1,0 +1,218 @@
+//! The host's own view of the template-library contract, independent of the
+//! WIT version a component was built against. Bindings for each supported
+//! version convert into these types.
+
+use std::fmt;
+
+/// A set of Kubernetes objects a library wants to see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub name: String,
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+    pub ignore_fields: Vec<String>,
+}
+
+/// What a library says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryInfo {
+    pub name: String,
+    pub version: String,
+    pub order: u32,
+    /// Default values, a JSON object.
+    pub default_values: serde_json::Value,
+}
+
+/// What a configured library needs from the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub watches: Vec<Watch>,
+    /// `apiVersion/kind` of objects whose status the library patches.
+    pub patches_status_of: Vec<String>,
+}
+
+/// Identifies one watched object within one library.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub watch: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.watch, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.watch, self.namespace, self.name)
+        }
+    }
+}
+
+/// One watched object as JSON, already trimmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    pub key: ObjectKey,
+    pub resource_version: String,
+    pub json: String,
+}
+
+/// A change to a library's set of objects since its previous render.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Applied(Object),
+    Deleted(ObjectKey),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SectionKind {
+    Global,
+    Defaults,
+    Frontend,
+    Backend,
+    Listen,
+    Userlist,
+    Resolvers,
+    Peers,
+    Cache,
+    Ring,
+    HttpErrors,
+}
+
+impl SectionKind {
+    /// The keyword that opens such a section in haproxy.cfg.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::Defaults => "defaults",
+            Self::Frontend => "frontend",
+            Self::Backend => "backend",
+            Self::Listen => "listen",
+            Self::Userlist => "userlist",
+            Self::Resolvers => "resolvers",
+            Self::Peers => "peers",
+            Self::Cache => "cache",
+            Self::Ring => "ring",
+            Self::HttpErrors => "http-errors",
+        }
+    }
+}
+
+/// A whole configuration section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub kind: SectionKind,
+    pub name: String,
+    pub body: String,
+}
+
+/// Where a snippet's lines go within their target section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    Acls,
+    RequestRules,
+    ResponseRules,
+    Routing,
+    Other,
+}
+
+/// Lines added into a section some library defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    pub target_kind: SectionKind,
+    pub target_name: String,
+    pub slot: Slot,
+    pub priority: i32,
+    pub lines: String,
+}
+
+/// A file written next to haproxy.cfg (path relative to its directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuxFile {
+    pub path: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatusVariant {
+    Rendered,
+    Deployed,
+    RenderFailed,
+    DeployFailed,
+}
+
+impl StatusVariant {
+    pub const ALL: [StatusVariant; 4] = [
+        Self::Rendered,
+        Self::Deployed,
+        Self::RenderFailed,
+        Self::DeployFailed,
+    ];
+
+    /// Kebab-case name, as in the WIT contract and output directories.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rendered => "rendered",
+            Self::Deployed => "deployed",
+            Self::RenderFailed => "render-failed",
+            Self::DeployFailed => "deploy-failed",
+        }
+    }
+
+    /// The server-side-apply field manager that writes this variant.
+    pub fn field_manager(self) -> &'static str {
+        match self {
+            Self::Rendered => "haptic-rendered",
+            Self::Deployed => "haptic-deployed",
+            Self::RenderFailed => "haptic-render-failed",
+            Self::DeployFailed => "haptic-deploy-failed",
+        }
+    }
+}
+
+/// A server-side-apply patch of an object's `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusPatch {
+    pub variant: StatusVariant,
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// JSON object applied as `status`.
+    pub status: String,
+}
+
+/// One piece of a library's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Section(Section),
+    Snippet(Snippet),
+    File(AuxFile),
+    StatusPatch(StatusPatch),
+}
+
+/// The result of one render call: a whole output or a delta.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderOutput {
+    pub complete: bool,
+    pub upserts: Vec<(String, Item)>,
+    pub removals: Vec<String>,
+}
+
+/// A library's own account of why it could not render.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestError {
+    pub message: String,
+    pub object: Option<ObjectKey>,
+}
+
+impl fmt::Display for GuestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.object {
+            Some(object) => write!(f, "{object}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}

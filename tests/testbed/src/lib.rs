@@ -1,0 +1,9 @@
+//! A real local Kubernetes test bed for haptic's end-to-end tests.
+//!
+//! - [`control_plane`]: etcd, kube-apiserver and kube-controller-manager built
+//!   from source (see `tests/testbed/go/`), started on free ports, stopped on drop.
+//! - [`kubelet`]: a process kubelet that runs pods as local processes on
+//!   their own loopback IPs and writes pod status the way kubelet does.
+
+pub mod control_plane;
+pub mod kubelet;
