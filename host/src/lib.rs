@@ -10,11 +10,14 @@
 //! - [`render`]: feeding libraries their objects and merging their output
 //!   into one HAProxy configuration, files and status patches.
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
+//! - [`offline`]: the offline job (`haptic render`): manifests in, validated
+//!   configuration out.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 
 pub mod fixtures;
 pub mod library;
 pub mod manifests;
+pub mod offline;
 pub mod render;
 pub mod validate;
 pub mod values;

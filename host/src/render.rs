@@ -1,1 +1,263 @@
-//! placeholder
+//! The render pipeline: keeps one long-lived instance per template library,
+//! feeds each only the objects it watches (and, after the first render, only
+//! what changed), and merges their outputs into one configuration.
+//!
+//! Failure containment: a library that traps, times out or returns bad output
+//! fails the render with an error naming it; its previous output is kept and
+//! its instance is rebuilt from the cluster view on the next render, so the
+//! host never serves a half-applied delta.
+
+mod merge;
+mod store;
+
+pub use merge::{LibraryItems, MergeError, Rendered, merge};
+pub use store::{ClusterChange, ClusterObject, ObjectRef};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::library::types::{Change, Item, LibraryInfo, Object, ObjectKey, Plan, Watch};
+use crate::library::{LibraryError, LibraryInstance, LoadedLibrary};
+use store::ClusterStore;
+
+/// Why a render produced no configuration.
+#[derive(Debug, Error)]
+pub enum RenderError {
+    /// A library failed (trap, timeout, its own error, malformed output).
+    #[error("template library `{library}` failed: {source}")]
+    Library {
+        library: String,
+        #[source]
+        source: Box<LibraryError>,
+    },
+    /// A watch a library asked for cannot be evaluated.
+    #[error("template library `{library}` asked for watch `{watch}` with an invalid label selector: {message}")]
+    BadWatch {
+        library: String,
+        watch: String,
+        message: String,
+    },
+    /// The outputs of the libraries do not fit together.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+}
+
+impl RenderError {
+    /// The library at fault, if one is.
+    pub fn library(&self) -> Option<&str> {
+        match self {
+            Self::Library { library, .. } | Self::BadWatch { library, .. } => Some(library),
+            Self::Merge(_) => None,
+        }
+    }
+}
+
+/// How long each part of the last render took.
+#[derive(Debug, Clone, Default)]
+pub struct RenderTimings {
+    /// Per library: time spent inside the library (configure + render calls).
+    pub libraries: Vec<(String, Duration)>,
+    /// Merging all outputs into one configuration.
+    pub merge: Duration,
+}
+
+struct LibrarySlot {
+    library: LoadedLibrary,
+    instance: Option<LibraryInstance>,
+    plan: Plan,
+    /// The objects this library currently sees, by its own keys.
+    objects: BTreeMap<ObjectKey, Object>,
+    /// The library's last good output.
+    items: BTreeMap<String, Item>,
+    /// The instance must be (re)built and configured before the next render:
+    /// first use, after a failure, after values changed.
+    stale: bool,
+    /// The current instance has been given the whole view; later renders
+    /// send it deltas.
+    fed: bool,
+}
+
+impl LibrarySlot {
+    fn name(&self) -> &str {
+        &self.library.info().name
+    }
+}
+
+/// Renders a set of libraries over a changing cluster view.
+pub struct Renderer {
+    slots: Vec<LibrarySlot>,
+    values: serde_json::Value,
+    cluster: ClusterStore,
+    timings: RenderTimings,
+}
+
+impl Renderer {
+    /// A renderer for `libraries` (merged in ascending `order`, then name),
+    /// configured with the whole `templateLibraries` values tree.
+    pub fn new(mut libraries: Vec<LoadedLibrary>, values: serde_json::Value) -> Self {
+        libraries.sort_by(|a, b| (a.info().order, &a.info().name).cmp(&(b.info().order, &b.info().name)));
+        let slots = libraries
+            .into_iter()
+            .map(|library| LibrarySlot {
+                library,
+                instance: None,
+                plan: Plan::default(),
+                objects: BTreeMap::new(),
+                items: BTreeMap::new(),
+                stale: true,
+                fed: false,
+            })
+            .collect();
+        Self {
+            slots,
+            values,
+            cluster: ClusterStore::default(),
+            timings: RenderTimings::default(),
+        }
+    }
+
+    /// The libraries in merge order.
+    pub fn libraries(&self) -> impl Iterator<Item = &LibraryInfo> {
+        self.slots.iter().map(|slot| slot.library.info())
+    }
+
+    /// Every watch of every library, as planned by the last render.
+    pub fn watches(&self) -> impl Iterator<Item = (&str, &Watch)> {
+        self.slots
+            .iter()
+            .flat_map(|slot| slot.plan.watches.iter().map(move |watch| (slot.name(), watch)))
+    }
+
+    /// Replaces the values tree; every library is reconfigured on the next render.
+    pub fn set_values(&mut self, values: serde_json::Value) {
+        self.values = values;
+        for slot in &mut self.slots {
+            slot.stale = true;
+        }
+    }
+
+    /// Timings of the last render.
+    pub fn timings(&self) -> &RenderTimings {
+        &self.timings
+    }
+
+    /// The objects in the cluster view.
+    pub fn cluster(&self) -> impl Iterator<Item = &ClusterObject> {
+        self.cluster.objects()
+    }
+
+    /// Applies `changes` to the cluster view and renders. On error the
+    /// previous good outputs are kept for the next attempt.
+    pub fn render(&mut self, changes: Vec<ClusterChange>) -> Result<Rendered, RenderError> {
+        let changed = self.cluster.apply(changes);
+        self.timings = RenderTimings::default();
+        let mut first_error = None;
+        for index in 0..self.slots.len() {
+            let started = Instant::now();
+            let result = self.render_slot(index, &changed);
+            let slot = &mut self.slots[index];
+            self.timings
+                .libraries
+                .push((slot.name().to_owned(), started.elapsed()));
+            if let Err(error) = result {
+                // The guest may hold a half-applied view; rebuild it next time.
+                slot.stale = true;
+                slot.instance = None;
+                first_error.get_or_insert(error);
+            }
+        }
+        if let Some(error) = first_error {
+            return Err(error);
+        }
+        let started = Instant::now();
+        let libraries: Vec<LibraryItems<'_>> = self
+            .slots
+            .iter()
+            .map(|slot| LibraryItems {
+                library: slot.name(),
+                items: &slot.items,
+            })
+            .collect();
+        let rendered = merge(&libraries);
+        self.timings.merge = started.elapsed();
+        Ok(rendered?)
+    }
+
+    /// Instantiates and configures every library that needs it, so their
+    /// watches are known before the first objects arrive.
+    pub fn prepare(&mut self) -> Result<(), RenderError> {
+        for index in 0..self.slots.len() {
+            if let Err(error) = self.prepare_slot(index) {
+                self.slots[index].stale = true;
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_slot(&mut self, index: usize) -> Result<(), RenderError> {
+        let slot = &mut self.slots[index];
+        if !slot.stale && slot.instance.as_ref().is_some_and(|instance| !instance.is_poisoned()) {
+            return Ok(());
+        }
+        let fail = library_error(slot.name());
+        let mut instance = slot.library.instantiate().map_err(&fail)?;
+        slot.plan = instance.configure(&self.values).map_err(&fail)?;
+        slot.instance = Some(instance);
+        slot.stale = false;
+        slot.fed = false;
+        Ok(())
+    }
+
+    fn render_slot(&mut self, index: usize, changed: &BTreeSet<ObjectRef>) -> Result<(), RenderError> {
+        self.prepare_slot(index)?;
+        let slot = &mut self.slots[index];
+        let library_name = slot.name().to_owned();
+
+        let changes = if slot.fed {
+            let changes = self.cluster.changes_for(&library_name, &slot.plan.watches, changed, &slot.objects)?;
+            if changes.is_empty() && !slot.items.is_empty() {
+                return Ok(());
+            }
+            for change in &changes {
+                match change {
+                    Change::Applied(object) => {
+                        slot.objects.insert(object.key.clone(), object.clone());
+                    }
+                    Change::Deleted(key) => {
+                        slot.objects.remove(key);
+                    }
+                }
+            }
+            changes
+        } else {
+            // A fresh instance sees the whole view at once.
+            slot.objects = self.cluster.view(&library_name, &slot.plan.watches)?;
+            slot.objects.values().cloned().map(Change::Applied).collect()
+        };
+
+        let Some(instance) = slot.instance.as_mut() else {
+            return Ok(());
+        };
+        let output = instance.render(&changes).map_err(library_error(&library_name))?;
+        slot.fed = true;
+        if output.complete {
+            slot.items.clear();
+        }
+        for key in output.removals {
+            slot.items.remove(&key);
+        }
+        slot.items.extend(output.upserts);
+        Ok(())
+    }
+}
+
+fn library_error(library: &str) -> impl Fn(LibraryError) -> RenderError {
+    let library = library.to_owned();
+    move |source| RenderError::Library {
+        library: library.clone(),
+        source: Box::new(source),
+    }
+}

@@ -1,0 +1,49 @@
+# One task runner; the README and .ci/run use these targets.
+#   make render   - haptic's main job on the example cluster (no cluster needed)
+#   make test     - everything CI checks: format, lints, unit/fixture/sandbox tests, the end-to-end test bed
+SHELL := bash
+CARGO ?= cargo
+GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kubernetes-backends \
+	-p haptic-status-patches-150-pod-readiness-gate -p maintenance-mode
+# Where the host's build script puts the template libraries.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
+
+.PHONY: build render test lint unit-test fixtures e2e-test testbed-binaries testbed-up bench setup
+
+setup:
+	@command -v haproxy >/dev/null || { apt-get update -qq && apt-get install -y -qq haproxy; }
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+build:
+	$(CARGO) build
+
+render: build
+	$(CARGO) run -q -- render examples/cluster
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -- -D warnings
+
+unit-test:
+	$(CARGO) test -p haptic --no-fail-fast
+	$(CARGO) test $(GUEST_PACKAGES) --no-fail-fast
+
+# The example custom library's fixtures, run the way its README tells an author to.
+fixtures: build
+	$(CARGO) run -q -- test $(EXAMPLE_WASM) --fixtures examples/maintenance-mode/fixtures
+
+testbed-binaries:
+	bash tests/testbed/scripts/build-binaries.sh
+
+e2e-test: testbed-binaries
+	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
+
+test: setup lint unit-test fixtures e2e-test
+
+testbed-up: testbed-binaries
+	$(CARGO) run -p haptic-testbed --bin control-plane-up
+
+bench:
+	$(CARGO) bench -p haptic --bench render
