@@ -1,1 +1,452 @@
-//! placeholder
+//! Kubernetes objects from files: the offline source behind `haptic render`
+//! and `haptic test`, and the way benchmarks feed a generated cluster.
+//!
+//! Paths are read as `kubectl apply -f` reads them: directories recursively
+//! (`.yaml`, `.yml`, `.json`, in sorted order so a render is reproducible),
+//! multi-document YAML, empty documents skipped, `List`/`*List` items
+//! expanded. Each object is normalised the way the API server would return
+//! it: namespaced kinds get `metadata.namespace` (`default` when absent), and
+//! objects without `metadata.resourceVersion` get a short content hash so
+//! libraries can cache per-object work by it.
+
+mod kinds;
+mod selector;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize as _;
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::library::types::Watch;
+pub use kinds::Scope;
+pub use selector::{LabelSelector, Labels};
+
+/// `(apiVersion, kind)` pairs accepted besides the built-in kinds: the kinds
+/// libraries watch.
+pub type KindSet = BTreeSet<(String, String)>;
+
+/// Where an object came from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source {
+    pub path: PathBuf,
+    /// 1-based index of the YAML document within the file.
+    pub document: usize,
+    /// 1-based index within a `List` document's `items`, when it came from one.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {}", self.path.display(), self.document)?;
+        if let Some(item) = self.item {
+            write!(f, ", item {item}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// One Kubernetes object read from a manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub source: Source,
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for cluster-scoped kinds.
+    pub namespace: String,
+    pub name: String,
+    /// The whole object, with `metadata.namespace` and
+    /// `metadata.resourceVersion` filled in.
+    pub object: Value,
+}
+
+impl Manifest {
+    /// `metadata.resourceVersion` (always present after loading).
+    pub fn resource_version(&self) -> &str {
+        self.object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `metadata.labels`, when the object has any.
+    pub fn labels(&self) -> Option<&Map<String, Value>> {
+        self.object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+    }
+}
+
+/// Why manifests could not be loaded or matched.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// A path could not be read (missing file, permissions).
+    #[error("cannot read {}: {source}; check that the path exists and is readable", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document is not valid YAML (or JSON).
+    #[error("{at} is not valid YAML: {message}; fix the syntax at that line and column")]
+    Yaml { at: Source, message: String },
+    /// A document or list item is not a mapping.
+    #[error(
+        "{at} is a {found}, not a Kubernetes object; every document must be a mapping with apiVersion, kind and metadata"
+    )]
+    NotAnObject { at: Source, found: &'static str },
+    /// A required field is missing or not a string.
+    #[error(
+        "{at} has no {field} (or it is not a string); every object needs apiVersion, kind and metadata.name"
+    )]
+    MissingField { at: Source, field: &'static str },
+    /// `kind` is not a built-in kind for that apiVersion nor one a library watches.
+    #[error("{at}: unknown kind {kind} in apiVersion {api_version}: {hint}")]
+    UnknownKind {
+        at: Source,
+        api_version: String,
+        kind: String,
+        hint: String,
+    },
+    /// The same object is defined twice.
+    #[error("{object} is defined twice, in {first} and in {second}; remove one of them")]
+    Duplicate {
+        /// `apiVersion kind namespace/name`.
+        object: String,
+        first: Box<Source>,
+        second: Box<Source>,
+    },
+    /// A watch's label selector does not parse.
+    #[error(
+        "watch '{watch}' has an invalid label selector '{selector}': {reason}; fix the library's watch"
+    )]
+    BadSelector {
+        watch: String,
+        selector: String,
+        reason: String,
+    },
+}
+
+/// Loads every object under `paths` (files or directories, in the order
+/// given; directory contents sorted), accepting the built-in kinds and
+/// `extra_kinds`. Two definitions of one object are an error naming both.
+pub fn load_paths<P: AsRef<Path>>(
+    paths: &[P],
+    extra_kinds: &KindSet,
+) -> Result<Vec<Manifest>, ManifestError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path.as_ref(), true, &mut files)?;
+    }
+    let mut manifests = Vec::new();
+    for file in files {
+        let content = std::fs::read_to_string(&file).map_err(|source| ManifestError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        manifests.extend(parse(&file, &content, extra_kinds)?);
+    }
+    check_duplicates(&manifests)?;
+    Ok(manifests)
+}
+
+/// Parses one file's content (any number of YAML or JSON documents) as if
+/// it had been read from `path`. Does not check for duplicates: [`load`]
+/// does that across files.
+pub fn parse(
+    path: &Path,
+    content: &str,
+    extra_kinds: &KindSet,
+) -> Result<Vec<Manifest>, ManifestError> {
+    let mut manifests = Vec::new();
+    for (index, document) in serde_yaml_ng::Deserializer::from_str(content).enumerate() {
+        let at = Source {
+            path: path.to_owned(),
+            document: index + 1,
+            item: None,
+        };
+        let value = Value::deserialize(document).map_err(|error| ManifestError::Yaml {
+            at: at.clone(),
+            message: error.to_string(),
+        })?;
+        manifests.extend(from_value(at, value, extra_kinds)?);
+    }
+    Ok(manifests)
+}
+
+/// Builds manifests from in-memory objects (a generated cluster), each
+/// numbered as a document of the pseudo-file `origin`; duplicates are refused.
+pub fn from_objects(
+    origin: &Path,
+    objects: impl IntoIterator<Item = Value>,
+    extra_kinds: &KindSet,
+) -> Result<Vec<Manifest>, ManifestError> {
+    let mut manifests = Vec::new();
+    for (index, object) in objects.into_iter().enumerate() {
+        let at = Source {
+            path: origin.to_owned(),
+            document: index + 1,
+            item: None,
+        };
+        manifests.extend(from_value(at, object, extra_kinds)?);
+    }
+    check_duplicates(&manifests)?;
+    Ok(manifests)
+}
+
+/// Turns one document into manifests: none for an empty document, the
+/// items of a list, or the object itself.
+pub fn from_value(
+    at: Source,
+    value: Value,
+    extra_kinds: &KindSet,
+) -> Result<Vec<Manifest>, ManifestError> {
+    let Value::Object(mut object) = value else {
+        return match value {
+            Value::Null => Ok(Vec::new()),
+            other => Err(ManifestError::NotAnObject {
+                at,
+                found: type_name(&other),
+            }),
+        };
+    };
+    let kind = string_field(&object, "kind").ok_or_else(|| ManifestError::MissingField {
+        at: at.clone(),
+        field: "kind",
+    })?;
+    if at.item.is_none()
+        && kind.ends_with("List")
+        && object.get("items").is_some_and(Value::is_array)
+    {
+        let api_version = string_field(&object, "apiVersion");
+        let item_kind = kind
+            .strip_suffix("List")
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned);
+        let Some(Value::Array(items)) = object.remove("items") else {
+            return Ok(Vec::new());
+        };
+        let mut manifests = Vec::new();
+        for (index, item) in items.into_iter().enumerate() {
+            let item_at = Source {
+                item: Some(index + 1),
+                ..at.clone()
+            };
+            // Typed lists (`ServiceList` from `kubectl get -o yaml`) may leave
+            // kind and apiVersion off their items; they are the list's.
+            let item = match (item, &item_kind) {
+                (Value::Object(mut fields), Some(item_kind)) => {
+                    if !fields.contains_key("kind") {
+                        fields.insert("kind".into(), Value::String(item_kind.clone()));
+                        if let (false, Some(v)) = (fields.contains_key("apiVersion"), &api_version)
+                        {
+                            fields.insert("apiVersion".into(), Value::String(v.clone()));
+                        }
+                    }
+                    Value::Object(fields)
+                }
+                (item, _) => item,
+            };
+            manifests.extend(from_value(item_at, item, extra_kinds)?);
+        }
+        return Ok(manifests);
+    }
+    let missing = |field| ManifestError::MissingField {
+        at: at.clone(),
+        field,
+    };
+    let api_version = string_field(&object, "apiVersion").ok_or_else(|| missing("apiVersion"))?;
+    let Some(scope) = kinds::scope(&api_version, &kind, extra_kinds) else {
+        return Err(ManifestError::UnknownKind {
+            hint: kinds::hint(&kind, extra_kinds),
+            at,
+            api_version,
+            kind,
+        });
+    };
+    let Some(Value::Object(metadata)) = object.get_mut("metadata") else {
+        return Err(missing("metadata.name"));
+    };
+    let name = string_field(metadata, "name").ok_or_else(|| missing("metadata.name"))?;
+    let namespace = match scope {
+        // The API server ignores a namespace on a cluster-scoped object.
+        Scope::Cluster => {
+            metadata.remove("namespace");
+            String::new()
+        }
+        Scope::Namespaced => {
+            let namespace = string_field(metadata, "namespace")
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".to_owned());
+            metadata.insert("namespace".into(), Value::String(namespace.clone()));
+            namespace
+        }
+    };
+    if string_field(metadata, "resourceVersion").is_none() {
+        let hash = content_hash(&object);
+        if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+            metadata.insert("resourceVersion".into(), Value::String(hash));
+        }
+    }
+    Ok(vec![Manifest {
+        source: at,
+        api_version,
+        kind,
+        namespace,
+        name,
+        object: Value::Object(object),
+    }])
+}
+
+/// Whether `m` is one of the objects `watch` asks for: same apiVersion and
+/// kind, the watch's namespace (none or empty means all), and its label
+/// selector. Parses the selector each call; use [`select`] for many objects.
+pub fn object_matches(watch: &Watch, m: &Manifest) -> Result<bool, ManifestError> {
+    let selector = watch_selector(watch)?;
+    Ok(matches_parsed(watch, &selector, m))
+}
+
+/// The manifests `watch` asks for, in their original order.
+pub fn select<'a>(
+    watch: &Watch,
+    manifests: &'a [Manifest],
+) -> Result<Vec<&'a Manifest>, ManifestError> {
+    let selector = watch_selector(watch)?;
+    Ok(manifests
+        .iter()
+        .filter(|m| matches_parsed(watch, &selector, m))
+        .collect())
+}
+
+fn watch_selector(watch: &Watch) -> Result<LabelSelector, ManifestError> {
+    let text = watch.label_selector.as_deref().unwrap_or_default();
+    LabelSelector::parse(text).map_err(|reason| ManifestError::BadSelector {
+        watch: watch.name.clone(),
+        selector: text.to_owned(),
+        reason,
+    })
+}
+
+fn matches_parsed(watch: &Watch, selector: &LabelSelector, m: &Manifest) -> bool {
+    m.api_version == watch.api_version
+        && m.kind == watch.kind
+        && watch
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| ns.is_empty() || ns == m.namespace)
+        && selector.matches(&m.labels())
+}
+
+/// Removes the fields named by dotted paths (`metadata.managedFields`,
+/// `spec.containers`). Where a path meets a list, the rest of the path
+/// applies to every element (`spec.containers.env` drops each container's
+/// env). The last segment may itself contain dots, so annotation keys work:
+/// `metadata.annotations.kubectl.kubernetes.io/last-applied-configuration`.
+/// Paths that lead nowhere are ignored.
+pub fn trim(object: &mut Value, ignore_fields: &[String]) {
+    for path in ignore_fields {
+        if !path.is_empty() {
+            remove_path(object, path);
+        }
+    }
+}
+
+fn remove_path(value: &mut Value, path: &str) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|item| remove_path(item, path)),
+        Value::Object(fields) => {
+            if fields.remove(path).is_some() {
+                return;
+            }
+            if let Some((head, rest)) = path.split_once('.')
+                && let Some(child) = fields.get_mut(head)
+            {
+                remove_path(child, rest);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {
+    let mut seen: HashMap<(&str, &str, &str, &str), &Source> =
+        HashMap::with_capacity(manifests.len());
+    for m in manifests {
+        let key = (
+            m.api_version.as_str(),
+            m.kind.as_str(),
+            m.namespace.as_str(),
+            m.name.as_str(),
+        );
+        if let Some(first) = seen.insert(key, &m.source) {
+            let name = if m.namespace.is_empty() {
+                m.name.clone()
+            } else {
+                format!("{}/{}", m.namespace, m.name)
+            };
+            return Err(ManifestError::Duplicate {
+                object: format!("{} {} {name}", m.api_version, m.kind),
+                first: Box::new(first.clone()),
+                second: Box::new(m.source.clone()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Files under `path`: the path itself when it is a file (any extension, as
+/// kubectl takes a named file), else manifest files found recursively.
+fn collect_files(path: &Path, named: bool, files: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
+    let read_error = |source| ManifestError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if !metadata.is_dir() {
+        let manifest_ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if named || manifest_ext {
+            files.push(path.to_owned());
+        }
+        return Ok(());
+    }
+    let mut entries = std::fs::read_dir(path)
+        .map_err(read_error)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(read_error)?;
+    entries.sort();
+    for entry in entries {
+        collect_files(&entry, false, files)?;
+    }
+    Ok(())
+}
+
+fn string_field(object: &Map<String, Value>, field: &str) -> Option<String> {
+    object.get(field).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "mapping",
+    }
+}
+
+/// 12 hex digits of the SHA-256 of the object's JSON: stable for equal
+/// content, different for any change that matters to a library.
+fn content_hash(object: &Map<String, Value>) -> String {
+    let json = serde_json::to_vec(object).unwrap_or_default();
+    let digest = Sha256::digest(&json);
+    hex::encode(&digest[..6])
+}

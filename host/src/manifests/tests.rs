@@ -1,0 +1,359 @@
+use std::path::Path;
+
+use serde_json::json;
+
+use super::*;
+
+fn parse_str(content: &str) -> Result<Vec<Manifest>, ManifestError> {
+    parse(Path::new("test.yaml"), content, &KindSet::new())
+}
+
+fn watch(api_version: &str, kind: &str, namespace: Option<&str>, selector: Option<&str>) -> Watch {
+    Watch {
+        name: "w".into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: namespace.map(Into::into),
+        label_selector: selector.map(Into::into),
+        ignore_fields: vec![],
+    }
+}
+
+const SERVICE: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n";
+
+#[test]
+fn multi_document_yaml_skips_empty_documents_and_numbers_the_rest() {
+    let content = format!(
+        "---\n# only a comment\n---\n{SERVICE}---\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n"
+    );
+    let manifests = parse_str(&content).expect("valid manifests");
+    let found: Vec<_> = manifests
+        .iter()
+        .map(|m| {
+            (
+                m.source.document,
+                m.kind.as_str(),
+                m.namespace.as_str(),
+                m.name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (2, "Service", "default", "web"),
+            (4, "Namespace", "", "apps")
+        ]
+    );
+}
+
+#[test]
+fn namespace_defaults_and_is_written_into_the_object() {
+    let manifests = parse_str(SERVICE).expect("valid");
+    assert_eq!(manifests[0].object["metadata"]["namespace"], "default");
+    let cluster_scoped = parse_str(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: haptic\n  namespace: ignored\n",
+    )
+    .expect("valid");
+    assert_eq!(cluster_scoped[0].namespace, "");
+    assert!(
+        cluster_scoped[0].object["metadata"]
+            .get("namespace")
+            .is_none()
+    );
+}
+
+#[test]
+fn synthetic_resource_version_follows_content_and_keeps_a_given_one() {
+    let a = parse_str(SERVICE).expect("valid");
+    let b = parse_str(SERVICE).expect("valid");
+    let changed = parse_str(&format!("{SERVICE}spec:\n  type: ClusterIP\n")).expect("valid");
+    assert_eq!(a[0].resource_version().len(), 12);
+    assert_eq!(a[0].resource_version(), b[0].resource_version());
+    assert_ne!(a[0].resource_version(), changed[0].resource_version());
+    let given = parse_str(&format!("{SERVICE}  resourceVersion: \"42\"\n")).expect("valid");
+    assert_eq!(given[0].resource_version(), "42");
+}
+
+#[test]
+fn lists_are_expanded_and_typed_list_items_inherit_kind() {
+    let content = r#"{"apiVersion": "v1", "kind": "ServiceList", "items": [
+        {"metadata": {"name": "a", "namespace": "x"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"}}]}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: c}
+"#;
+    let manifests = parse_str(content).expect("valid");
+    let found: Vec<_> = manifests
+        .iter()
+        .map(|m| {
+            (
+                m.kind.as_str(),
+                m.name.as_str(),
+                m.source.document,
+                m.source.item,
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("Service", "a", 1, Some(1)),
+            ("Service", "b", 1, Some(2)),
+            ("ConfigMap", "c", 2, Some(1))
+        ]
+    );
+}
+
+#[test]
+fn invalid_yaml_names_file_document_and_line() {
+    let error = parse_str(&format!(
+        "{SERVICE}---\nkind: Service\nmetadata: [unclosed\n"
+    ))
+    .expect_err("invalid");
+    let text = error.to_string();
+    assert!(
+        matches!(error, ManifestError::Yaml { ref at, .. } if at.document == 2),
+        "{text}"
+    );
+    assert!(
+        text.contains("test.yaml (document 2)") && text.contains("line 7"),
+        "{text}"
+    );
+}
+
+#[test]
+fn structural_errors_say_what_is_missing() {
+    let cases = [
+        ("- a\n- b\n", "is a list, not a Kubernetes object"),
+        ("kind: Service\nmetadata: {name: x}\n", "has no apiVersion"),
+        ("apiVersion: v1\nmetadata: {name: x}\n", "has no kind"),
+        (
+            "apiVersion: v1\nkind: Service\nmetadata: {}\n",
+            "has no metadata.name",
+        ),
+        ("apiVersion: v1\nkind: Service\n", "has no metadata.name"),
+    ];
+    for (content, expected) in cases {
+        let error = parse_str(content).expect_err(content).to_string();
+        assert!(error.contains(expected), "{content:?}: {error}");
+        assert!(error.contains("test.yaml (document 1)"), "{error}");
+    }
+}
+
+#[test]
+fn unknown_kinds_are_refused_unless_a_library_watches_them() {
+    let old = "apiVersion: networking.k8s.io/v1beta1\nkind: Ingress\nmetadata: {name: x}\n";
+    let error = parse_str(old)
+        .expect_err("v1beta1 Ingress is not served")
+        .to_string();
+    assert!(
+        error.contains("did you mean networking.k8s.io/v1 Ingress"),
+        "{error}"
+    );
+    let custom = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n";
+    let error = parse_str(custom).expect_err("unknown CRD").to_string();
+    assert!(
+        error.contains("unknown kind Widget in apiVersion example.com/v1"),
+        "{error}"
+    );
+    let accepted = parse(
+        Path::new("w.yaml"),
+        custom,
+        &KindSet::from([("example.com/v1".to_owned(), "Widget".to_owned())]),
+    )
+    .expect("watched kind");
+    assert_eq!(accepted[0].namespace, "default");
+}
+
+#[test]
+fn directories_load_recursively_sorted_and_duplicates_name_both_places() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    std::fs::write(dir.path().join("b.yaml"), SERVICE.replace("web", "b")).expect("write");
+    std::fs::write(dir.path().join("a.yml"), SERVICE.replace("web", "a")).expect("write");
+    std::fs::write(
+        dir.path().join("sub/c.json"),
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"c"}}"#,
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("notes.txt"), "not a manifest").expect("write");
+    let names: Vec<_> = load_paths(&[dir.path()], &KindSet::new())
+        .expect("valid")
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+
+    std::fs::write(
+        dir.path().join("sub/d.yaml"),
+        format!("{SERVICE}---\n{}", SERVICE.replace("web", "a")),
+    )
+    .expect("write");
+    let error = load_paths(&[dir.path()], &KindSet::new()).expect_err("duplicate");
+    let text = error.to_string();
+    assert!(matches!(error, ManifestError::Duplicate { .. }), "{text}");
+    assert!(
+        text.contains("a.yml (document 1)") && text.contains("d.yaml (document 2)"),
+        "{text}"
+    );
+    assert!(text.contains("v1 Service default/a"), "{text}");
+}
+
+#[test]
+fn a_missing_path_is_a_read_error_naming_it() {
+    let error =
+        load_paths(&[Path::new("/nonexistent/manifests")], &KindSet::new()).expect_err("missing");
+    assert!(
+        error.to_string().contains("/nonexistent/manifests"),
+        "{error}"
+    );
+}
+
+#[test]
+fn watches_match_api_version_kind_namespace_and_labels() {
+    let manifests = parse_str(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: x, labels: {app: web, tier: front}}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: y, labels: {app: db}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x, labels: {app: web}}\n",
+    )
+    .expect("valid");
+    let names = |w: &Watch| -> Vec<String> {
+        select(w, &manifests)
+            .expect("selector")
+            .into_iter()
+            .map(|m| m.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&watch("v1", "Service", None, None)), ["a", "b"]);
+    assert_eq!(names(&watch("v1", "Service", Some("y"), None)), ["b"]);
+    assert_eq!(names(&watch("v1", "Service", Some(""), None)), ["a", "b"]);
+    assert_eq!(names(&watch("v1", "Service", None, Some("app=web"))), ["a"]);
+    assert_eq!(names(&watch("v1", "Service", None, Some("tier"))), ["a"]);
+    assert_eq!(names(&watch("v1", "Service", None, Some("!tier"))), ["b"]);
+    assert_eq!(
+        names(&watch("apps/v1", "Service", None, None)),
+        Vec::<String>::new()
+    );
+    assert!(
+        object_matches(
+            &watch("v1", "ConfigMap", Some("x"), Some("app in (web)")),
+            &manifests[2]
+        )
+        .expect("ok")
+    );
+    let error = object_matches(
+        &watch("v1", "Service", None, Some("app in ()")),
+        &manifests[0],
+    )
+    .expect_err("bad");
+    assert!(
+        error
+            .to_string()
+            .starts_with("watch 'w' has an invalid label selector 'app in ()'"),
+        "{error}"
+    );
+}
+
+#[test]
+fn label_selector_semantics() {
+    let labels = json!({"app": "web", "env": "prod", "example.com/team": "a"});
+    let labels = labels.as_object();
+    let map: std::collections::BTreeMap<String, String> =
+        [("app", "web"), ("env", "prod"), ("example.com/team", "a")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+    let cases = [
+        ("", true),
+        ("app=web", true),
+        ("app==web", true),
+        ("app = web , env=prod", true),
+        ("app=db", false),
+        ("app!=db", true),
+        ("missing!=x", true),
+        ("app!=web", false),
+        ("env in (prod, staging)", true),
+        ("env in (staging)", false),
+        ("env notin (staging)", true),
+        ("env notin (prod,staging)", false),
+        ("missing notin (x)", true),
+        ("missing in (x)", false),
+        ("example.com/team=a", true),
+        ("app", true),
+        ("!app", false),
+        ("!missing", true),
+        ("missing=", false),
+        ("app,!missing,env=prod", true),
+    ];
+    for (selector, expected) in cases {
+        let parsed = LabelSelector::parse(selector).unwrap_or_else(|e| panic!("{selector:?}: {e}"));
+        assert_eq!(parsed.matches(&labels), expected, "{selector:?}");
+        assert_eq!(parsed.matches(&map), expected, "{selector:?} on a BTreeMap");
+    }
+    assert!(
+        LabelSelector::parse("a=")
+            .expect("empty value")
+            .matches(&json!({"a": ""}).as_object())
+    );
+    assert!(
+        !LabelSelector::parse("a")
+            .expect("valid")
+            .matches(&json!({"a": 1}).as_object())
+    );
+}
+
+#[test]
+fn bad_label_selectors_are_refused_with_a_reason() {
+    for selector in [
+        "app in ()",
+        "app in (a",
+        "=x",
+        "app web",
+        "app=a,",
+        "-bad=x",
+        "app>1",
+        "a b c",
+        "!",
+        "a=(b)",
+    ] {
+        assert!(
+            LabelSelector::parse(selector).is_err(),
+            "{selector:?} should be refused"
+        );
+    }
+    let error = LabelSelector::parse("app in ()").expect_err("empty set");
+    assert!(error.contains("at least one value"), "{error}");
+}
+
+#[test]
+fn trim_removes_paths_through_maps_lists_and_dotted_keys() {
+    let mut pod = json!({
+        "metadata": {"name": "p", "managedFields": [{}], "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "1"}},
+        "spec": {"containers": [{"name": "a", "env": [1]}, {"name": "b", "env": [2]}], "nodeName": "n"},
+    });
+    trim(
+        &mut pod,
+        &[
+            "metadata.managedFields".into(),
+            "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration".into(),
+            "spec.containers.env".into(),
+            "status.nothing".into(),
+            String::new(),
+        ],
+    );
+    assert_eq!(
+        pod,
+        json!({
+            "metadata": {"name": "p", "annotations": {"keep": "1"}},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n"},
+        })
+    );
+    trim(&mut pod, &["spec".into()]);
+    assert!(pod.get("spec").is_none());
+}
