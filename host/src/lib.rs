@@ -19,6 +19,8 @@ pub mod library;
 pub mod manifests;
 pub mod offline;
 pub mod render;
+/// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
+pub mod synthetic;
 pub mod validate;
 pub mod values;
 
