@@ -45,6 +45,17 @@ pub enum RenderError {
 }
 
 impl RenderError {
+    /// The library and the object it complained about, when it named one.
+    pub fn object(&self) -> Option<(&str, &ObjectKey)> {
+        match self {
+            Self::Library { library, source } => {
+                let key = source.guest_error()?.object.as_ref()?;
+                Some((library, key))
+            }
+            _ => None,
+        }
+    }
+
     /// The library at fault, if one is.
     pub fn library(&self) -> Option<&str> {
         match self {

@@ -150,10 +150,10 @@ fn selector(library: &str, watch: &Watch) -> Result<Option<manifests::LabelSelec
         .filter(|selector| !selector.trim().is_empty())
         .map(manifests::LabelSelector::parse)
         .transpose()
-        .map_err(|error| RenderError::BadWatch {
+        .map_err(|message| RenderError::BadWatch {
             library: library.to_owned(),
             watch: watch.name.clone(),
-            message: error.to_string(),
+            message,
         })
 }
 
