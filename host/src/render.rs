@@ -265,7 +265,7 @@ impl Renderer {
     }
 }
 
-fn library_error(library: &str) -> impl Fn(LibraryError) -> RenderError {
+fn library_error(library: &str) -> impl Fn(LibraryError) -> RenderError + use<> {
     let library = library.to_owned();
     move |source| RenderError::Library {
         library: library.clone(),

@@ -176,12 +176,9 @@ pub fn merge(libraries: &[LibraryItems<'_>]) -> Result<Rendered, MergeError> {
     // `global` first and unnamed `defaults` before named ones: HAProxy applies
     // a defaults section to the proxies that follow it.
     let order = |(kind, name): &SectionId| (section_rank(*kind), !name.is_empty(), name.clone());
-    let mut ids: Vec<&SectionId> = sections.keys().collect();
-    ids.sort_by_key(|id| order(id));
-    for id in ids {
-        let Some(entry) = sections.get_mut(id) else {
-            continue;
-        };
+    let mut entries: Vec<(&SectionId, &mut SectionEntry<'_>)> = sections.iter_mut().collect();
+    entries.sort_by_key(|(id, _)| order(id));
+    for (id, entry) in entries {
         entry.snippets.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
         writer.line(&display_section(id.0, &id.1), entry.owner);
         writer.block(entry.body, entry.owner);
