@@ -107,7 +107,7 @@ pub enum ManifestError {
     /// `kind` is not a built-in kind for that apiVersion nor one a library watches.
     #[error("{at}: unknown kind {kind} in apiVersion {api_version}: {hint}")]
     UnknownKind {
-        at: Source,
+        at: Box<Source>,
         api_version: String,
         kind: String,
         hint: String,
@@ -263,7 +263,7 @@ pub fn from_value(
     let Some(scope) = kinds::scope(&api_version, &kind, extra_kinds) else {
         return Err(ManifestError::UnknownKind {
             hint: kinds::hint(&kind, extra_kinds),
-            at,
+            at: Box::new(at),
             api_version,
             kind,
         });
