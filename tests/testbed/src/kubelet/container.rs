@@ -1,0 +1,293 @@
+//! Running one container instance as a local process.
+//!
+//! The process gets exactly the environment kubelet would give it (nothing
+//! inherited from the test), its own process group (so SIGTERM/SIGKILL reach
+//! everything it started), stdout and stderr in a per-instance log file, and
+//! `setpriv --pdeathsig KILL`, so it dies with the thread that started it even
+//! if the kubelet is killed without running destructors.
+//!
+//! Volume mounts are made faithful with a private mount namespace per
+//! container: `unshare --mount --propagation private` runs a short `sh` script
+//! that bind-mounts each volume at its `mountPath` (read-only when asked) and
+//! then `exec`s the program, so `/var/run/secrets/kubernetes.io/serviceaccount`
+//! holds the pod's token only for that process. Missing mount points are
+//! created on the host as empty directories (or empty files for a file
+//! `subPath`); the host's own contents are never changed. Without volume mounts
+//! no namespace is made.
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+/// Errors starting a container process.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log file could not be created.
+    #[error("creating the container log {path}: {source}")]
+    Log {
+        /// The log path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process could not be started (setpriv/unshare missing, ...).
+    #[error("starting {argv0:?}: {source}; the test bed needs util-linux (setpriv, unshare)")]
+    Spawn {
+        /// The program.
+        argv0: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The container has nothing to run.
+    #[error("the container has no command and its image maps to no program")]
+    NoCommand,
+}
+
+/// A bind mount into the container's view of the filesystem.
+#[derive(Clone, Debug)]
+pub(crate) struct Mount {
+    pub source: PathBuf,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// Everything needed to start one container instance.
+#[derive(Clone, Debug)]
+pub(crate) struct Launch {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub mounts: Vec<Mount>,
+    pub workdir: String,
+    pub log: PathBuf,
+}
+
+/// Process groups alive right now, so a dropped kubelet can kill them all
+/// synchronously.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Registry(Arc<Mutex<HashSet<i32>>>);
+
+impl Registry {
+    fn add(&self, pgid: i32) {
+        if let Ok(mut set) = self.0.lock() {
+            set.insert(pgid);
+        }
+    }
+
+    fn remove(&self, pgid: i32) {
+        if let Ok(mut set) = self.0.lock() {
+            set.remove(&pgid);
+        }
+    }
+
+    /// SIGKILLs every live group.
+    pub(crate) fn kill_all(&self) {
+        if let Ok(set) = self.0.lock() {
+            for pgid in set.iter() {
+                let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A running container's process group; SIGKILLed when dropped.
+#[derive(Debug)]
+pub(crate) struct Process {
+    pgid: i32,
+    registry: Registry,
+}
+
+impl Process {
+    pub(crate) fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Signals the whole group; a group already gone is not an error.
+    pub(crate) fn signal(&self, signal: Signal) {
+        let _ = killpg(Pid::from_raw(self.pgid), signal);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+        self.registry.remove(self.pgid);
+    }
+}
+
+/// How a process ended: exit code as kubelet reports it (128+N for signal N).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Exit {
+    pub code: i32,
+    pub signal: Option<i32>,
+}
+
+/// Starts the container. The returned child is to be awaited for the exit.
+pub(crate) fn spawn(launch: &Launch, registry: &Registry) -> Result<(Process, Child), Error> {
+    let argv0 = launch.argv.first().ok_or(Error::NoCommand)?.clone();
+    if let Some(dir) = launch.log.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Log {
+            path: launch.log.clone(),
+            source,
+        })?;
+    }
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&launch.log)
+        .map_err(|source| Error::Log {
+            path: launch.log.clone(),
+            source,
+        })?;
+    let log_err = log.try_clone().map_err(|source| Error::Log {
+        path: launch.log.clone(),
+        source,
+    })?;
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "--"]);
+    if !launch.mounts.is_empty() {
+        cmd.args([
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(mount_script(&launch.mounts))
+        .arg("sh");
+    }
+    cmd.args(&launch.argv)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&launch.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log_err))
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .map_err(|source| Error::Spawn { argv0, source })?;
+    let pgid = child.id().map_or(0, |id| id as i32);
+    registry.add(pgid);
+    Ok((
+        Process {
+            pgid,
+            registry: registry.clone(),
+        },
+        child,
+    ))
+}
+
+/// Waits for the process and reports its exit like the container runtime.
+pub(crate) async fn wait(mut child: Child) -> Exit {
+    match child.wait().await {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => Exit { code, signal: None },
+            (None, Some(sig)) => Exit {
+                code: 128 + sig,
+                signal: Some(sig),
+            },
+            (None, None) => Exit {
+                code: 255,
+                signal: None,
+            },
+        },
+        Err(_) => Exit {
+            code: 255,
+            signal: None,
+        },
+    }
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn mount_script(mounts: &[Mount]) -> String {
+    let mut script = String::from("set -e\n");
+    for m in mounts {
+        let (src, dst) = (quote(&m.source.to_string_lossy()), quote(&m.target));
+        if m.source.is_dir() {
+            script.push_str(&format!("mkdir -p {dst}\n"));
+        } else {
+            script.push_str(&format!(
+                "mkdir -p \"$(dirname {dst})\"; [ -e {dst} ] || touch {dst}\n"
+            ));
+        }
+        script.push_str(&format!("mount --bind {src} {dst}\n"));
+        if m.read_only {
+            script.push_str(&format!("mount -o remount,bind,ro {dst}\n"));
+        }
+    }
+    script.push_str("exec \"$@\"\n");
+    script
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_script_quotes_paths_and_remounts_read_only() {
+        let script = mount_script(&[Mount {
+            source: PathBuf::from("/"),
+            target: "/etc/it's".into(),
+            read_only: true,
+        }]);
+        assert!(
+            script.contains(r"mount --bind '/' '/etc/it'\''s'"),
+            "{script}"
+        );
+        assert!(script.contains("remount,bind,ro"), "{script}");
+        assert!(script.ends_with("exec \"$@\"\n"));
+    }
+
+    #[tokio::test]
+    async fn a_spawned_process_logs_and_reports_its_exit_code() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("c/0.log");
+        let launch = Launch {
+            argv: vec!["sh".into(), "-c".into(), "echo hello $X; exit 3".into()],
+            env: vec![
+                ("X".into(), "world".into()),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ],
+            mounts: vec![],
+            workdir: "/".into(),
+            log: log.clone(),
+        };
+        let registry = Registry::default();
+        let (_process, child) = spawn(&launch, &registry).unwrap();
+        let exit = wait(child).await;
+        assert_eq!(exit.code, 3);
+        assert_eq!(std::fs::read_to_string(log).unwrap(), "hello world\n");
+    }
+
+    #[tokio::test]
+    async fn sigterm_to_the_group_is_reported_as_128_plus_15() {
+        let tmp = tempfile::tempdir().unwrap();
+        let launch = Launch {
+            argv: vec!["sleep".into(), "30".into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            mounts: vec![],
+            workdir: "/".into(),
+            log: tmp.path().join("log"),
+        };
+        let registry = Registry::default();
+        let (process, child) = spawn(&launch, &registry).unwrap();
+        process.signal(Signal::SIGTERM);
+        let exit = wait(child).await;
+        assert_eq!((exit.code, exit.signal), (143, Some(15)));
+    }
+}

@@ -1,0 +1,636 @@
+//! One task per pod: sets the pod up, runs its containers, probes them, writes
+//! its status, and on deletion stops it and makes the final delete.
+//!
+//! Lifecycle, as kubelet does it:
+//! 1. Accept: status `Pending`, containers waiting in `ContainerCreating`.
+//! 2. Set up volumes and environments; a missing ConfigMap/Secret keeps the
+//!    pod in `ContainerCreating` / `CreateContainerConfigError` and is retried.
+//! 3. Start every container, probe them, restart exited ones per
+//!    `restartPolicy` (backoff 1 s doubling to 10 s; kubelet's is 10 s to 5 min).
+//! 4. On `deletionTimestamp`: run `preStop` hooks, SIGTERM each container's
+//!    process group, keep probing, SIGKILL whatever is left when
+//!    `deletionGracePeriodSeconds` run out, write the terminal status, then
+//!    delete with grace 0 and the pod's UID as precondition.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::Shared;
+use super::container::{self, Launch, Mount, Process};
+use super::env::{self, Addresses};
+use super::network::NODE_IP;
+use super::probe::{self, Tracker};
+use super::status::{self, ContainerView, PodView, State, Terminated, TransitionClock};
+use super::volumes;
+
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+const RETRY: Duration = Duration::from_secs(1);
+
+enum Event {
+    Exited {
+        idx: usize,
+        instance: u64,
+        exit: container::Exit,
+    },
+    Probed {
+        idx: usize,
+        instance: u64,
+        ok: bool,
+    },
+    /// The preStop hook is done: time for SIGTERM.
+    Term {
+        idx: usize,
+        instance: u64,
+    },
+}
+
+struct Slot {
+    spec: Container,
+    view: ContainerView,
+    launch: Option<Launch>,
+    probe: Option<probe::Spec>,
+    tracker: Tracker,
+    process: Option<Process>,
+    instance: u64,
+    restart_at: Option<Instant>,
+    backoff: Duration,
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    pod: Arc<Pod>,
+    dir: PathBuf,
+    ip: Ipv4Addr,
+    start_time: String,
+    slots: Vec<Slot>,
+    clock: TransitionClock,
+    last_written: Option<Value>,
+    events: mpsc::UnboundedSender<Event>,
+    tasks: JoinSet<()>,
+    terminating: Option<Instant>,
+}
+
+/// Runs the pod until it is gone; returns its UID.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut pods: watch::Receiver<Option<Arc<Pod>>>,
+) -> String {
+    let Some(pod) = pods.borrow_and_update().clone() else {
+        return String::new();
+    };
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    let ip = if host_network {
+        NODE_IP
+    } else {
+        shared.ips.allocate()
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let slots = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| new_slot(&shared, c))
+        .collect();
+    let mut w = Worker {
+        dir: shared.state_dir.join("pods").join(&uid),
+        clock: TransitionClock::from_pod(&pod),
+        start_time: status::now(),
+        shared,
+        pod,
+        ip,
+        slots,
+        last_written: None,
+        events: tx,
+        tasks: JoinSet::new(),
+        terminating: None,
+    };
+    let terminal = matches!(
+        w.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    let mut set_up = terminal;
+    let mut retry_at = Instant::now();
+    loop {
+        if w.pod.metadata.deletion_timestamp.is_some() && w.terminating.is_none() {
+            w.begin_termination();
+        }
+        if !set_up && w.terminating.is_none() && Instant::now() >= retry_at {
+            match w.set_up().await {
+                Ok(()) => {
+                    set_up = true;
+                    for idx in 0..w.slots.len() {
+                        w.start(idx);
+                    }
+                }
+                Err(()) => retry_at = Instant::now() + RETRY,
+            }
+        }
+        if w.terminating.is_some() && w.slots.iter().all(|s| s.process.is_none()) {
+            w.finish(terminal).await;
+            return uid;
+        }
+        if !terminal && !w.write_status().await {
+            return uid;
+        }
+        let next_restart = w.slots.iter().filter_map(|s| s.restart_at).min();
+        let wake = [next_restart, w.terminating, (!set_up).then_some(retry_at)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            changed = pods.changed() => {
+                let current = if changed.is_ok() { pods.borrow_and_update().clone() } else { None };
+                match current {
+                    Some(p) => w.pod = p,
+                    // Gone from the API (force-deleted) or kubelet stopping: just stop.
+                    None => return uid,
+                }
+            }
+            Some(event) = rx.recv() => w.handle(event),
+            () = tokio::time::sleep_until(wake) => w.on_timer(),
+        }
+    }
+}
+
+fn new_slot(shared: &Shared, c: &Container) -> Slot {
+    let image = c.image.clone().unwrap_or_default();
+    let image_id = shared.config.image_id(&image);
+    Slot {
+        spec: c.clone(),
+        view: ContainerView {
+            name: c.name.clone(),
+            image,
+            image_id,
+            container_id: None,
+            state: waiting("ContainerCreating", String::new()),
+            last_terminated: None,
+            restart_count: 0,
+            ready: false,
+        },
+        launch: None,
+        probe: None,
+        tracker: Tracker::default(),
+        process: None,
+        instance: 0,
+        restart_at: None,
+        backoff: BACKOFF_START,
+    }
+}
+
+fn waiting(reason: &str, message: String) -> State {
+    State::Waiting {
+        reason: reason.to_string(),
+        message,
+    }
+}
+
+impl Worker {
+    fn name(&self) -> String {
+        format!(
+            "{}/{}",
+            self.pod.metadata.namespace.as_deref().unwrap_or_default(),
+            self.pod.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+
+    fn api(&self) -> Api<Pod> {
+        let ns = self.pod.metadata.namespace.as_deref().unwrap_or("default");
+        Api::namespaced(self.shared.client.clone(), ns)
+    }
+
+    /// Volumes, environments, commands and probes for every container; on
+    /// failure the containers wait with kubelet's reason and message.
+    async fn set_up(&mut self) -> Result<(), ()> {
+        let addrs = Addresses {
+            pod_ip: self.ip,
+            host_ip: NODE_IP,
+        };
+        let volume_root = self.dir.join("volumes");
+        let volumes =
+            match volumes::prepare(&self.shared.client, &self.pod, &volume_root, addrs).await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(pod = %self.name(), "{e}");
+                    for s in &mut self.slots {
+                        s.view.state = waiting("ContainerCreating", String::new());
+                    }
+                    return Err(());
+                }
+            };
+        let mut failed = false;
+        for idx in 0..self.slots.len() {
+            match self.launch_for(idx, &volumes, addrs).await {
+                Ok(launch) => self.slots[idx].launch = Some(launch),
+                Err((reason, message)) => {
+                    tracing::warn!(pod = %self.name(), container = %self.slots[idx].spec.name, "{reason}: {message}");
+                    self.slots[idx].view.state = waiting(reason, message);
+                    failed = true;
+                }
+            }
+            match probe::readiness(&self.slots[idx].spec) {
+                Ok(p) => self.slots[idx].probe = p,
+                Err(message) => {
+                    self.slots[idx].view.state = waiting("CreateContainerConfigError", message);
+                    failed = true;
+                }
+            }
+        }
+        if failed { Err(()) } else { Ok(()) }
+    }
+
+    async fn launch_for(
+        &self,
+        idx: usize,
+        volumes: &std::collections::HashMap<String, PathBuf>,
+        addrs: Addresses,
+    ) -> Result<Launch, (&'static str, String)> {
+        let c = &self.slots[idx].spec;
+        let image = c.image.clone().unwrap_or_default();
+        let program = self.shared.config.program_for(&image);
+        let has_command = c.command.as_ref().is_some_and(|v| !v.is_empty());
+        if program.is_none() && !has_command {
+            let msg = format!(
+                "image {image:?} is not in the test bed's program table (known: {})",
+                self.shared.config.known_images()
+            );
+            return Err(("ErrImagePull", msg));
+        }
+        let ports: Vec<String> = c
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| p.container_port.to_string())
+            .collect();
+        let pod_name = self.pod.metadata.name.clone().unwrap_or_default();
+        let mut base = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            ),
+            ("HOME".to_string(), "/root".to_string()),
+            ("HOSTNAME".to_string(), pod_name),
+            ("HAPTIC_TESTBED_POD_IP".to_string(), self.ip.to_string()),
+            (
+                "HAPTIC_TESTBED_CONTAINER_PORTS".to_string(),
+                ports.join(","),
+            ),
+        ];
+        if let Some((host, port)) = &self.shared.config.api_server {
+            base.push(("KUBERNETES_SERVICE_HOST".into(), host.clone()));
+            base.push(("KUBERNETES_SERVICE_PORT".into(), port.to_string()));
+            base.push(("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.to_string()));
+        }
+        if let Some(p) = program {
+            base.extend(p.env.iter().cloned());
+        }
+        let env = env::resolve(&self.shared.client, &self.pod, c, addrs, base)
+            .await
+            .map_err(|e| ("CreateContainerConfigError", e.to_string()))?;
+        let expand = |v: &Vec<String>| v.iter().map(|a| env::expand(a, &env)).collect::<Vec<_>>();
+        let args = c.args.as_ref().map(expand);
+        let argv = match (
+            c.command.as_ref().filter(|v| !v.is_empty()).map(expand),
+            program,
+        ) {
+            (Some(mut command), p) => {
+                // `command` replaces the image's entrypoint; naming the program's file
+                // (e.g. `echo-server`) runs the mapped program.
+                if let Some(p) = p
+                    && p.path
+                        .file_name()
+                        .is_some_and(|f| f.to_string_lossy() == command[0])
+                {
+                    command[0] = p.path.to_string_lossy().into_owned();
+                }
+                command.extend(args.unwrap_or_default());
+                command
+            }
+            (None, Some(p)) => {
+                let mut argv = vec![p.path.to_string_lossy().into_owned()];
+                argv.extend(args.unwrap_or_else(|| p.args.clone()));
+                argv
+            }
+            (None, None) => return Err(("CreateContainerConfigError", "no command".into())),
+        };
+        let mut mounts = Vec::new();
+        for m in c.volume_mounts.iter().flatten() {
+            let Some(source) = volumes.get(&m.name) else {
+                return Err((
+                    "CreateContainerConfigError",
+                    format!("volume mount {:?} names no volume of the pod", m.name),
+                ));
+            };
+            let sub = m.sub_path.as_deref().filter(|s| !s.is_empty());
+            mounts.push(Mount {
+                source: sub.map_or_else(|| source.clone(), |s| source.join(s)),
+                target: m.mount_path.clone(),
+                read_only: m.read_only.unwrap_or(false),
+            });
+        }
+        Ok(Launch {
+            argv,
+            env,
+            mounts,
+            workdir: c.working_dir.clone().unwrap_or_else(|| "/".into()),
+            log: self.dir.join("logs").join(&c.name).join("0.log"),
+        })
+    }
+
+    fn start(&mut self, idx: usize) {
+        let ip = self.ip;
+        let registry = self.shared.processes.clone();
+        let events = self.events.clone();
+        let slot = &mut self.slots[idx];
+        let Some(mut launch) = slot.launch.clone() else {
+            return;
+        };
+        slot.restart_at = None;
+        slot.instance += 1;
+        let instance = slot.instance;
+        launch.log = launch
+            .log
+            .with_file_name(format!("{}.log", slot.view.restart_count));
+        match container::spawn(&launch, &registry) {
+            Ok((process, child)) => {
+                let pid = process.pid();
+                slot.view.container_id = Some(format!("process://{pid}"));
+                slot.view.state = State::Running {
+                    started_at: status::now(),
+                };
+                slot.tracker = Tracker::default();
+                // No readiness probe: ready as soon as it runs.
+                slot.view.ready = slot.probe.is_none();
+                slot.process = Some(process);
+                let exit_events = events.clone();
+                self.tasks.spawn(async move {
+                    let exit = container::wait(child).await;
+                    let _ = exit_events.send(Event::Exited {
+                        idx,
+                        instance,
+                        exit,
+                    });
+                });
+                if let Some(spec) = slot.probe.clone() {
+                    let env = launch.env.clone();
+                    self.tasks.spawn(async move {
+                        tokio::time::sleep(spec.initial_delay).await;
+                        loop {
+                            let ok = probe::attempt(&spec, ip, &env).await;
+                            if events.send(Event::Probed { idx, instance, ok }).is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(spec.period).await;
+                        }
+                    });
+                }
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                slot.view.state = waiting("RunContainerError", e.to_string());
+                slot.restart_at = Some(Instant::now() + slot.backoff);
+                slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Probed { idx, instance, ok } => {
+                let slot = &mut self.slots[idx];
+                if slot.instance == instance
+                    && slot.process.is_some()
+                    && let Some(spec) = &slot.probe
+                {
+                    slot.view.ready = slot.tracker.record(spec, ok);
+                }
+            }
+            Event::Term { idx, instance } => {
+                let slot = &self.slots[idx];
+                if slot.instance == instance
+                    && let Some(p) = &slot.process
+                {
+                    p.signal(Signal::SIGTERM);
+                }
+            }
+            Event::Exited {
+                idx,
+                instance,
+                exit,
+            } => self.exited(idx, instance, exit),
+        }
+    }
+
+    fn exited(&mut self, idx: usize, instance: u64, exit: container::Exit) {
+        let policy = status::restart_policy(&self.pod).to_string();
+        let terminating = self.terminating.is_some();
+        let slot = &mut self.slots[idx];
+        if slot.instance != instance {
+            return;
+        }
+        slot.process = None;
+        slot.view.ready = false;
+        let started_at = match &slot.view.state {
+            State::Running { started_at } => started_at.clone(),
+            _ => status::now(),
+        };
+        let terminated = Terminated {
+            exit_code: exit.code,
+            signal: exit.signal,
+            reason: if exit.code == 0 { "Completed" } else { "Error" }.into(),
+            started_at,
+            finished_at: status::now(),
+            container_id: slot.view.container_id.clone().unwrap_or_default(),
+        };
+        let restart = !terminating
+            && match policy.as_str() {
+                "Never" => false,
+                "OnFailure" => exit.code != 0,
+                _ => true,
+            };
+        if restart {
+            slot.view.last_terminated = Some(terminated);
+            slot.view.restart_count += 1;
+            slot.view.state = waiting(
+                "CrashLoopBackOff",
+                format!(
+                    "back-off {}s restarting failed container={}",
+                    slot.backoff.as_secs(),
+                    slot.view.name
+                ),
+            );
+            slot.restart_at = Some(Instant::now() + slot.backoff);
+            slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
+        } else {
+            slot.view.state = State::Terminated(terminated);
+        }
+    }
+
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        if self.terminating.is_some_and(|deadline| now >= deadline) {
+            for s in &self.slots {
+                if let Some(p) = &s.process {
+                    tracing::info!(pod = %self.name(), container = %s.view.name, "grace period over: SIGKILL");
+                    p.signal(Signal::SIGKILL);
+                }
+            }
+            // Exits arrive as events; don't fire again.
+            self.terminating = Some(now + Duration::from_secs(3600));
+        }
+        let due: Vec<usize> = (0..self.slots.len())
+            .filter(|i| {
+                self.terminating.is_none() && self.slots[*i].restart_at.is_some_and(|t| t <= now)
+            })
+            .collect();
+        for idx in due {
+            self.start(idx);
+        }
+    }
+
+    fn begin_termination(&mut self) {
+        let grace = self
+            .pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or_else(|| {
+                self.pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .unwrap_or(30)
+            .max(0);
+        tracing::info!(pod = %self.name(), grace, "terminating");
+        self.terminating = Some(Instant::now() + Duration::from_secs(grace as u64));
+        for idx in 0..self.slots.len() {
+            let slot = &mut self.slots[idx];
+            slot.restart_at = None;
+            if slot.process.is_none() {
+                continue;
+            }
+            let hook = slot
+                .spec
+                .lifecycle
+                .as_ref()
+                .and_then(|l| l.pre_stop.clone());
+            let (events, instance, ip) = (self.events.clone(), slot.instance, self.ip);
+            self.tasks.spawn(async move {
+                if let Some(h) = hook {
+                    if let Some(s) = &h.sleep {
+                        tokio::time::sleep(Duration::from_secs(s.seconds.max(0) as u64)).await;
+                    } else if let Some(g) = &h.http_get {
+                        let port = match &g.port {
+                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => {
+                                *n as u16
+                            }
+                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                                _,
+                            ) => 0,
+                        };
+                        let addr = std::net::SocketAddr::from((ip, port));
+                        let path = g.path.clone().unwrap_or_else(|| "/".into());
+                        let _ =
+                            super::http::get(addr, None, &path, &[], Duration::from_secs(30)).await;
+                    }
+                }
+                let _ = events.send(Event::Term { idx, instance });
+            });
+        }
+    }
+
+    /// Terminal status, then the final delete (for a deleted pod).
+    async fn finish(&mut self, already_terminal: bool) {
+        for slot in &mut self.slots {
+            if let State::Terminated(_) = slot.view.state {
+                continue;
+            }
+            slot.view.state =
+                State::Terminated(slot.view.last_terminated.clone().unwrap_or_else(|| {
+                    Terminated {
+                        exit_code: 137,
+                        signal: None,
+                        reason: "ContainerStatusUnknown".into(),
+                        started_at: String::new(),
+                        finished_at: status::now(),
+                        container_id: String::new(),
+                    }
+                }));
+        }
+        if !already_terminal {
+            self.write_status().await;
+        }
+        let uid = self.pod.metadata.uid.clone();
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid,
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let name = self.pod.metadata.name.clone().unwrap_or_default();
+        match self.api().delete(&name, &params).await {
+            Ok(_) => tracing::info!(pod = %self.name(), "deleted"),
+            Err(e) => tracing::info!(pod = %self.name(), "final delete: {e}"),
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    fn view(&self) -> PodView {
+        PodView {
+            containers: self.slots.iter().map(|s| s.view.clone()).collect(),
+            pod_ip: Some(self.ip),
+            host_ip: NODE_IP,
+            start_time: self.start_time.clone(),
+            terminal: self.terminating.is_some() && self.slots.iter().all(|s| s.process.is_none()),
+        }
+    }
+
+    /// Applies the status if it changed; false when the pod is gone for good.
+    async fn write_status(&mut self) -> bool {
+        let view = self.view();
+        let body = status::apply_body(&self.pod, &view, &mut self.clock);
+        if self.last_written.as_ref() == Some(&body) {
+            return true;
+        }
+        let name = self.pod.metadata.name.clone().unwrap_or_default();
+        let params = PatchParams::apply(status::FIELD_MANAGER).force();
+        match self
+            .api()
+            .patch_status(&name, &params, &Patch::Apply(&body))
+            .await
+        {
+            Ok(updated) => {
+                if updated.metadata.uid != self.pod.metadata.uid {
+                    tracing::warn!(pod = %self.name(), "status written to a newer pod of the same name");
+                    return false;
+                }
+                self.last_written = Some(body);
+                true
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => false,
+            Err(e) => {
+                tracing::warn!(pod = %self.name(), "writing status: {e}");
+                true
+            }
+        }
+    }
+}
