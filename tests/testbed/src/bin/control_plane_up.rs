@@ -1,0 +1,62 @@
+//! Brings up the test bed's control plane for a person: prints how to reach it, then runs
+//! until Ctrl-C (or SIGTERM) and tears it down.
+//!
+//! `cargo run -p haptic-testbed --bin control_plane_up` (or `make testbed-up`).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions, KUBERNETES_VERSION};
+use tokio::signal::unix::{SignalKind, signal};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let mut plane = ControlPlane::start_with(ControlPlaneOptions::default())
+        .await
+        .context("starting the test-bed control plane")?;
+    let kubectl = plane.bin_dir().join("kubectl");
+    let memory: u64 = plane.memory().iter().map(|(_, rss)| rss).sum();
+    eprintln!(
+        "Kubernetes {KUBERNETES_VERSION} control plane up in {:.2} s at {}",
+        plane.startup_time().as_secs_f64(),
+        plane.server_url()
+    );
+    for (name, rss) in plane.memory() {
+        eprintln!("  {name:<24} RSS {:>6.1} MiB", mib(rss));
+    }
+    eprintln!("  {:<24} RSS {:>6.1} MiB", "total", mib(memory));
+    eprintln!("logs and data: {}", plane.dir().display());
+    eprintln!("In another shell:");
+    println!("export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!("alias kubectl={}", kubectl.display());
+    eprintln!("Ctrl-C stops it.");
+
+    let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut health = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = health.tick() => {
+                if let Err(e) = plane.check_running() {
+                    plane.stop().await;
+                    return Err(e).context("a control-plane component died");
+                }
+            }
+        }
+    }
+    eprintln!("stopping");
+    plane.stop().await;
+    Ok(())
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
