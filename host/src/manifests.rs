@@ -218,6 +218,10 @@ pub fn from_value(
         at: at.clone(),
         field: "kind",
     })?;
+    // `kubectl get -o yaml` of nothing is a `List` whose items are null.
+    if kind == "List" && object.get("items").is_none_or(Value::is_null) {
+        return Ok(Vec::new());
+    }
     if at.item.is_none()
         && kind.ends_with("List")
         && object.get("items").is_some_and(Value::is_array)

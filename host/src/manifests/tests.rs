@@ -87,6 +87,14 @@ items:
 - apiVersion: v1
   kind: ConfigMap
   metadata: {name: c}
+---
+apiVersion: v1
+kind: List
+items: []
+---
+apiVersion: v1
+kind: List
+metadata: {resourceVersion: ""}
 "#;
     let manifests = parse_str(content).expect("valid");
     let found: Vec<_> = manifests
