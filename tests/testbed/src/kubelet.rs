@@ -36,6 +36,7 @@
 //! Not done: init containers, liveness/startup probes, resource limits,
 //! Service environment variables, ConfigMap/token refresh, `kubectl logs/exec`.
 
+pub mod bed;
 pub mod container;
 pub mod env;
 pub mod http;

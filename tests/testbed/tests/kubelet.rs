@@ -1,0 +1,456 @@
+//! The process kubelet against the real control plane: pods it runs behave,
+//! for the controllers and clients that watch them, like pods on a cluster.
+//!
+//! Each test runs its own bed (etcd, kube-apiserver, kube-controller-manager,
+//! kubelet) inside its own network namespace. Needs root and the control-plane
+//! binaries (`tests/testbed/scripts/build-binaries.sh`).
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use haptic_testbed::kubelet::bed::{self, Bed, wait_for};
+use haptic_testbed::kubelet::{ECHO_IMAGE, KubeletConfig, NODE_IP, Program, http};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+const GATE: &str = "haptic.dev/deployed";
+
+fn config() -> KubeletConfig {
+    KubeletConfig::new(bed::NODE_NAME)
+        .program(ECHO_IMAGE, Program::new(env!("CARGO_BIN_EXE_echo-server")))
+}
+
+/// A namespace whose default ServiceAccount exists (pods are rejected before).
+async fn namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait_for("the default ServiceAccount", WAIT, || async {
+        match accounts.get_opt("default").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+async fn create<K>(client: &Client, ns: &str, object: Value) -> anyhow::Result<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object)?;
+    Ok(Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &object)
+        .await?)
+}
+
+fn echo_pod_spec(gates: &[&str], shutdown_delay: &str) -> Value {
+    let gates: Vec<Value> = gates.iter().map(|g| json!({"conditionType": g})).collect();
+    json!({
+        "terminationGracePeriodSeconds": 10,
+        "readinessGates": gates,
+        "containers": [{
+            "name": "echo",
+            "image": ECHO_IMAGE,
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": shutdown_delay}],
+            "readinessProbe": {
+                "httpGet": {"path": "/healthz", "port": "http"},
+                "periodSeconds": 1,
+                "failureThreshold": 1,
+            },
+        }],
+    })
+}
+
+fn deployment(name: &str, replicas: i32, pod_spec: Value) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
+        },
+    })
+}
+
+/// `(status, reason, message)` of a pod condition.
+fn condition(pod: &Pod, type_: &str) -> Option<(String, String, String)> {
+    let c = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((
+        c.status.clone(),
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    condition(pod, "Ready").is_some_and(|c| c.0 == "True")
+}
+
+fn pod_ip(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.pod_ip.clone()
+}
+
+async fn pods(api: &Api<Pod>, app: &str) -> Result<Vec<Pod>, String> {
+    api.list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| e.to_string())
+}
+
+/// Endpoints of the Service's slices: address -> (ready, serving, terminating).
+async fn endpoints(
+    api: &Api<EndpointSlice>,
+    service: &str,
+) -> Result<Vec<(String, bool, bool, bool)>, String> {
+    let slices = api
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for slice in slices.items {
+        for e in slice.endpoints {
+            let c = e.conditions.unwrap_or_default();
+            for a in e.addresses {
+                out.push((
+                    a,
+                    c.ready.unwrap_or(false),
+                    c.serving.unwrap_or(false),
+                    c.terminating.unwrap_or(false),
+                ));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[test]
+fn deployment_pods_become_ready_serve_through_their_slice_and_terminate_gracefully()
+-> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(config()).await?;
+        let client = bed.client();
+        namespace(&client, "echo").await?;
+        create::<Service>(
+            &client,
+            "echo",
+            json!({
+                "metadata": {"name": "echo"},
+                "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": "http"}]},
+            }),
+        )
+        .await?;
+        create::<Deployment>(
+            &client,
+            "echo",
+            deployment("echo", 2, echo_pod_spec(&[], "3")),
+        )
+        .await?;
+
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), "echo");
+        let ready = wait_for("2 ready echo pods", WAIT, || async {
+            let ps = pods(&pod_api, "echo").await?;
+            let ready: Vec<Pod> = ps.iter().filter(|p| is_ready(p)).cloned().collect();
+            if ready.len() == 2 {
+                Ok(ready)
+            } else {
+                Err(format!("{} of {} ready", ready.len(), ps.len()))
+            }
+        })
+        .await?;
+        let ips: Vec<String> = ready.iter().filter_map(pod_ip).collect();
+        ensure!(
+            ips.len() == 2 && ips[0] != ips[1],
+            "each pod has its own IP: {ips:?}"
+        );
+        for p in &ready {
+            let status = p.status.as_ref().context("status")?;
+            ensure!(
+                status.host_ip.as_deref() == Some(&NODE_IP.to_string()),
+                "hostIP {:?}",
+                status.host_ip
+            );
+            ensure!(
+                status.phase.as_deref() == Some("Running"),
+                "phase {:?}",
+                status.phase
+            );
+            let c = &status
+                .container_statuses
+                .as_ref()
+                .context("containerStatuses")?[0];
+            ensure!(c.ready && c.started == Some(true), "container status {c:?}");
+            ensure!(
+                c.state.as_ref().and_then(|s| s.running.as_ref()).is_some(),
+                "running state {c:?}"
+            );
+            ensure!(
+                c.container_id.is_some() && !c.image_id.is_empty(),
+                "ids {c:?}"
+            );
+            // The pod answers on its own address, with its own name.
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let addr = format!("{}:8080", pod_ip(p).unwrap_or_default()).parse()?;
+            let resp = http::get(addr, None, "/hello", &[], Duration::from_secs(5)).await?;
+            ensure!(
+                resp.status == 200 && resp.body.contains(&format!("pod={name}\n")),
+                "{resp:?}"
+            );
+        }
+
+        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "echo");
+        let mut want: Vec<(String, bool, bool, bool)> = ips
+            .iter()
+            .map(|ip| (ip.clone(), true, true, false))
+            .collect();
+        want.sort();
+        wait_for(
+            "both pods ready in the Service's EndpointSlice",
+            WAIT,
+            || async {
+                let got = endpoints(&slices, "echo").await?;
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(format!("{got:?}"))
+                }
+            },
+        )
+        .await?;
+
+        // Delete one pod: it stays in the slice as terminating (not serving once its
+        // /healthz says it is draining), then leaves when the kubelet deletes it.
+        let victim = &ready[0];
+        let (victim_name, victim_ip) = (
+            victim.metadata.name.clone().unwrap_or_default(),
+            ips[0].clone(),
+        );
+        pod_api
+            .delete(&victim_name, &DeleteParams::default())
+            .await?;
+        wait_for(
+            "the deleted pod terminating and not serving in the slice",
+            WAIT,
+            || async {
+                let got = endpoints(&slices, "echo").await?;
+                match got.iter().find(|e| e.0 == victim_ip) {
+                    Some((_, false, false, true)) => Ok(()),
+                    _ => Err(format!("{got:?}")),
+                }
+            },
+        )
+        .await?;
+        if let Some(terminating) = pod_api.get_opt(&victim_name).await? {
+            ensure!(
+                condition(&terminating, "Ready").is_some_and(|c| c.0 == "False"),
+                "the slice says not serving because the pod's Ready is False: {:?}",
+                condition(&terminating, "Ready")
+            );
+        }
+        wait_for("the deleted pod gone from API and slice", WAIT, || async {
+            let got = endpoints(&slices, "echo").await?;
+            let gone = pod_api
+                .get_opt(&victim_name)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none();
+            if gone && got.iter().all(|e| e.0 != victim_ip) {
+                Ok(())
+            } else {
+                Err(format!("gone={gone} {got:?}"))
+            }
+        })
+        .await?;
+        Ok(())
+    })?
+}
+
+/// Applies the gate condition the way haptic does: server-side apply on
+/// `pods/status`, field manager `haptic-deployed`, only that condition entry.
+async fn set_gate(pods: &Api<Pod>, name: &str, status: &str) -> anyhow::Result<()> {
+    let body = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "status": {"conditions": [{"type": GATE, "status": status}]},
+    });
+    pods.patch_status(
+        name,
+        &PatchParams::apply("haptic-deployed"),
+        &Patch::Apply(&body),
+    )
+    .await
+    .with_context(|| format!("applying {GATE}={status} to pod {name}"))?;
+    Ok(())
+}
+
+/// Who owns the condition of `type_` according to managedFields.
+fn condition_owners(pod: &Pod, type_: &str) -> Vec<String> {
+    let key = format!("k:{{\"type\":\"{type_}\"}}");
+    pod.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:status/f:conditions"))
+                .and_then(|c| c.get(&key))
+                .is_some()
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+#[test]
+fn readiness_gates_hold_ready_and_a_rolling_update_waits_for_the_new_pods_gate()
+-> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(config()).await?;
+        let client = bed.client();
+        namespace(&client, "gated").await?;
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), "gated");
+        create::<Deployment>(
+            &client,
+            "gated",
+            deployment("web", 1, echo_pod_spec(&[GATE], "0")),
+        )
+        .await?;
+
+        // Containers ready, pod not: the gate's condition does not exist yet.
+        let first = wait_for("the pod's containers ready", WAIT, || async {
+            let ps = pods(&pod_api, "web").await?;
+            ps.into_iter()
+                .find(|p| condition(p, "ContainersReady").is_some_and(|c| c.0 == "True"))
+                .ok_or_else(|| "no pod with ContainersReady=True".to_string())
+        })
+        .await?;
+        let first_name = first.metadata.name.clone().unwrap_or_default();
+        let want = (
+            "False".to_string(),
+            "ReadinessGatesNotReady".to_string(),
+            format!("corresponding condition of pod readiness gate \"{GATE}\" does not exist."),
+        );
+        ensure!(
+            condition(&first, "Ready") == Some(want.clone()),
+            "{:?}",
+            condition(&first, "Ready")
+        );
+
+        // A False gate is named with its status.
+        set_gate(&pod_api, &first_name, "False").await?;
+        wait_for("Ready=False naming the False gate", WAIT, || async {
+            let p = pod_api.get(&first_name).await.map_err(|e| e.to_string())?;
+            let msg =
+                format!("the status of pod readiness gate \"{GATE}\" is not \"True\", but False");
+            match condition(&p, "Ready") {
+                Some((s, r, m)) if s == "False" && r == "ReadinessGatesNotReady" && m == msg => {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await?;
+
+        set_gate(&pod_api, &first_name, "True").await?;
+        let p = wait_for("Ready=True once the gate is True", WAIT, || async {
+            let p = pod_api.get(&first_name).await.map_err(|e| e.to_string())?;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", condition(&p, "Ready")))
+            }
+        })
+        .await?;
+        // The kubelet's write did not touch the gate: still there, still owned by haptic-deployed only.
+        ensure!(
+            condition(&p, GATE).is_some_and(|c| c.0 == "True"),
+            "gate {:?}",
+            condition(&p, GATE)
+        );
+        ensure!(
+            condition_owners(&p, GATE) == ["haptic-deployed"],
+            "owners {:?}",
+            condition_owners(&p, GATE)
+        );
+        ensure!(
+            condition_owners(&p, "Ready") == ["kubelet"],
+            "owners {:?}",
+            condition_owners(&p, "Ready")
+        );
+
+        // Roll out a new template. maxUnavailable 0: the old pod stays until the new one is Ready.
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), "gated");
+        let change = json!({"spec": {"template": {"metadata": {"annotations": {"rollout": "2"}}}}});
+        deployments
+            .patch("web", &PatchParams::default(), &Patch::Merge(&change))
+            .await?;
+        let second = wait_for("the new pod's containers ready", WAIT, || async {
+            let ps = pods(&pod_api, "web").await?;
+            ps.into_iter()
+                .find(|p| {
+                    p.metadata.name.as_deref() != Some(&first_name)
+                        && condition(p, "ContainersReady").is_some_and(|c| c.0 == "True")
+                })
+                .ok_or_else(|| "no new pod with ContainersReady=True".to_string())
+        })
+        .await?;
+        let second_name = second.metadata.name.clone().unwrap_or_default();
+        ensure!(
+            !is_ready(&second),
+            "the new pod's gate is not set: {:?}",
+            condition(&second, "Ready")
+        );
+        // Give the deployment controller every chance to (wrongly) remove the old pod: it
+        // reacts within milliseconds to the new pod's status, so a few probe periods suffice.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let old = pod_api.get(&first_name).await?;
+        ensure!(
+            old.metadata.deletion_timestamp.is_none() && is_ready(&old),
+            "the old pod must stay while the new one is not Ready"
+        );
+
+        set_gate(&pod_api, &second_name, "True").await?;
+        wait_for(
+            "the old pod gone once the new one is Ready",
+            WAIT,
+            || async {
+                let old = pod_api
+                    .get_opt(&first_name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let new = pod_api.get(&second_name).await.map_err(|e| e.to_string())?;
+                match old {
+                    None if is_ready(&new) => Ok(()),
+                    None => Err("old gone but new not ready".into()),
+                    Some(o) => Err(format!(
+                        "old pod still there, deleting={}",
+                        o.metadata.deletion_timestamp.is_some()
+                    )),
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    })?
+}
