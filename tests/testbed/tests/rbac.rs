@@ -1,0 +1,167 @@
+//! RBAC on the test bed is real: a service account gets what its Role grants
+//! and nothing more, whether it calls with a TokenRequest token from the test
+//! or from inside a pod with the token the kubelet projected into it.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use haptic_testbed::kubelet::bed::{self, Bed, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn create<K>(client: &Client, ns: &str, object: Value) -> anyhow::Result<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object)?;
+    Ok(Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &object)
+        .await?)
+}
+
+/// Namespace `ns` with a ServiceAccount `reader` that may read pods and nothing else.
+async fn reader_setup(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    create::<ServiceAccount>(client, ns, json!({"metadata": {"name": "reader"}})).await?;
+    create::<Role>(
+        client,
+        ns,
+        json!({
+            "metadata": {"name": "pod-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        }),
+    )
+    .await?;
+    create::<RoleBinding>(
+        client,
+        ns,
+        json!({
+            "metadata": {"name": "reader-reads-pods"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}],
+        }),
+    )
+    .await?;
+    create::<Secret>(
+        client,
+        ns,
+        json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}}),
+    )
+    .await?;
+    Ok(())
+}
+
+fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
+    matches!(result, Err(kube::Error::Api(e)) if e.code == 403)
+}
+
+#[test]
+fn a_service_account_gets_what_its_role_grants_and_nothing_more() -> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(bed::echo_config()).await?;
+        let admin = bed.client();
+        reader_setup(&admin, "team").await?;
+        let reader = bed
+            .control_plane
+            .client_for_service_account("team", "reader")
+            .await?;
+
+        let pods: Api<Pod> = Api::namespaced(reader.clone(), "team");
+        pods.list(&ListParams::default())
+            .await
+            .context("listing pods in its namespace is granted")?;
+        let elsewhere: Api<Pod> = Api::namespaced(reader.clone(), "default");
+        ensure!(
+            forbidden(elsewhere.list(&ListParams::default()).await),
+            "pods of another namespace"
+        );
+        let secrets: Api<Secret> = Api::namespaced(reader.clone(), "team");
+        ensure!(forbidden(secrets.get("s").await), "secrets are not granted");
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}}))?;
+        let config_maps: Api<ConfigMap> = Api::namespaced(reader.clone(), "team");
+        ensure!(
+            forbidden(config_maps.create(&PostParams::default(), &cm).await),
+            "creating is not granted"
+        );
+        Ok(())
+    })?
+}
+
+#[test]
+fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(bed::echo_config()).await?;
+        let admin = bed.client();
+        reader_setup(&admin, "team").await?;
+        create::<ConfigMap>(
+            &admin,
+            "team",
+            json!({"metadata": {"name": "settings"}, "data": {"greeting": "hello"}}),
+        )
+        .await?;
+        let script = r#"
+            sa=/var/run/secrets/kubernetes.io/serviceaccount
+            api="https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"
+            code() { curl -s -o /dev/null -w '%{http_code}' --cacert "$sa/ca.crt" \
+                -H "Authorization: Bearer $(cat "$sa/token")" "$api$1"; }
+            echo "pods=$(code "/api/v1/namespaces/$NS/pods")"
+            echo "secrets=$(code "/api/v1/namespaces/$NS/secrets")"
+            echo "namespace=$(cat "$sa/namespace")"
+            echo "env=$GREETING"
+            echo "file=$(cat /etc/haptic-test/greeting)"
+            echo "hostname=$HOSTNAME"
+        "#;
+        let pod = create::<Pod>(
+            &admin,
+            "team",
+            json!({
+                "metadata": {"name": "caller"},
+                "spec": {
+                    "serviceAccountName": "reader",
+                    "restartPolicy": "Never",
+                    "volumes": [{"name": "settings", "configMap": {"name": "settings"}}],
+                    "containers": [{
+                        "name": "caller",
+                        "image": "docker.io/library/busybox",
+                        "command": ["sh", "-c", script],
+                        "env": [
+                            {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                        ],
+                        "volumeMounts": [{"name": "settings", "mountPath": "/etc/haptic-test", "readOnly": true}],
+                    }],
+                },
+            }),
+        )
+        .await?;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "team");
+        wait_for("the pod to succeed", WAIT, || async {
+            let p = pods.get("caller").await.map_err(|e| e.to_string())?;
+            match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(()),
+                other => Err(format!("phase {other:?}")),
+            }
+        })
+        .await?;
+        let uid = pod.metadata.uid.unwrap_or_default();
+        let log_path = bed.kubelet.log_path(&uid, "caller", 0);
+        let log = std::fs::read_to_string(&log_path)
+            .with_context(|| format!("reading {}", log_path.display()))?;
+        let want =
+            "pods=200\nsecrets=403\nnamespace=team\nenv=hello\nfile=hello\nhostname=caller\n";
+        ensure!(log == want, "pod output:\n{log}");
+        Ok(())
+    })?
+}
