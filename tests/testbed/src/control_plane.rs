@@ -134,6 +134,12 @@ pub enum ControlPlaneError {
         #[source]
         source: kube::Error,
     },
+    /// A token user's name or group cannot be written to the apiserver's token CSV file.
+    #[error(
+        "token user name or group {0:?} contains a comma, quote or line break, which the \
+         apiserver's --token-auth-file cannot hold; rename it"
+    )]
+    InvalidUserName(String),
     /// No token user of that name was configured at start.
     #[error("no token user '{0}' in this control plane; add it to ControlPlaneOptions::users")]
     UnknownUser(String),
@@ -168,6 +174,11 @@ pub struct ControlPlaneOptions {
     /// Keep the temporary directory (logs, etcd data, kubeconfig) after the control plane stops.
     /// `HAPTIC_TESTBED_KEEP=1` sets it too.
     pub keep_dir: bool,
+    /// Where the apiserver listens and what it advertises in the `kubernetes` Service's
+    /// endpoints. `None` means 127.0.0.1 and no such endpoints, because the API refuses
+    /// loopback endpoint addresses. Set it only to an address local to a network namespace the
+    /// test bed made itself (e.g. 10.244.0.1 on its `lo`); [`ControlPlane::server_url`] follows it.
+    pub apiserver_address: Option<std::net::IpAddr>,
 }
 
 impl Default for ControlPlaneOptions {
@@ -176,6 +187,7 @@ impl Default for ControlPlaneOptions {
             users: Vec::new(),
             ready_timeout: Duration::from_secs(120),
             keep_dir: std::env::var_os("HAPTIC_TESTBED_KEEP").is_some_and(|v| v == "1"),
+            apiserver_address: None,
         }
     }
 }
@@ -305,7 +317,8 @@ impl ControlPlane {
         &self.kubeconfig
     }
 
-    /// The apiserver's URL, `https://127.0.0.1:<port>`.
+    /// The apiserver's URL, `https://127.0.0.1:<port>` unless
+    /// [`ControlPlaneOptions::apiserver_address`] says otherwise.
     pub fn server_url(&self) -> &str {
         &self.server_url
     }
@@ -335,6 +348,14 @@ impl ControlPlane {
         self.components
             .iter()
             .filter_map(|c| Some((c.name(), c.rss_bytes()?)))
+            .collect()
+    }
+
+    /// The process id of each running component.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.components
+            .iter()
+            .filter_map(|c| Some((c.name(), c.pid()?)))
             .collect()
     }
 
@@ -389,4 +410,78 @@ async fn client_from_kubeconfig(
         what: format!("build a client for {user}"),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constant_matches_the_go_module() {
+        let go_mod = include_str!("../go/go.mod");
+        let pinned = go_mod.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("k8s.io/kubernetes"))
+                .then(|| words.next())
+                .flatten()
+        });
+        assert_eq!(pinned, Some(KUBERNETES_VERSION));
+    }
+
+    #[test]
+    fn kubeconfig_has_a_context_per_user_and_survives_odd_names() {
+        let users = vec![
+            (
+                TokenUser::new(ADMIN_USER, &["system:masters"]),
+                "t1".to_owned(),
+            ),
+            (TokenUser::new("system:node:a 'b'", &[]), "t2".to_owned()),
+        ];
+        let text = files::kubeconfig_text(
+            "https://127.0.0.1:6443",
+            Path::new("/tmp/x/apiserver.crt"),
+            &users,
+            ADMIN_USER,
+        );
+        let parsed = Kubeconfig::from_yaml(&text).expect("valid kubeconfig");
+        assert_eq!(parsed.current_context.as_deref(), Some(ADMIN_USER));
+        let contexts: Vec<&str> = parsed.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(contexts, [ADMIN_USER, "system:node:a 'b'"]);
+        let cluster = parsed.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
+    }
+
+    #[test]
+    fn token_file_lists_groups_quoted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tokens.csv");
+        let users = vec![(
+            TokenUser::new("system:node:n1", &["system:nodes", "extra"]),
+            "abc".to_owned(),
+        )];
+        files::write_token_file(&path, &users).expect("write");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(
+            text,
+            "abc,system:node:n1,system:node:n1,\"system:nodes,extra\"\n"
+        );
+    }
+
+    #[test]
+    fn user_names_that_break_the_token_file_are_refused() {
+        let options = ControlPlaneOptions {
+            users: vec![TokenUser::new("bob", &["a,b"])],
+            ..ControlPlaneOptions::default()
+        };
+        let err = startup::token_users(&options).expect_err("comma in a group");
+        assert!(matches!(err, ControlPlaneError::InvalidUserName(g) if g == "a,b"));
+    }
+
+    #[test]
+    fn random_tokens_are_long_and_differ() {
+        let a = files::random_token().expect("token");
+        let b = files::random_token().expect("token");
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
 }

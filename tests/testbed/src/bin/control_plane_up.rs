@@ -2,6 +2,8 @@
 //! until Ctrl-C (or SIGTERM) and tears it down.
 //!
 //! `cargo run -p haptic-testbed --bin control_plane_up` (or `make testbed-up`).
+//! `HAPTIC_TESTBED_APISERVER_ADDRESS=IP` serves the API on IP (only inside a network namespace
+//! that has it; see `ControlPlaneOptions::apiserver_address`).
 
 use std::time::Duration;
 
@@ -9,16 +11,26 @@ use anyhow::Context as _;
 use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions, KUBERNETES_VERSION};
 use tokio::signal::unix::{SignalKind, signal};
 
+/// Readiness probes fail by design until a component serves; kube-client logs each as an error.
+const QUIET: &str = "info,kube_client::client::builder=off,kube_client::client::tls=error";
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| QUIET.into()),
         )
         .with_writer(std::io::stderr)
         .init();
 
-    let mut plane = ControlPlane::start_with(ControlPlaneOptions::default())
+    let mut options = ControlPlaneOptions::default();
+    if let Some(address) = std::env::var_os("HAPTIC_TESTBED_APISERVER_ADDRESS") {
+        let address = address.to_string_lossy();
+        options.apiserver_address = Some(address.parse().with_context(|| {
+            format!("HAPTIC_TESTBED_APISERVER_ADDRESS={address} is not an IP address")
+        })?);
+    }
+    let mut plane = ControlPlane::start_with(options)
         .await
         .context("starting the test-bed control plane")?;
     let kubectl = plane.bin_dir().join("kubectl");

@@ -1,5 +1,6 @@
 //! Starting the components in order and waiting for each to serve.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,10 @@ pub(super) async fn run(
     let kcm_port = files::free_port()?;
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     let etcd_peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
-    let server_url = format!("https://127.0.0.1:{apiserver_port}");
+    let apiserver_ip = options
+        .apiserver_address
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let server_url = format!("https://{}", SocketAddr::new(apiserver_ip, apiserver_port));
     let cert_dir = dir.join("apiserver-certs");
     // Written by the apiserver at start: its serving certificate followed by the self-signed
     // CA that issued it, so it doubles as the clients' trust root.
@@ -69,10 +73,12 @@ pub(super) async fn run(
     ];
     components.push(spawn(bin_dir, dir, "etcd", &etcd_args)?);
 
-    let apiserver_args = vec![
+    let mut apiserver_args = vec![
         format!("--etcd-servers={etcd_url}"),
-        "--bind-address=127.0.0.1".to_owned(),
-        "--advertise-address=127.0.0.1".to_owned(),
+        // The self-signed serving certificate names only the advertise address, so the
+        // apiserver listens there and nowhere else.
+        format!("--bind-address={apiserver_ip}"),
+        format!("--advertise-address={apiserver_ip}"),
         format!("--secure-port={apiserver_port}"),
         format!("--cert-dir={}", cert_dir.display()),
         format!("--token-auth-file={}", tokens_file.display()),
@@ -85,6 +91,10 @@ pub(super) async fn run(
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];
+    if apiserver_ip.is_loopback() {
+        // Its loopback address would be refused every 10 s with an error in the log.
+        apiserver_args.push("--endpoint-reconciler-type=none".to_owned());
+    }
     components.push(spawn(bin_dir, dir, "kube-apiserver", &apiserver_args)?);
 
     let kubeconfig = dir.join("kubeconfig");
@@ -186,7 +196,7 @@ pub(super) async fn run(
 
 /// The admin, the controller manager, a user with no permissions, then the caller's users;
 /// each with a fresh random token. A name given twice keeps its first definition.
-fn token_users(
+pub(super) fn token_users(
     options: &ControlPlaneOptions,
 ) -> Result<Vec<(TokenUser, String)>, ControlPlaneError> {
     let mut users = vec![
@@ -195,6 +205,12 @@ fn token_users(
         TokenUser::new(UNPRIVILEGED_USER, &[]),
     ];
     for user in &options.users {
+        let bad = std::iter::once(&user.name)
+            .chain(&user.groups)
+            .find(|s| s.contains([',', '"', '\n', '\r']));
+        if let Some(bad) = bad {
+            return Err(ControlPlaneError::InvalidUserName(bad.clone()));
+        }
         if !users.iter().any(|u| u.name == user.name) {
             users.push(user.clone());
         }
