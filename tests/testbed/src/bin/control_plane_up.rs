@@ -2,6 +2,7 @@
 //! until Ctrl-C (or SIGTERM) and tears it down.
 //!
 //! `cargo run -p haptic-testbed --bin control_plane_up` (or `make testbed-up`).
+//! `control_plane_up --bench N` starts and stops it N times and prints start-up time and memory.
 //! `HAPTIC_TESTBED_APISERVER_ADDRESS=IP` serves the API on IP (only inside a network namespace
 //! that has it; see `ControlPlaneOptions::apiserver_address`).
 
@@ -29,6 +30,17 @@ async fn main() -> anyhow::Result<()> {
         options.apiserver_address = Some(address.parse().with_context(|| {
             format!("HAPTIC_TESTBED_APISERVER_ADDRESS={address} is not an IP address")
         })?);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => {}
+        [flag, n] if flag == "--bench" => {
+            let runs = n
+                .parse()
+                .with_context(|| format!("--bench {n}: not a count"))?;
+            return bench(options, runs).await;
+        }
+        _ => anyhow::bail!("usage: control_plane_up [--bench RUNS]"),
     }
     let mut plane = ControlPlane::start_with(options)
         .await
@@ -66,6 +78,35 @@ async fn main() -> anyhow::Result<()> {
     }
     eprintln!("stopping");
     plane.stop().await;
+    Ok(())
+}
+
+/// Cold-cache effects aside, what a test pays per control plane: start-up time and the
+/// resident memory of the three processes right after start.
+async fn bench(options: ControlPlaneOptions, runs: usize) -> anyhow::Result<()> {
+    let mut times = Vec::with_capacity(runs);
+    let mut memory = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let plane = ControlPlane::start_with(options.clone())
+            .await
+            .context("starting the test-bed control plane")?;
+        times.push(plane.startup_time().as_secs_f64());
+        memory.push(mib(plane.memory().iter().map(|(_, rss)| rss).sum()));
+        plane.stop().await;
+    }
+    times.sort_by(f64::total_cmp);
+    memory.sort_by(f64::total_cmp);
+    let (Some(first), Some(last)) = (times.first(), times.last()) else {
+        anyhow::bail!("--bench needs at least one run");
+    };
+    println!(
+        "control plane start-up over {runs} runs: min {first:.2} s, median {:.2} s, max {last:.2} s",
+        times[times.len() / 2]
+    );
+    println!(
+        "RSS right after start (etcd + kube-apiserver + kube-controller-manager): median {:.0} MiB",
+        memory[memory.len() / 2]
+    );
     Ok(())
 }
 

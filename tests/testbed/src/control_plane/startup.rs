@@ -25,7 +25,6 @@ pub(super) struct Started {
     pub(super) server_url: String,
     pub(super) kubeconfig: std::path::PathBuf,
     pub(super) ca_file: std::path::PathBuf,
-    pub(super) started_in: Duration,
 }
 
 /// Starts etcd and kube-apiserver together (the apiserver retries etcd until it answers), then
@@ -57,7 +56,6 @@ pub(super) async fn run(
     let ca_file = cert_dir.join("apiserver.crt");
     let sa_key_arg = sa_key.display().to_string();
 
-    let began = Instant::now();
     let mut components = Vec::with_capacity(3);
     let etcd_args = vec![
         "--name=testbed".to_owned(),
@@ -190,7 +188,6 @@ pub(super) async fn run(
         server_url,
         kubeconfig,
         ca_file,
-        started_in: began.elapsed(),
     })
 }
 
