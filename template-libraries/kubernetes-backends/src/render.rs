@@ -1,0 +1,138 @@
+//! The text of one Service's backends.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+use haptic_sdk::k8s::api::core::v1::Service;
+use haptic_sdk::k8s::api::discovery::v1::{Endpoint, EndpointSlice};
+use haptic_sdk::names::{backend_name, sanitize};
+use haptic_sdk::readiness::{self, GatePod};
+
+use crate::{BackendValues, Key};
+
+/// What rendering one Service produced.
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    /// `(backend name, section body)`, ordered by Service port order.
+    pub backends: Vec<(String, String)>,
+    /// Pods its servers point at (tracked only with the gate enabled).
+    pub pods: BTreeSet<Key>,
+}
+
+/// One server line before naming conflicts are settled.
+struct Server {
+    name: String,
+    address: String,
+    routed: bool,
+}
+
+/// Renders the backends of `service` from its EndpointSlices. `pod` looks
+/// up an endpoint's pod for the readiness gate (always `None` when the gate
+/// is disabled).
+pub(crate) fn service_backends<'a>(
+    namespace: &str,
+    name: &str,
+    service: &Service,
+    slices: &[&EndpointSlice],
+    values: &BackendValues,
+    pod: impl Fn(&str, &str) -> Option<&'a GatePod>,
+) -> Rendered {
+    let mut rendered = Rendered::default();
+    let Some(spec) = service.spec.as_ref() else {
+        return rendered;
+    };
+    let gate = values.pod_readiness_gate.enabled;
+    let mut seen_ports = BTreeSet::new();
+    for port in spec.ports.iter().flatten() {
+        if port.protocol.as_deref().is_some_and(|p| p != "TCP") || !seen_ports.insert(port.port) {
+            continue;
+        }
+        let port_name = port.name.as_deref().unwrap_or("");
+        let mut servers = Vec::new();
+        for slice in slices {
+            if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+                continue;
+            }
+            let Some(target_port) = slice.ports.iter().flatten().find_map(|p| {
+                let same_name = p.name.as_deref().unwrap_or("") == port_name;
+                let tcp = p.protocol.as_deref().is_none_or(|proto| proto == "TCP");
+                if same_name && tcp { p.port } else { None }
+            }) else {
+                continue;
+            };
+            let ipv6 = slice.address_type == "IPv6";
+            for endpoint in &slice.endpoints {
+                let Some(address) = endpoint.addresses.first() else {
+                    continue;
+                };
+                let target = readiness::endpoint_pod(namespace, endpoint);
+                if gate && let Some((pod_ns, pod_name)) = target {
+                    rendered
+                        .pods
+                        .insert((pod_ns.to_owned(), pod_name.to_owned()));
+                }
+                let gated_pod = if gate && !readiness::is_ready(endpoint) {
+                    target.and_then(|(ns, n)| pod(ns, n))
+                } else {
+                    None
+                };
+                servers.push(Server {
+                    name: server_name(endpoint, address),
+                    address: if ipv6 {
+                        format!("[{address}]:{target_port}")
+                    } else {
+                        format!("{address}:{target_port}")
+                    },
+                    routed: readiness::is_routed(endpoint, gated_pod),
+                });
+            }
+        }
+        rendered.backends.push((
+            backend_name(namespace, name, port.port),
+            backend_body(servers, values),
+        ));
+    }
+    rendered
+}
+
+/// The pod's name, or `ep-<address>` for an endpoint without a pod.
+fn server_name(endpoint: &Endpoint, address: &str) -> String {
+    match endpoint.target_ref.as_ref().and_then(|t| t.name.as_deref()) {
+        Some(name) if !name.is_empty() => sanitize(name),
+        _ => sanitize(&format!("ep-{address}")),
+    }
+}
+
+fn backend_body(mut servers: Vec<Server>, values: &BackendValues) -> String {
+    // Sorted by name then address so the text, and each server's name, is
+    // the same whatever order the slices list them in. A name seen twice
+    // (one pod in an IPv4 and an IPv6 slice) gets a numbered suffix.
+    servers.sort_by(|a, b| (&a.name, &a.address).cmp(&(&b.name, &b.address)));
+    let mut body = String::with_capacity(64 + servers.len() * 64);
+    if !values.balance.is_empty() {
+        let _ = writeln!(body, "    balance {}", values.balance);
+    }
+    let mut used: HashMap<&str, u32> = HashMap::new();
+    let mut names = Vec::with_capacity(servers.len());
+    for server in &servers {
+        let n = used.entry(server.name.as_str()).or_insert(0);
+        *n += 1;
+        names.push(if *n == 1 {
+            server.name.clone()
+        } else {
+            format!("{}-{}", server.name, n)
+        });
+    }
+    for (server, name) in servers.iter().zip(names) {
+        let _ = write!(body, "    server {name} {}", server.address);
+        if !server.routed {
+            body.push_str(" disabled");
+        }
+        if !values.server_options.is_empty() {
+            body.push(' ');
+            body.push_str(&values.server_options);
+        }
+        body.push('\n');
+    }
+    body
+}

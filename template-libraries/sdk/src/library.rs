@@ -1,0 +1,205 @@
+//! The trait a template library implements, and what it says about itself.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+use crate::{Context, Output, Result, Values};
+
+/// A template library. One value lives as long as its WebAssembly instance:
+/// caches kept in `self` survive between renders.
+///
+/// The host calls, in order: [`info`](Self::info) once, then
+/// [`plan`](Self::plan) whenever the values change, then
+/// [`render`](Self::render) whenever watched objects changed. After `plan`,
+/// or after a failed render, the next render is *complete*
+/// ([`Context::is_complete`]): incremental caches must be rebuilt from
+/// [`Context`]'s objects.
+pub trait Library: Default + 'static {
+    /// Name, version, order and default values. Must not depend on values.
+    fn info(&self) -> Info;
+
+    /// What the library watches for these values. The default watches
+    /// nothing, for libraries that only render from values.
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        let _ = values;
+        Ok(Plan::default())
+    }
+
+    /// Writes the library's output for the current objects and values.
+    ///
+    /// By default `out` expects the whole output every time and the SDK sends
+    /// the host only what differs from the previous render. A library that
+    /// tracks changes itself calls [`Output::retain_previous`] and emits only
+    /// what changed.
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()>;
+}
+
+/// What a library says about itself.
+#[derive(Debug, Clone)]
+pub struct Info {
+    /// Kebab-case name, e.g. `kubernetes-backends`; its camelCase form is the
+    /// library's key in the values tree.
+    pub name: String,
+    /// The library's own version.
+    pub version: String,
+    /// Libraries render and merge in ascending order; ties break by name.
+    pub order: u32,
+    /// Default values (a JSON object), merged under the user's values.
+    pub defaults: serde_json::Value,
+}
+
+impl Info {
+    /// A library at order 100 with no defaults.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            order: 100,
+            defaults: serde_json::Value::Object(serde_json::Map::new()),
+        }
+    }
+
+    /// Sets the order.
+    #[must_use]
+    pub fn order(mut self, order: u32) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Sets the default values (a JSON object).
+    #[must_use]
+    pub fn defaults(mut self, defaults: serde_json::Value) -> Self {
+        self.defaults = defaults;
+        self
+    }
+}
+
+/// A library's answer to a set of values: what it watches.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The watches, each with a unique name.
+    pub watches: Vec<Watch>,
+    /// `apiVersion/kind` of objects whose status the library patches.
+    pub patches_status_of: Vec<String>,
+}
+
+impl Plan {
+    /// Adds a watch.
+    #[must_use]
+    pub fn watch(mut self, watch: Watch) -> Self {
+        self.watches.push(watch);
+        self
+    }
+
+    /// Declares that the library patches the status of `api_version/kind`.
+    #[must_use]
+    pub fn patches_status_of(mut self, api_version: &str, kind: &str) -> Self {
+        self.patches_status_of.push(format!("{api_version}/{kind}"));
+        self
+    }
+}
+
+/// Parses one object's JSON into the watch's declared type.
+pub(crate) type Parser = fn(&str) -> std::result::Result<Box<dyn Any>, serde_json::Error>;
+
+fn parse_as<T: DeserializeOwned + 'static>(
+    json: &str,
+) -> std::result::Result<Box<dyn Any>, serde_json::Error> {
+    Ok(Box::new(serde_json::from_str::<T>(json)?))
+}
+
+/// A set of Kubernetes objects a library wants to see, and the Rust type
+/// each object is parsed into (once per resourceVersion).
+#[derive(Clone)]
+pub struct Watch {
+    /// Unique within the library, e.g. `endpointslices`.
+    pub name: String,
+    /// e.g. `discovery.k8s.io/v1`.
+    pub api_version: String,
+    /// e.g. `EndpointSlice`.
+    pub kind: String,
+    /// Only this namespace; `None` for all.
+    pub namespace: Option<String>,
+    /// A label selector such as `app=web,tier!=cache`.
+    pub label_selector: Option<String>,
+    /// Dotted paths removed by the host before the object reaches the library.
+    pub ignore_fields: Vec<String>,
+    pub(crate) parser: Parser,
+    pub(crate) type_id: TypeId,
+    pub(crate) type_name: &'static str,
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch")
+            .field("name", &self.name)
+            .field("api_version", &self.api_version)
+            .field("kind", &self.kind)
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.label_selector)
+            .field("ignore_fields", &self.ignore_fields)
+            .field("type", &self.type_name)
+            .finish()
+    }
+}
+
+impl Watch {
+    /// Watches every object of `api_version`/`kind`, parsed as
+    /// [`serde_json::Value`] until [`parse_as`](Self::parse_as) says otherwise.
+    /// `metadata.managedFields` is dropped by default.
+    pub fn new(
+        name: impl Into<String>,
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: None,
+            label_selector: None,
+            ignore_fields: vec!["metadata.managedFields".to_owned()],
+            parser: parse_as::<serde_json::Value>,
+            type_id: TypeId::of::<serde_json::Value>(),
+            type_name: std::any::type_name::<serde_json::Value>(),
+        }
+    }
+
+    /// Parses each object as `T` (a k8s-openapi type, or a small serde struct
+    /// for kinds trimmed with [`ignore_fields`](Self::ignore_fields)).
+    #[must_use]
+    pub fn parse_as<T: DeserializeOwned + 'static>(mut self) -> Self {
+        self.parser = parse_as::<T>;
+        self.type_id = TypeId::of::<T>();
+        self.type_name = std::any::type_name::<T>();
+        self
+    }
+
+    /// Only objects in `namespace`.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only objects matching a label selector.
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Also drops these dotted paths before the object is stored.
+    #[must_use]
+    pub fn ignore_fields<I, S>(mut self, fields: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.ignore_fields
+            .extend(fields.into_iter().map(Into::into));
+        self
+    }
+}

@@ -1,0 +1,474 @@
+//! The output builder: sections, snippets, files and status patches under
+//! stable keys, turned into a delta against the previous render.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::{Error, Result};
+
+/// HAProxy configuration section kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SectionKind {
+    Global,
+    Defaults,
+    Frontend,
+    Backend,
+    Listen,
+    Userlist,
+    Resolvers,
+    Peers,
+    Cache,
+    Ring,
+    HttpErrors,
+}
+
+impl SectionKind {
+    /// The keyword that opens such a section.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::Defaults => "defaults",
+            Self::Frontend => "frontend",
+            Self::Backend => "backend",
+            Self::Listen => "listen",
+            Self::Userlist => "userlist",
+            Self::Resolvers => "resolvers",
+            Self::Peers => "peers",
+            Self::Cache => "cache",
+            Self::Ring => "ring",
+            Self::HttpErrors => "http-errors",
+        }
+    }
+}
+
+/// Where lines added to another library's section go (see the WIT docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    Acls,
+    RequestRules,
+    ResponseRules,
+    Routing,
+    Other,
+}
+
+impl Slot {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Acls => "acls",
+            Self::RequestRules => "request-rules",
+            Self::ResponseRules => "response-rules",
+            Self::Routing => "routing",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// Which moment of the deploy a status patch belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatusVariant {
+    Rendered,
+    Deployed,
+    RenderFailed,
+    DeployFailed,
+}
+
+impl StatusVariant {
+    /// Kebab-case name, as in the WIT contract.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rendered => "rendered",
+            Self::Deployed => "deployed",
+            Self::RenderFailed => "render-failed",
+            Self::DeployFailed => "deploy-failed",
+        }
+    }
+}
+
+/// One output item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A whole section this library owns.
+    Section {
+        kind: SectionKind,
+        name: String,
+        body: String,
+    },
+    /// Lines added into a section some library owns.
+    Snippet {
+        target_kind: SectionKind,
+        target_name: String,
+        slot: Slot,
+        priority: i32,
+        lines: String,
+    },
+    /// A file next to haproxy.cfg, path relative to its directory.
+    File { path: String, content: String },
+    /// A server-side-apply patch of an object's status (a JSON object).
+    StatusPatch {
+        variant: StatusVariant,
+        api_version: String,
+        kind: String,
+        namespace: String,
+        name: String,
+        status: String,
+    },
+}
+
+/// What one render sends the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// `upserts` is the whole output; the host drops what it held before.
+    pub complete: bool,
+    /// New or changed items, ordered by key.
+    pub upserts: Vec<(String, Item)>,
+    /// Keys of items that are gone, ordered.
+    pub removals: Vec<String>,
+}
+
+/// Collects a render's output.
+///
+/// Every item has a key that is stable across renders; the builder derives
+/// it from the item's identity (`section:backend:default_web_8080`,
+/// `file:maps/hosts.map`, `status:deployed:v1:Pod:ns/name`; snippets by
+/// target, slot, priority and a hash of their lines) unless the library sets
+/// one with [`key`](Self::key)-taking methods.
+///
+/// By default a render emits its whole output and the SDK diffs it against
+/// the previous one. After [`retain_previous`](Self::retain_previous) the
+/// previous output is kept and the render only upserts and removes.
+#[derive(Debug, Default)]
+pub struct Output {
+    items: BTreeMap<String, Item>,
+    retain: bool,
+    touched: HashSet<String>,
+    changed: BTreeSet<String>,
+    removed: BTreeSet<String>,
+}
+
+impl Output {
+    pub(crate) fn new(previous: BTreeMap<String, Item>) -> Self {
+        Self {
+            items: previous,
+            ..Self::default()
+        }
+    }
+
+    /// Keeps every item of the previous render that this render does not
+    /// replace or [`remove`](Self::remove). On a complete render the previous
+    /// output is empty, so the library must emit everything.
+    pub fn retain_previous(&mut self) {
+        self.retain = true;
+    }
+
+    /// Adds a whole section, keyed `section:<kind>:<name>`.
+    pub fn section(
+        &mut self,
+        kind: SectionKind,
+        name: impl Into<String>,
+        body: impl Into<String>,
+    ) -> Result<()> {
+        let name = name.into();
+        let key = section_key(kind, &name);
+        self.put(
+            key,
+            Item::Section {
+                kind,
+                name,
+                body: body.into(),
+            },
+        )
+    }
+
+    /// Adds lines into a section another library (or this one) defines.
+    pub fn snippet(
+        &mut self,
+        target_kind: SectionKind,
+        target_name: impl Into<String>,
+        slot: Slot,
+        priority: i32,
+        lines: impl Into<String>,
+    ) -> Result<()> {
+        let target_name = target_name.into();
+        let lines = lines.into();
+        let mut hasher = DefaultHasher::new();
+        lines.hash(&mut hasher);
+        let mut key = format!(
+            "snippet:{}:{}:{}:{}:{:016x}",
+            target_kind.keyword(),
+            target_name,
+            slot.as_str(),
+            priority,
+            hasher.finish()
+        );
+        // Identical snippets are legal; number repeats so each keeps a key.
+        let base_len = key.len();
+        let mut n = 1;
+        while self.touched.contains(&key) {
+            n += 1;
+            key.truncate(base_len);
+            let _ = write!(key, "~{n}");
+        }
+        self.put(
+            key,
+            Item::Snippet {
+                target_kind,
+                target_name,
+                slot,
+                priority,
+                lines,
+            },
+        )
+    }
+
+    /// Adds a snippet under a key the library chooses (for example one per
+    /// object, so a library in retain mode can replace it).
+    pub fn snippet_keyed(
+        &mut self,
+        key: impl Into<String>,
+        target_kind: SectionKind,
+        target_name: impl Into<String>,
+        slot: Slot,
+        priority: i32,
+        lines: impl Into<String>,
+    ) -> Result<()> {
+        self.put(
+            key.into(),
+            Item::Snippet {
+                target_kind,
+                target_name: target_name.into(),
+                slot,
+                priority,
+                lines: lines.into(),
+            },
+        )
+    }
+
+    /// Adds an auxiliary file, keyed `file:<path>`.
+    pub fn file(&mut self, path: impl Into<String>, content: impl Into<String>) -> Result<()> {
+        let path = path.into();
+        self.put(
+            format!("file:{path}"),
+            Item::File {
+                path,
+                content: content.into(),
+            },
+        )
+    }
+
+    /// Adds a status patch, keyed
+    /// `status:<variant>:<apiVersion>:<kind>:<namespace>/<name>`. `status`
+    /// is serialized once here; build it from `serde_json::json!` so keys
+    /// are ordered and the output is deterministic.
+    pub fn status_patch(
+        &mut self,
+        variant: StatusVariant,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<()> {
+        self.put(
+            status_key(variant, api_version, kind, namespace, name),
+            Item::StatusPatch {
+                variant,
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                status: status.to_string(),
+            },
+        )
+    }
+
+    /// Adds any item under an explicit key.
+    pub fn put(&mut self, key: String, item: Item) -> Result<()> {
+        if !self.touched.insert(key.clone()) {
+            return Err(Error::DuplicateKey(key));
+        }
+        self.removed.remove(&key);
+        if self.items.get(&key) != Some(&item) {
+            self.changed.insert(key.clone());
+            self.items.insert(key, item);
+        }
+        Ok(())
+    }
+
+    /// Removes an item of the previous render (retain mode).
+    pub fn remove(&mut self, key: &str) {
+        if self.items.remove(key).is_some() {
+            self.changed.remove(key);
+            self.removed.insert(key.to_owned());
+        }
+        self.touched.remove(key);
+    }
+
+    /// Removes a section of the previous render (retain mode).
+    pub fn remove_section(&mut self, kind: SectionKind, name: &str) {
+        self.remove(&section_key(kind, name));
+    }
+
+    /// Removes a status patch of the previous render (retain mode).
+    pub fn remove_status_patch(
+        &mut self,
+        variant: StatusVariant,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) {
+        self.remove(&status_key(variant, api_version, kind, namespace, name));
+    }
+
+    /// Every item currently in the output, by key.
+    pub fn items(&self) -> &BTreeMap<String, Item> {
+        &self.items
+    }
+
+    /// Finishes the render: the new whole output and the delta to send.
+    pub(crate) fn finish(mut self, complete: bool) -> (BTreeMap<String, Item>, Delta) {
+        if !self.retain {
+            let touched = &self.touched;
+            let removed = &mut self.removed;
+            self.items.retain(|key, _| {
+                let keep = touched.contains(key);
+                if !keep {
+                    removed.insert(key.clone());
+                }
+                keep
+            });
+        }
+        let delta = if complete {
+            Delta {
+                complete: true,
+                upserts: self
+                    .items
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                removals: Vec::new(),
+            }
+        } else {
+            Delta {
+                complete: false,
+                upserts: self
+                    .changed
+                    .iter()
+                    .filter_map(|key| Some((key.clone(), self.items.get(key)?.clone())))
+                    .collect(),
+                removals: self.removed.into_iter().collect(),
+            }
+        };
+        (self.items, delta)
+    }
+}
+
+/// The key [`Output::section`] uses.
+pub fn section_key(kind: SectionKind, name: &str) -> String {
+    format!("section:{}:{name}", kind.keyword())
+}
+
+/// The key [`Output::status_patch`] uses.
+pub fn status_key(
+    variant: StatusVariant,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> String {
+    format!(
+        "status:{}:{api_version}:{kind}:{namespace}/{name}",
+        variant.as_str()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(
+        previous: BTreeMap<String, Item>,
+        complete: bool,
+        f: impl FnOnce(&mut Output),
+    ) -> (BTreeMap<String, Item>, Delta) {
+        let mut out = Output::new(if complete { BTreeMap::new() } else { previous });
+        f(&mut out);
+        out.finish(complete)
+    }
+
+    #[test]
+    fn full_mode_sends_only_differences() {
+        let (items, delta) = render(BTreeMap::new(), true, |out| {
+            out.section(SectionKind::Backend, "a", "server a 1.1.1.1:80")
+                .unwrap();
+            out.section(SectionKind::Backend, "b", "server b 1.1.1.2:80")
+                .unwrap();
+        });
+        assert!(delta.complete);
+        assert_eq!(delta.upserts.len(), 2);
+        let (_, delta) = render(items, false, |out| {
+            out.section(SectionKind::Backend, "a", "server a 1.1.1.1:80")
+                .unwrap();
+            out.section(SectionKind::Backend, "c", "").unwrap();
+        });
+        assert!(!delta.complete);
+        assert_eq!(
+            delta
+                .upserts
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>(),
+            ["section:backend:c"]
+        );
+        assert_eq!(delta.removals, ["section:backend:b"]);
+    }
+
+    #[test]
+    fn retain_mode_keeps_untouched_items() {
+        let (items, _) = render(BTreeMap::new(), true, |out| {
+            out.section(SectionKind::Backend, "a", "1").unwrap();
+            out.section(SectionKind::Backend, "b", "1").unwrap();
+        });
+        let (items, delta) = render(items, false, |out| {
+            out.retain_previous();
+            out.section(SectionKind::Backend, "a", "2").unwrap();
+        });
+        assert_eq!(delta.upserts.len(), 1);
+        assert!(delta.removals.is_empty());
+        assert_eq!(items.len(), 2);
+        let (items, delta) = render(items, false, |out| {
+            out.retain_previous();
+            out.remove_section(SectionKind::Backend, "b");
+        });
+        assert_eq!(delta.removals, ["section:backend:b"]);
+        assert_eq!(items.len(), 1);
+    }
+
+    #[test]
+    fn duplicate_sections_are_an_error_and_duplicate_snippets_are_not() {
+        let mut out = Output::default();
+        out.section(SectionKind::Frontend, "http", "").unwrap();
+        assert!(matches!(
+            out.section(SectionKind::Frontend, "http", ""),
+            Err(Error::DuplicateKey(_))
+        ));
+        out.snippet(
+            SectionKind::Frontend,
+            "http",
+            Slot::Acls,
+            0,
+            "acl x always_true",
+        )
+        .unwrap();
+        out.snippet(
+            SectionKind::Frontend,
+            "http",
+            Slot::Acls,
+            0,
+            "acl x always_true",
+        )
+        .unwrap();
+        assert_eq!(out.items().len(), 3);
+    }
+}
