@@ -10,6 +10,10 @@
 //! - `panic`: panics with [`PANIC_MESSAGE`].
 //! - `malformed`: returns a section named `"a b\nc"` and a file `../etc/passwd`.
 //! - `error`: returns a render error naming an object.
+//! - `trap`: executes `unreachable` without panicking (no message to report).
+//! - `escape`: prints to stdout and stderr, tries to read a host file, list
+//!   the environment and open a TCP connection, and reports what happened as
+//!   its render error (the host's sandbox should have refused all of it).
 //!
 //! It deliberately depends only on `wit-bindgen`, not on the SDK, so it tests
 //! the raw contract.
@@ -66,7 +70,18 @@ impl Guest for Misbehaving {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("ok")
             .to_string();
-        if !["ok", "loop", "oom", "panic", "malformed", "error"].contains(&mode.as_str()) {
+        if ![
+            "ok",
+            "loop",
+            "oom",
+            "panic",
+            "malformed",
+            "error",
+            "escape",
+            "trap",
+        ]
+        .contains(&mode.as_str())
+        {
             return Err(RenderError {
                 message: format!("unknown mode `{mode}`"),
                 object: None,
@@ -89,6 +104,7 @@ impl Guest for Misbehaving {
             "loop" => spin(),
             "oom" => exhaust_memory(),
             "panic" => panic!("{PANIC_MESSAGE}"),
+            "trap" => trap_without_a_word(),
             "malformed" => Ok(complete(vec![
                 KeyedItem {
                     key: "bad-section".into(),
@@ -106,6 +122,10 @@ impl Guest for Misbehaving {
                     }),
                 },
             ])),
+            "escape" => Err(RenderError {
+                message: try_to_escape(),
+                object: None,
+            }),
             "error" => Err(RenderError {
                 message: "the misbehaving library refuses this object".into(),
                 object: Some(ObjectKey {
@@ -139,9 +159,55 @@ fn complete(upserts: Vec<KeyedItem>) -> RenderOutput {
 fn install_panic_hook() {
     PANIC_HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            log(LogLevel::Error, &info.to_string());
+            // One line, as the host shows it: `panicked at src/lib.rs:9:5: message`.
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            let location = info
+                .location()
+                .map(|at| format!("{}:{}:{}", at.file(), at.line(), at.column()))
+                .unwrap_or_else(|| "an unknown location".into());
+            log(
+                LogLevel::Error,
+                &format!("panicked at {location}: {message}"),
+            );
         }));
     });
+}
+
+fn try_to_escape() -> String {
+    println!("misbehaving: hello from stdout");
+    eprintln!("misbehaving: hello from stderr");
+    let file = match std::fs::read_to_string("/etc/passwd") {
+        Ok(content) => format!("read {} bytes", content.len()),
+        Err(error) => format!("failed ({error})"),
+    };
+    let listing = match std::fs::read_dir(".") {
+        Ok(entries) => format!("listed {} entries", entries.count()),
+        Err(error) => format!("failed ({error})"),
+    };
+    let connect = match std::net::TcpStream::connect("127.0.0.1:22") {
+        Ok(_) => "connected".to_string(),
+        Err(error) => format!("failed ({error})"),
+    };
+    let lookup = match std::net::ToSocketAddrs::to_socket_addrs("localhost:80") {
+        Ok(addresses) => format!("resolved {} addresses", addresses.count()),
+        Err(error) => format!("failed ({error})"),
+    };
+    format!(
+        "read /etc/passwd: {file}; read_dir .: {listing}; env: {} vars; args: {}; \
+         connect 127.0.0.1:22: {connect}; lookup localhost: {lookup}",
+        std::env::vars().count(),
+        std::env::args().count(),
+    )
+}
+
+#[inline(never)]
+fn trap_without_a_word() -> ! {
+    core::arch::wasm32::unreachable()
 }
 
 fn spin() -> ! {
