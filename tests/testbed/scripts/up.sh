@@ -6,4 +6,4 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
 "$ROOT/tests/testbed/scripts/build-binaries.sh" >/dev/null
 cd "$ROOT"
-exec cargo run --quiet -p haptic-testbed --bin control_plane_up
+exec cargo run --quiet -p haptic-testbed --bin control-plane-up

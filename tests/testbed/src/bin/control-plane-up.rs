@@ -1,8 +1,8 @@
 //! Brings up the test bed's control plane for a person: prints how to reach it, then runs
 //! until Ctrl-C (or SIGTERM) and tears it down.
 //!
-//! `cargo run -p haptic-testbed --bin control_plane_up` (or `make testbed-up`).
-//! `control_plane_up --bench N` starts and stops it N times and prints start-up time and memory.
+//! `cargo run -p haptic-testbed --bin control-plane-up` (or `make testbed-up`).
+//! `control-plane-up --bench N` starts and stops it N times and prints start-up time and memory.
 //! `HAPTIC_TESTBED_APISERVER_ADDRESS=IP` serves the API on IP (only inside a network namespace
 //! that has it; see `ControlPlaneOptions::apiserver_address`).
 
@@ -40,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("--bench {n}: not a count"))?;
             return bench(options, runs).await;
         }
-        _ => anyhow::bail!("usage: control_plane_up [--bench RUNS]"),
+        _ => anyhow::bail!("usage: control-plane-up [--bench RUNS]"),
     }
     let mut plane = ControlPlane::start_with(options)
         .await
