@@ -1,19 +1,261 @@
-//! `ingress`: being written; renders nothing yet.
+//! `ingress`: routes `networking.k8s.io/v1` Ingresses in base's
+//! `frontend http`.
+//!
+//! - Which Ingresses: see [`class`] (class `haptic`, controller
+//!   `haproxy-haptic.org/controller`, the default-class annotation and the
+//!   legacy `kubernetes.io/ingress.class` annotation).
+//! - How requests match: see [`routes`] (exact and wildcard hosts, Exact
+//!   and Prefix paths with Kubernetes semantics, via two map files so 800
+//!   Ingresses stay a handful of config lines).
+//! - Where they go: the backend of the Service port by the shared naming
+//!   rule ([`haptic_sdk::names::backend_name`]), which `kubernetes-backends`
+//!   defines. A port given by name is resolved through the Service (watched
+//!   trimmed to its ports). A missing Service or port routes to
+//!   `haptic.unavailable` (503). The oldest served Ingress with a
+//!   `spec.defaultBackend` catches what no rule matches; without one, base's
+//!   404 backend does.
+//! - Status: with `publishedAddress.ip` or `.hostname` set, every served
+//!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
+//!   Ingresses of another class get nothing.
 
-use haptic_sdk::{Context, Info, Library, Output, Result};
+pub mod class;
+pub mod routes;
+
+use haptic_sdk::k8s::api::core::v1::Service;
+use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
+use haptic_sdk::names::backend_name;
+use haptic_sdk::{
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values, Watch, log,
+};
+use serde::Deserialize;
+
+use crate::class::Classes;
+use crate::routes::{EXACT_MAP, PREFIX_MAP, PathKind, RouteTable};
+
+/// Watch names.
+pub const INGRESSES: &str = "ingresses";
+pub const INGRESS_CLASSES: &str = "ingressclasses";
+pub const SERVICES: &str = "ingress-services";
+
+/// Answers 503 for routes whose Service or port does not exist.
+pub const UNAVAILABLE_BACKEND: &str = "haptic.unavailable";
+
+/// Values under `templateLibraries.ingress`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressValues {
+    /// Our class name, matched by the legacy annotation.
+    pub class_name: String,
+    /// `spec.controller` of our IngressClasses.
+    pub controller: String,
+    /// The frontend routing goes into (base's `http`).
+    pub frontend: String,
+    /// The address published in `status.loadBalancer.ingress`.
+    pub published_address: PublishedAddress,
+}
+
+/// `publishedAddress`; empty fields are left out, both empty means no patch.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PublishedAddress {
+    #[serde(default)]
+    pub ip: String,
+    #[serde(default)]
+    pub hostname: String,
+}
+
+/// Default values.
+pub fn defaults() -> serde_json::Value {
+    serde_json::json!({
+        "className": "haptic",
+        "controller": "haproxy-haptic.org/controller",
+        "frontend": "http",
+        "publishedAddress": { "ip": "", "hostname": "" }
+    })
+}
 
 /// The `ingress` library.
 #[derive(Debug, Default)]
-pub struct Ingress;
+pub struct IngressLibrary {
+    values: IngressValues,
+}
 
-impl Library for Ingress {
+impl Library for IngressLibrary {
     fn info(&self) -> Info {
-        Info::new("ingress", env!("CARGO_PKG_VERSION")).order(200)
+        Info::new("ingress", env!("CARGO_PKG_VERSION")).order(200).defaults(defaults())
     }
 
-    fn render(&mut self, _ctx: &Context<'_>, _out: &mut Output) -> Result<()> {
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        self.values = values.get()?;
+        let mut plan = Plan::default()
+            .watch(
+                Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
+                    .parse_as::<Ingress>()
+                    .ignore_fields(["status"]),
+            )
+            .watch(Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass").parse_as::<IngressClass>())
+            .watch(
+                Watch::new(SERVICES, "v1", "Service").parse_as::<Service>().ignore_fields([
+                    "metadata.annotations",
+                    "metadata.labels",
+                    "spec.selector",
+                    "spec.clusterIP",
+                    "spec.clusterIPs",
+                    "spec.externalIPs",
+                    "spec.ipFamilies",
+                    "spec.ipFamilyPolicy",
+                    "spec.sessionAffinityConfig",
+                    "status",
+                ]),
+            );
+        if self.publishes() {
+            plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
+        }
+        Ok(plan)
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let v = &self.values;
+        let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
+        let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
+        let mut served: Vec<Entry<'_, Ingress>> = ctx
+            .objects::<Ingress>(INGRESSES)?
+            .filter(|i| classes.serves(i, &v.class_name))
+            .collect();
+        // Older Ingresses win conflicts, as with other controllers.
+        served.sort_by(|a, b| {
+            let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
+            (created(a), a.key).cmp(&(created(b), b.key))
+        });
+
+        let mut table = RouteTable::default();
+        let mut default_backend = None;
+        for ingress in &served {
+            let namespace = ingress.key.namespace.as_str();
+            let Some(spec) = ingress.spec.as_ref() else { continue };
+            if default_backend.is_none()
+                && let Some(backend) = spec.default_backend.as_ref().and_then(|b| b.service.as_ref())
+            {
+                default_backend = Some(resolve(ctx, ingress, namespace, backend)?);
+            }
+            for rule in spec.rules.iter().flatten() {
+                let host = rule.host.as_deref().unwrap_or("");
+                for path in rule.http.iter().flat_map(|h| &h.paths) {
+                    let Some(service) = path.backend.service.as_ref() else {
+                        log::warn(&format!(
+                            "ingress {namespace}/{}: a path backend without a Service is not supported; skipped",
+                            ingress.key.name
+                        ));
+                        continue;
+                    };
+                    let backend = resolve(ctx, ingress, namespace, service)?;
+                    let kind = PathKind::from_path_type(&path.path_type);
+                    let path_text = path.path.as_deref().unwrap_or("/");
+                    if let Err(why) = table.add(host, path_text, kind, &backend) {
+                        log::warn(&format!(
+                            "ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why:?}",
+                            ingress.key.name
+                        ));
+                    }
+                }
+            }
+        }
+
+        out.file(EXACT_MAP, table.exact_map())?;
+        out.file(PREFIX_MAP, table.prefix_map())?;
+        out.snippet(SectionKind::Frontend, &v.frontend, Slot::RequestRules, 0, routes::request_rules())?;
+        out.snippet(SectionKind::Frontend, &v.frontend, Slot::Routing, 0, routes::routing_rules())?;
+        if let Some(backend) = default_backend {
+            out.snippet(
+                SectionKind::Frontend,
+                &v.frontend,
+                Slot::Routing,
+                1000,
+                format!("    use_backend {backend}\n"),
+            )?;
+        }
+        out.section(
+            SectionKind::Backend,
+            UNAVAILABLE_BACKEND,
+            "    http-request return status 503 content-type text/plain string 'Service Unavailable'\n",
+        )?;
+
+        if let Some(status) = self.load_balancer_status() {
+            for ingress in &served {
+                out.status_patch(
+                    StatusVariant::Deployed,
+                    "networking.k8s.io/v1",
+                    "Ingress",
+                    &ingress.key.namespace,
+                    &ingress.key.name,
+                    &status,
+                )?;
+            }
+        }
         Ok(())
     }
 }
 
-haptic_sdk::export_library!(Ingress);
+impl IngressLibrary {
+    fn publishes(&self) -> bool {
+        let a = &self.values.published_address;
+        !a.ip.is_empty() || !a.hostname.is_empty()
+    }
+
+    /// `{"loadBalancer": {"ingress": [{"ip": ..., "hostname": ...}]}}`.
+    fn load_balancer_status(&self) -> Option<serde_json::Value> {
+        if !self.publishes() {
+            return None;
+        }
+        let a = &self.values.published_address;
+        let mut entry = serde_json::Map::new();
+        if !a.ip.is_empty() {
+            entry.insert("ip".into(), a.ip.clone().into());
+        }
+        if !a.hostname.is_empty() {
+            entry.insert("hostname".into(), a.hostname.clone().into());
+        }
+        Some(serde_json::json!({ "loadBalancer": { "ingress": [entry] } }))
+    }
+}
+
+/// The backend name for a Service port of an Ingress, or
+/// [`UNAVAILABLE_BACKEND`] when the Service or port does not exist.
+fn resolve(
+    ctx: &Context<'_>,
+    ingress: &Entry<'_, Ingress>,
+    namespace: &str,
+    backend: &IngressServiceBackend,
+) -> Result<String> {
+    let service = ctx.get::<Service>(SERVICES, namespace, &backend.name)?;
+    let ports = service.and_then(|s| s.value.spec.as_ref()).and_then(|s| s.ports.as_ref());
+    let wanted = backend.port.as_ref();
+    let number = ports.and_then(|ports| {
+        ports.iter().find_map(|p| {
+            let matches = match wanted {
+                Some(w) if w.number.is_some() => w.number == Some(p.port),
+                Some(w) => w.name.is_some() && w.name == p.name,
+                None => ports.len() == 1,
+            };
+            matches.then_some(p.port)
+        })
+    });
+    match number {
+        Some(port) => Ok(backend_name(namespace, &backend.name, port)),
+        None => {
+            let port = wanted
+                .and_then(|w| w.number.map(|n| n.to_string()).or_else(|| w.name.clone()))
+                .unwrap_or_default();
+            log::warn(&format!(
+                "ingress {namespace}/{}: Service {namespace}/{} has no port {port:?} (or does not exist); routing to {UNAVAILABLE_BACKEND} (503)",
+                ingress.key.name, backend.name
+            ));
+            Ok(UNAVAILABLE_BACKEND.to_owned())
+        }
+    }
+}
+
+
+haptic_sdk::export_library!(IngressLibrary);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,305 @@
+//! The routing table: Ingress paths turned into two HAProxy map files and
+//! the lookups that give them Kubernetes semantics.
+//!
+//! Keys are `<host><path>`: the exact host (`a.example.com/foo`), the
+//! wildcard (`*.example.com/foo`) or no host (`/foo`).
+//!
+//! - `maps/ingress-exact.map` (`map_str`, whole-key match): `Exact` paths,
+//!   and each `Prefix` path itself (`/foo` for Prefix `/foo`).
+//! - `maps/ingress-prefix.map` (`map_beg`, longest matching prefix): each
+//!   `Prefix` path with a trailing slash (`/foo/`), so `/foo` matches
+//!   `/foo`, `/foo/` and `/foo/bar` but not `/foobar` (element-wise, as the
+//!   Ingress spec says). A trailing slash on the Ingress path is ignored.
+//!   `/` becomes `/` and matches everything.
+//!
+//! The frontend looks up, in order, the exact host, then the wildcard form
+//! of the request's host (its first label replaced by `*`: a wildcard
+//! matches exactly one label), then the path alone; in each, the exact map
+//! first (a whole-path hit is the longest possible match, and an `Exact`
+//! path wins over a `Prefix` one of the same length), then the prefix map.
+//! So a rule without host serves any request no host rule claims.
+//! `ImplementationSpecific` is treated as `Prefix`. When two Ingresses claim
+//! the same host and path, the older one (creationTimestamp, then
+//! namespace/name) wins.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use haptic_sdk::names::map_line;
+
+/// Path of the exact-match map, relative to haproxy.cfg.
+pub const EXACT_MAP: &str = "maps/ingress-exact.map";
+/// Path of the prefix map.
+pub const PREFIX_MAP: &str = "maps/ingress-prefix.map";
+
+/// How a path matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    Exact,
+    Prefix,
+}
+
+impl PathKind {
+    /// `Exact`, `Prefix`, or `ImplementationSpecific` (treated as Prefix).
+    pub fn from_path_type(path_type: &str) -> Self {
+        if path_type == "Exact" { Self::Exact } else { Self::Prefix }
+    }
+}
+
+/// The two maps being built. Insert routes in precedence order (oldest
+/// Ingress first): the first claim of a key wins, except that an `Exact`
+/// path always wins over a `Prefix` path's whole-path entry.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    exact: BTreeMap<String, (PathKind, String)>,
+    prefix: BTreeMap<String, String>,
+}
+
+/// Why a route was not added.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// The path does not start with `/`.
+    NotAbsolute,
+    /// Host or path holds whitespace or control characters.
+    Unmappable,
+}
+
+impl RouteTable {
+    /// Adds one path of one rule. `host` is empty for a rule without host.
+    pub fn add(&mut self, host: &str, path: &str, kind: PathKind, backend: &str) -> Result<(), Skipped> {
+        let path = if path.is_empty() { "/" } else { path };
+        if !path.starts_with('/') {
+            return Err(Skipped::NotAbsolute);
+        }
+        let host = host.to_ascii_lowercase();
+        if map_line(&format!("{host}{path}"), backend).is_none() {
+            return Err(Skipped::Unmappable);
+        }
+        match kind {
+            PathKind::Exact => {
+                let key = format!("{host}{path}");
+                match self.exact.get(&key) {
+                    Some((PathKind::Exact, _)) => {}
+                    _ => {
+                        self.exact.insert(key, (PathKind::Exact, backend.to_owned()));
+                    }
+                }
+            }
+            PathKind::Prefix => {
+                let trimmed = path.trim_end_matches('/');
+                if !trimmed.is_empty() {
+                    self.exact
+                        .entry(format!("{host}{trimmed}"))
+                        .or_insert_with(|| (PathKind::Prefix, backend.to_owned()));
+                }
+                self.prefix
+                    .entry(format!("{host}{trimmed}/"))
+                    .or_insert_with(|| backend.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// The backend a request would reach, mirroring the frontend's lookups
+    /// (for tests and for reasoning about the maps).
+    pub fn lookup(&self, host: &str, path: &str) -> Option<&str> {
+        let host = host.split(':').next().unwrap_or("").to_ascii_lowercase();
+        for key_host in [host.clone(), wildcard_of(&host), String::new()] {
+            let key = format!("{key_host}{path}");
+            if let Some((_, backend)) = self.exact.get(&key) {
+                return Some(backend);
+            }
+            let longest = self
+                .prefix
+                .iter()
+                .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
+                .max_by_key(|(prefix, _)| prefix.len());
+            if let Some((_, backend)) = longest {
+                return Some(backend);
+            }
+        }
+        None
+    }
+
+    /// The exact map's content, sorted by key.
+    pub fn exact_map(&self) -> String {
+        let mut out = String::from("# haptic ingress: <host><path> -> backend, whole-key match\n");
+        for (key, (_, backend)) in &self.exact {
+            let _ = write!(out, "{key} {backend}\n");
+        }
+        out
+    }
+
+    /// The prefix map's content, sorted by key.
+    pub fn prefix_map(&self) -> String {
+        let mut out = String::from("# haptic ingress: <host><path>/ -> backend, longest prefix match\n");
+        for (key, backend) in &self.prefix {
+            let _ = write!(out, "{key} {backend}\n");
+        }
+        out
+    }
+
+    /// Number of map entries.
+    pub fn len(&self) -> usize {
+        self.exact.len() + self.prefix.len()
+    }
+
+    /// True without any route.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What HAProxy's `regsub(^[^.]+,*)` makes of a host: its first label
+/// replaced by `*` (`a.example.com` -> `*.example.com`).
+pub fn wildcard_of(host: &str) -> String {
+    match host.find('.') {
+        Some(0) => host.to_owned(),
+        Some(dot) => format!("*{}", &host[dot..]),
+        None if host.is_empty() => String::new(),
+        None => "*".to_owned(),
+    }
+}
+
+/// The `frontend http` lines that set the lookup keys.
+pub fn request_rules() -> String {
+    [
+        "    http-request set-var(txn.haptic_host) req.hdr(host),field(1,:),lower",
+        "    http-request set-var(txn.haptic_wildcard) var(txn.haptic_host),regsub(^[^.]+,*)",
+        "    http-request set-var-fmt(txn.haptic_key_host) \"%[var(txn.haptic_host)]%[path]\"",
+        "    http-request set-var-fmt(txn.haptic_key_wildcard) \"%[var(txn.haptic_wildcard)]%[path]\"",
+        "",
+    ]
+    .join("\n")
+}
+
+/// The `frontend http` lines that route by the maps, in precedence order.
+pub fn routing_rules() -> String {
+    let mut out = String::new();
+    for sample in ["var(txn.haptic_key_host)", "var(txn.haptic_key_wildcard)", "path"] {
+        for (converter, map) in [("map_str", EXACT_MAP), ("map_beg", PREFIX_MAP)] {
+            let lookup = format!("{sample},{converter}({map})");
+            let _ = writeln!(out, "    use_backend %[{lookup}] if {{ {lookup} -m found }}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(routes: &[(&str, &str, PathKind, &str)]) -> RouteTable {
+        let mut t = RouteTable::default();
+        for (host, path, kind, backend) in routes {
+            t.add(host, path, *kind, backend).unwrap();
+        }
+        t
+    }
+
+    use PathKind::{Exact, Prefix};
+
+    #[test]
+    fn prefix_matches_element_wise() {
+        let t = table(&[("", "/foo", Prefix, "foo")]);
+        for path in ["/foo", "/foo/", "/foo/bar"] {
+            assert_eq!(t.lookup("x", path), Some("foo"), "{path}");
+        }
+        assert_eq!(t.lookup("x", "/foobar"), None);
+        assert_eq!(t.lookup("x", "/"), None);
+    }
+
+    #[test]
+    fn trailing_slash_of_a_prefix_is_ignored() {
+        let t = table(&[("", "/foo/", Prefix, "foo")]);
+        assert_eq!(t.lookup("x", "/foo"), Some("foo"));
+        assert_eq!(t.lookup("x", "/foo/bar"), Some("foo"));
+        assert_eq!(t.lookup("x", "/foobar"), None);
+    }
+
+    #[test]
+    fn root_prefix_matches_everything() {
+        let t = table(&[("", "/", Prefix, "root")]);
+        assert_eq!(t.lookup("x", "/"), Some("root"));
+        assert_eq!(t.lookup("x", "/anything/at/all"), Some("root"));
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let t = table(&[("", "/", Prefix, "root"), ("", "/foo", Prefix, "foo"), ("", "/foo/bar", Prefix, "bar")]);
+        assert_eq!(t.lookup("x", "/foo/bar/baz"), Some("bar"));
+        assert_eq!(t.lookup("x", "/foo/baz"), Some("foo"));
+        assert_eq!(t.lookup("x", "/foo/barbaz"), Some("foo"));
+        assert_eq!(t.lookup("x", "/other"), Some("root"));
+    }
+
+    #[test]
+    fn exact_matches_only_the_whole_path_and_beats_prefix_of_equal_length() {
+        let t = table(&[("", "/foo", Prefix, "prefix"), ("", "/foo", Exact, "exact")]);
+        assert_eq!(t.lookup("x", "/foo"), Some("exact"));
+        assert_eq!(t.lookup("x", "/foo/"), Some("prefix"));
+        let t = table(&[("", "/foo", Exact, "exact")]);
+        assert_eq!(t.lookup("x", "/foo/"), None);
+        assert_eq!(t.lookup("x", "/FOO"), None, "paths are case-sensitive");
+    }
+
+    #[test]
+    fn longer_prefix_beats_shorter_exact_only_when_it_matches() {
+        let t = table(&[("", "/foo", Exact, "exact"), ("", "/foo/bar", Prefix, "bar")]);
+        assert_eq!(t.lookup("x", "/foo"), Some("exact"));
+        assert_eq!(t.lookup("x", "/foo/bar/x"), Some("bar"));
+    }
+
+    #[test]
+    fn hosts_exact_then_wildcard_then_none() {
+        let t = table(&[
+            ("a.example.com", "/", Prefix, "a"),
+            ("*.example.com", "/", Prefix, "wild"),
+            ("", "/", Prefix, "any"),
+        ]);
+        assert_eq!(t.lookup("A.Example.com:8080", "/x"), Some("a"));
+        assert_eq!(t.lookup("b.example.com", "/x"), Some("wild"));
+        assert_eq!(t.lookup("c.b.example.com", "/x"), Some("any"), "a wildcard matches one label");
+        assert_eq!(t.lookup("example.com", "/x"), Some("any"));
+        assert_eq!(t.lookup("", "/x"), Some("any"));
+    }
+
+    #[test]
+    fn a_host_rule_that_does_not_match_the_path_falls_through() {
+        let t = table(&[("a.example.com", "/api", Prefix, "api"), ("", "/", Prefix, "any")]);
+        assert_eq!(t.lookup("a.example.com", "/api/v1"), Some("api"));
+        assert_eq!(t.lookup("a.example.com", "/web"), Some("any"));
+    }
+
+    #[test]
+    fn the_first_claim_wins() {
+        let t = table(&[("", "/foo", Prefix, "older"), ("", "/foo", Prefix, "newer"), ("", "/x", Exact, "older-x"), ("", "/x", Exact, "newer-x")]);
+        assert_eq!(t.lookup("h", "/foo/a"), Some("older"));
+        assert_eq!(t.lookup("h", "/x"), Some("older-x"));
+    }
+
+    #[test]
+    fn unusable_paths_are_skipped() {
+        let mut t = RouteTable::default();
+        assert_eq!(t.add("", "foo", Prefix, "b"), Err(Skipped::NotAbsolute));
+        assert_eq!(t.add("", "/a b", Prefix, "b"), Err(Skipped::Unmappable));
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn wildcard_of_mirrors_the_regsub() {
+        assert_eq!(wildcard_of("a.example.com"), "*.example.com");
+        assert_eq!(wildcard_of("localhost"), "*");
+        assert_eq!(wildcard_of(""), "");
+    }
+
+    #[test]
+    fn maps_are_sorted_key_value_lines() {
+        let t = table(&[("b.example.com", "/y", Exact, "be1"), ("a.example.com", "/x", Prefix, "be2")]);
+        assert_eq!(
+            t.exact_map().lines().skip(1).collect::<Vec<_>>(),
+            ["a.example.com/x be2", "b.example.com/y be1"]
+        );
+        assert_eq!(t.prefix_map().lines().skip(1).collect::<Vec<_>>(), ["a.example.com/x/ be2"]);
+    }
+}
