@@ -24,7 +24,12 @@
 //!   emptyDir and hostPath, bind-mounted at their `mountPath` in a private
 //!   mount namespace per container.
 //! - **Probes** ([`probe`]): readiness `httpGet`/`tcpSocket`/`exec` with
-//!   kubelet's timing and thresholds; no liveness or startup probes.
+//!   kubelet's timing and thresholds; no liveness or startup probes. Like
+//!   kubelet, a pod sync runs an extra probe at once for a running container
+//!   not yet ready (`prober_manager.go`, `manualTriggerCh`), and a started
+//!   container causes a sync at the next PLEG relist tick (every second from
+//!   kubelet start), so a pod whose app listens quickly is Ready after 0-1 s
+//!   rather than a full period.
 //! - **Status** ([`status`]): phase, container statuses, and the conditions
 //!   kubelet owns, applied server-side to `pods/status` by field manager
 //!   `kubelet`, so readiness-gate conditions written by others are never
@@ -205,6 +210,8 @@ pub(crate) struct Shared {
     pub(crate) ips: network::IpAllocator,
     pub(crate) state_dir: PathBuf,
     pub(crate) processes: container::Registry,
+    /// When the kubelet started: the phase of its PLEG relist ticks.
+    pub(crate) epoch: tokio::time::Instant,
 }
 
 /// A running kubelet; stops (killing every pod process) when dropped.
@@ -254,6 +261,7 @@ impl Kubelet {
             ips: network::IpAllocator::new(),
             state_dir: state_dir.clone(),
             processes: processes.clone(),
+            epoch: tokio::time::Instant::now(),
         });
         let task = tokio::spawn(run(shared, registration));
         tracing::info!(node = %node_name, state_dir = %state_dir.display(), "process kubelet started");

@@ -53,10 +53,15 @@ pub fn in_pod_network<F: Future>(fut: F) -> Result<F::Output, Error> {
     Ok(PodNetwork::create()?.block_on(fut)?)
 }
 
-/// Logs to the test output; `RUST_LOG` filters (default: warnings, kubelet info).
+/// Logs to the test output; `RUST_LOG` filters (default: warnings and the
+/// test bed's info, without kube-client's errors for the control plane's
+/// readiness polls, which fail by design until it serves).
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,haptic_testbed=info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,haptic_testbed=info,kube_client::client::builder=off,kube_client::client::tls=error",
+        )
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_test_writer()

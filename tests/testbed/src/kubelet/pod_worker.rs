@@ -22,7 +22,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -37,6 +37,8 @@ use super::volumes;
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_secs(1);
+/// kubelet's generic PLEG relist period.
+const RELIST: Duration = Duration::from_secs(1);
 
 enum Event {
     Exited {
@@ -66,6 +68,8 @@ struct Slot {
     instance: u64,
     restart_at: Option<Instant>,
     backoff: Duration,
+    /// Runs the probe at once (kubelet's manual trigger).
+    trigger: Option<Arc<Notify>>,
 }
 
 struct Worker {
@@ -80,6 +84,8 @@ struct Worker {
     events: mpsc::UnboundedSender<Event>,
     tasks: JoinSet<()>,
     terminating: Option<Instant>,
+    /// The next PLEG relist tick that will notice a started container.
+    relist_at: Option<Instant>,
 }
 
 /// Runs the pod until it is gone; returns its UID.
@@ -120,6 +126,7 @@ pub(crate) async fn run(
         events: tx,
         tasks: JoinSet::new(),
         terminating: None,
+        relist_at: None,
     };
     let terminal = matches!(
         w.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -150,16 +157,30 @@ pub(crate) async fn run(
             return uid;
         }
         let next_restart = w.slots.iter().filter_map(|s| s.restart_at).min();
-        let wake = [next_restart, w.terminating, (!set_up).then_some(retry_at)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let wake = [
+            next_restart,
+            w.terminating,
+            (!set_up).then_some(retry_at),
+            w.relist_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             changed = pods.changed() => {
                 let current = if changed.is_ok() { pods.borrow_and_update().clone() } else { None };
                 match current {
-                    Some(p) => w.pod = p,
+                    Some(p) => {
+                        // A spec or metadata change is a pod sync; status-only
+                        // changes (kubelet's own writes) are not, as in kubelet.
+                        let synced = p.metadata.generation != w.pod.metadata.generation
+                            || p.metadata.deletion_timestamp != w.pod.metadata.deletion_timestamp;
+                        w.pod = p;
+                        if synced {
+                            w.sync_probes();
+                        }
+                    }
                     // Gone from the API (force-deleted) or kubelet stopping: just stop.
                     None => return uid,
                 }
@@ -192,6 +213,7 @@ fn new_slot(shared: &Shared, c: &Container) -> Slot {
         instance: 0,
         restart_at: None,
         backoff: BACKOFF_START,
+        trigger: None,
     }
 }
 
@@ -388,8 +410,11 @@ impl Worker {
                         exit,
                     });
                 });
+                slot.trigger = None;
                 if let Some(spec) = slot.probe.clone() {
                     let env = launch.env.clone();
+                    let trigger = Arc::new(Notify::new());
+                    slot.trigger = Some(trigger.clone());
                     self.tasks.spawn(async move {
                         tokio::time::sleep(spec.initial_delay).await;
                         loop {
@@ -397,10 +422,18 @@ impl Worker {
                             if events.send(Event::Probed { idx, instance, ok }).is_err() {
                                 return;
                             }
-                            tokio::time::sleep(spec.period).await;
+                            tokio::select! {
+                                () = tokio::time::sleep(spec.period) => {}
+                                () = trigger.notified() => {}
+                            }
                         }
                     });
                 }
+                // PLEG notices the start at its next relist, which syncs the pod.
+                let since = Instant::now().saturating_duration_since(self.shared.epoch);
+                let ticks = since.as_millis() / RELIST.as_millis() + 1;
+                let tick = self.shared.epoch + RELIST * u32::try_from(ticks).unwrap_or(u32::MAX);
+                self.relist_at = Some(self.relist_at.map_or(tick, |t| t.min(tick)));
             }
             Err(e) => {
                 tracing::warn!("{e}");
@@ -419,7 +452,12 @@ impl Worker {
                     && slot.process.is_some()
                     && let Some(spec) = &slot.probe
                 {
+                    let before = slot.view.ready;
                     slot.view.ready = slot.tracker.record(spec, ok);
+                    // A changed result syncs the pod (kubelet's readinessManager updates).
+                    if before != slot.view.ready {
+                        self.sync_probes();
+                    }
                 }
             }
             Event::Term { idx, instance } => {
@@ -483,8 +521,24 @@ impl Worker {
         }
     }
 
+    /// A pod sync: kubelet probes every running, not-ready container at once.
+    fn sync_probes(&self) {
+        for slot in &self.slots {
+            if slot.process.is_some()
+                && !slot.view.ready
+                && let Some(t) = &slot.trigger
+            {
+                t.notify_one();
+            }
+        }
+    }
+
     fn on_timer(&mut self) {
         let now = Instant::now();
+        if self.relist_at.is_some_and(|t| t <= now) {
+            self.relist_at = None;
+            self.sync_probes();
+        }
         if self.terminating.is_some_and(|deadline| now >= deadline) {
             for s in &self.slots {
                 if let Some(p) = &s.process {
