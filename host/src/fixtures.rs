@@ -205,7 +205,7 @@ fn render_case(runtime: &LibraryRuntime, library: &LibraryUnderTest, case: &Path
         custom_libraries: custom,
         validate: true,
     };
-    let libraries = offline::load_libraries(runtime, &job.values, &job.custom_libraries)?;
+    let libraries = offline::load_libraries(runtime, &job.custom_libraries)?;
     offline::render(&job, libraries)
 }
 

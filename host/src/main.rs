@@ -103,7 +103,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 validate: !no_validate,
             };
             let runtime = runtime()?;
-            let loaded = offline::load_libraries(&runtime, &job.values, &job.custom_libraries)?;
+            let loaded = offline::load_libraries(&runtime, &job.custom_libraries)?;
             let output = offline::render(&job, loaded)?;
             for warning in &output.warnings {
                 eprintln!("haproxy warning: {warning}");

@@ -74,17 +74,14 @@ pub enum JobError {
     Validate(ValidationError),
 }
 
-/// Loads the enabled bundled libraries plus `custom` ones, refusing two of the same name.
+/// Loads the bundled libraries plus `custom` ones, refusing two of the same
+/// name. Disabled ones are loaded too: their names make the values' keys
+/// valid; [`render`] leaves them out.
 pub fn load_libraries(
     runtime: &LibraryRuntime,
-    values: &Values,
     custom: &[PathBuf],
 ) -> Result<Vec<LoadedLibrary>, JobError> {
-    let mut libraries: Vec<LoadedLibrary> = runtime
-        .load_bundled()?
-        .into_iter()
-        .filter(|library| values.is_enabled(&library.info().name))
-        .collect();
+    let mut libraries = runtime.load_bundled()?;
     for path in custom {
         let library = runtime.load_file(path)?;
         if let Some(existing) = libraries.iter().find(|l| l.info().name == library.info().name) {
@@ -94,21 +91,23 @@ pub fn load_libraries(
                 second: library.origin().to_owned(),
             });
         }
-        if values.is_enabled(&library.info().name) {
-            libraries.push(library);
-        }
+        libraries.push(library);
     }
     Ok(libraries)
 }
 
-/// Renders `job` with `libraries`.
+/// Renders `job` with those of `libraries` its values enable.
 pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, JobError> {
     let defaults: Vec<(String, serde_json::Value)> = libraries
         .iter()
         .map(|library| (library.info().name.clone(), library.info().default_values.clone()))
         .collect();
     let tree = job.values.library_tree(&defaults)?;
-    let mut renderer = Renderer::new(libraries, tree);
+    let enabled = libraries
+        .into_iter()
+        .filter(|library| job.values.is_enabled(&library.info().name))
+        .collect();
+    let mut renderer = Renderer::new(enabled, tree);
 
     // Configuring first tells which kinds the libraries watch, so manifests
     // of those kinds (custom resources too) are accepted.
@@ -166,7 +165,9 @@ pub fn check(rendered: &Rendered) -> Result<Vec<String>, JobError> {
 }
 
 fn annotate(rendered: &Rendered, message: &validate::Message) -> String {
-    match message.line.and_then(|line| rendered.library_at_line(line).map(|library| (line, library))) {
+    // Line numbers in messages about map or certificate files are theirs.
+    let about_config = message.file.as_deref() == Some(validate::CONFIG_FILE);
+    match message.line.filter(|_| about_config).and_then(|line| rendered.library_at_line(line).map(|library| (line, library))) {
         Some((line, library)) => format!(
             "{} (line {line}: `{}`, written by library `{library}`)",
             message,

@@ -24,7 +24,7 @@ fn render(values: Values, inputs: Vec<PathBuf>) -> Result<offline::JobOutput, Jo
         custom_libraries: Vec::new(),
         validate: true,
     };
-    let libraries = offline::load_libraries(&runtime, &job.values, &job.custom_libraries)?;
+    let libraries = offline::load_libraries(&runtime, &job.custom_libraries)?;
     offline::render(&job, libraries)
 }
 
