@@ -454,3 +454,110 @@ fn readiness_gates_hold_ready_and_a_rolling_update_waits_for_the_new_pods_gate()
         Ok(())
     })?
 }
+
+#[test]
+fn crashing_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
+-> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(config()).await?;
+        let client = bed.client();
+        namespace(&client, "life").await?;
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), "life");
+        create::<Pod>(
+            &client,
+            "life",
+            json!({
+                "metadata": {"name": "crasher"},
+                "spec": {"containers": [{
+                    "name": "main", "image": "docker.io/library/busybox",
+                    "command": ["sh", "-c", "echo started; exit 3"],
+                }]},
+            }),
+        )
+        .await?;
+        create::<Pod>(
+            &client,
+            "life",
+            json!({
+                "metadata": {"name": "configured"},
+                "spec": {"containers": [{
+                    "name": "echo", "image": ECHO_IMAGE,
+                    "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "x"}}}],
+                }]},
+            }),
+        )
+        .await?;
+
+        // restartPolicy Always: restarted, the exit recorded as lastState, the pod still Running.
+        wait_for("the crashing container restarted", WAIT, || async {
+            let p = pod_api.get("crasher").await.map_err(|e| e.to_string())?;
+            let status = p.status.clone().unwrap_or_default();
+            let c = status
+                .container_statuses
+                .unwrap_or_default()
+                .into_iter()
+                .next();
+            let last_exit = c
+                .as_ref()
+                .and_then(|c| c.last_state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| (t.exit_code, t.reason.clone()));
+            match (&c, last_exit, status.phase.as_deref()) {
+                (Some(c), Some((3, Some(reason))), Some("Running"))
+                    if c.restart_count >= 1 && reason == "Error" =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!("{c:?} phase {:?}", status.phase)),
+            }
+        })
+        .await?;
+
+        // A missing ConfigMap key reference: kubelet's CreateContainerConfigError, Pending.
+        wait_for(
+            "the configured pod waiting for its ConfigMap",
+            WAIT,
+            || async {
+                let p = pod_api.get("configured").await.map_err(|e| e.to_string())?;
+                let status = p.status.clone().unwrap_or_default();
+                let waiting = status
+                    .container_statuses
+                    .unwrap_or_default()
+                    .into_iter()
+                    .next()
+                    .and_then(|c| c.state)
+                    .and_then(|s| s.waiting);
+                match (&waiting, status.phase.as_deref()) {
+                    (Some(w), Some("Pending"))
+                        if w.reason.as_deref() == Some("CreateContainerConfigError")
+                            && w.message.as_deref() == Some("configmap \"later\" not found") =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(format!("{waiting:?} phase {:?}", status.phase)),
+                }
+            },
+        )
+        .await?;
+        create::<k8s_openapi::api::core::v1::ConfigMap>(
+            &client,
+            "life",
+            json!({"metadata": {"name": "later"}, "data": {"x": "1"}}),
+        )
+        .await?;
+        wait_for(
+            "the configured pod Ready once its ConfigMap exists",
+            WAIT,
+            || async {
+                let p = pod_api.get("configured").await.map_err(|e| e.to_string())?;
+                if is_ready(&p) {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", condition(&p, "Ready")))
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    })?
+}

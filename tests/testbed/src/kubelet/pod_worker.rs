@@ -86,6 +86,8 @@ struct Worker {
     terminating: Option<Instant>,
     /// The next PLEG relist tick that will notice a started container.
     relist_at: Option<Instant>,
+    /// A failed status write is retried then.
+    write_retry: Option<Instant>,
 }
 
 /// Runs the pod until it is gone; returns its UID.
@@ -127,6 +129,7 @@ pub(crate) async fn run(
         tasks: JoinSet::new(),
         terminating: None,
         relist_at: None,
+        write_retry: None,
     };
     let terminal = matches!(
         w.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -162,6 +165,7 @@ pub(crate) async fn run(
             w.terminating,
             (!set_up).then_some(retry_at),
             w.relist_at,
+            w.write_retry,
         ]
         .into_iter()
         .flatten()
@@ -663,6 +667,7 @@ impl Worker {
         let view = self.view();
         let body = status::apply_body(&self.pod, &view, &mut self.clock);
         if self.last_written.as_ref() == Some(&body) {
+            self.write_retry = None;
             return true;
         }
         let name = self.pod.metadata.name.clone().unwrap_or_default();
@@ -672,17 +677,19 @@ impl Worker {
             .patch_status(&name, &params, &Patch::Apply(&body))
             .await
         {
-            Ok(updated) => {
-                if updated.metadata.uid != self.pod.metadata.uid {
-                    tracing::warn!(pod = %self.name(), "status written to a newer pod of the same name");
-                    return false;
-                }
+            Ok(_) => {
                 self.last_written = Some(body);
+                self.write_retry = None;
                 true
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => false,
+            // Gone, or replaced by a pod of the same name (UID precondition).
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                tracing::info!(pod = %self.name(), "pod gone; stopping: {}", e.message);
+                false
+            }
             Err(e) => {
-                tracing::warn!(pod = %self.name(), "writing status: {e}");
+                tracing::warn!(pod = %self.name(), "writing status (retrying in 1 s): {e}");
+                self.write_retry = Some(Instant::now() + RETRY);
                 true
             }
         }

@@ -344,9 +344,11 @@ pub(crate) fn apply_body(pod: &Pod, view: &PodView, clock: &mut TransitionClock)
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
+        // The UID makes the apiserver refuse the write if a newer pod took the name.
         "metadata": {
             "name": pod.metadata.name,
             "namespace": pod.metadata.namespace,
+            "uid": pod.metadata.uid,
         },
         "status": status,
     })
