@@ -56,7 +56,11 @@ impl Classes {
 
     /// Whether `ingress` is ours (see the module docs).
     pub fn serves(&self, ingress: &Ingress, class_name: &str) -> bool {
-        if let Some(name) = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()) {
+        if let Some(name) = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref())
+        {
             return self.ours.contains(name);
         }
         let legacy = ingress
@@ -77,7 +81,11 @@ mod tests {
     use serde_json::json;
 
     fn class(name: &str, controller: &str, default: bool) -> IngressClass {
-        let annotations = if default { json!({DEFAULT_CLASS_ANNOTATION: "true"}) } else { json!({}) };
+        let annotations = if default {
+            json!({DEFAULT_CLASS_ANNOTATION: "true"})
+        } else {
+            json!({})
+        };
         serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}, "spec": {"controller": controller}})).unwrap()
     }
 
@@ -90,12 +98,18 @@ mod tests {
 
     #[test]
     fn class_name_must_name_one_of_our_classes() {
-        let classes = [class("haptic", OURS, false), class("nginx", "k8s.io/ingress-nginx", true)];
+        let classes = [
+            class("haptic", OURS, false),
+            class("nginx", "k8s.io/ingress-nginx", true),
+        ];
         let index = Classes::new(&classes, OURS);
         assert!(index.serves(&ingress(Some("haptic"), None), "haptic"));
         assert!(!index.serves(&ingress(Some("nginx"), None), "haptic"));
         assert!(!index.serves(&ingress(Some("missing"), None), "haptic"));
-        assert!(!index.serves(&ingress(None, None), "haptic"), "the default class is not ours");
+        assert!(
+            !index.serves(&ingress(None, None), "haptic"),
+            "the default class is not ours"
+        );
     }
 
     #[test]
@@ -103,7 +117,10 @@ mod tests {
         let classes = [class("haptic", OURS, true)];
         let index = Classes::new(&classes, OURS);
         assert!(index.serves(&ingress(None, None), "haptic"));
-        assert!(!index.serves(&ingress(None, Some("nginx")), "haptic"), "legacy annotation for another class");
+        assert!(
+            !index.serves(&ingress(None, Some("nginx")), "haptic"),
+            "legacy annotation for another class"
+        );
     }
 
     #[test]
@@ -111,6 +128,9 @@ mod tests {
         let index = Classes::new(&[], OURS);
         assert!(index.serves(&ingress(None, Some("haptic")), "haptic"));
         assert!(!index.serves(&ingress(None, Some("other")), "haptic"));
-        assert!(!index.serves(&ingress(Some("other"), Some("haptic")), "haptic"), "spec wins over the annotation");
+        assert!(
+            !index.serves(&ingress(Some("other"), Some("haptic")), "haptic"),
+            "spec wins over the annotation"
+        );
     }
 }

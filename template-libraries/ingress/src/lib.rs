@@ -25,7 +25,8 @@ use haptic_sdk::k8s::api::core::v1::Service;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::backend_name;
 use haptic_sdk::{
-    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values, Watch, log,
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values,
+    Watch, log,
 };
 use serde::Deserialize;
 
@@ -81,7 +82,9 @@ pub struct IngressLibrary {
 
 impl Library for IngressLibrary {
     fn info(&self) -> Info {
-        Info::new("ingress", env!("CARGO_PKG_VERSION")).order(200).defaults(defaults())
+        Info::new("ingress", env!("CARGO_PKG_VERSION"))
+            .order(200)
+            .defaults(defaults())
     }
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
@@ -92,20 +95,25 @@ impl Library for IngressLibrary {
                     .parse_as::<Ingress>()
                     .ignore_fields(["status"]),
             )
-            .watch(Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass").parse_as::<IngressClass>())
             .watch(
-                Watch::new(SERVICES, "v1", "Service").parse_as::<Service>().ignore_fields([
-                    "metadata.annotations",
-                    "metadata.labels",
-                    "spec.selector",
-                    "spec.clusterIP",
-                    "spec.clusterIPs",
-                    "spec.externalIPs",
-                    "spec.ipFamilies",
-                    "spec.ipFamilyPolicy",
-                    "spec.sessionAffinityConfig",
-                    "status",
-                ]),
+                Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass")
+                    .parse_as::<IngressClass>(),
+            )
+            .watch(
+                Watch::new(SERVICES, "v1", "Service")
+                    .parse_as::<Service>()
+                    .ignore_fields([
+                        "metadata.annotations",
+                        "metadata.labels",
+                        "spec.selector",
+                        "spec.clusterIP",
+                        "spec.clusterIPs",
+                        "spec.externalIPs",
+                        "spec.ipFamilies",
+                        "spec.ipFamilyPolicy",
+                        "spec.sessionAffinityConfig",
+                        "status",
+                    ]),
             );
         if self.publishes() {
             plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
@@ -131,9 +139,14 @@ impl Library for IngressLibrary {
         let mut default_backend = None;
         for ingress in &served {
             let namespace = ingress.key.namespace.as_str();
-            let Some(spec) = ingress.spec.as_ref() else { continue };
+            let Some(spec) = ingress.spec.as_ref() else {
+                continue;
+            };
             if default_backend.is_none()
-                && let Some(backend) = spec.default_backend.as_ref().and_then(|b| b.service.as_ref())
+                && let Some(backend) = spec
+                    .default_backend
+                    .as_ref()
+                    .and_then(|b| b.service.as_ref())
             {
                 default_backend = Some(resolve(ctx, ingress, namespace, backend)?);
             }
@@ -162,8 +175,20 @@ impl Library for IngressLibrary {
 
         out.file(EXACT_MAP, table.exact_map())?;
         out.file(PREFIX_MAP, table.prefix_map())?;
-        out.snippet(SectionKind::Frontend, &v.frontend, Slot::RequestRules, 0, routes::request_rules())?;
-        out.snippet(SectionKind::Frontend, &v.frontend, Slot::Routing, 0, routes::routing_rules())?;
+        out.snippet(
+            SectionKind::Frontend,
+            &v.frontend,
+            Slot::RequestRules,
+            0,
+            routes::request_rules(),
+        )?;
+        out.snippet(
+            SectionKind::Frontend,
+            &v.frontend,
+            Slot::Routing,
+            0,
+            routes::routing_rules(),
+        )?;
         if let Some(backend) = default_backend {
             out.snippet(
                 SectionKind::Frontend,
@@ -227,7 +252,9 @@ fn resolve(
     backend: &IngressServiceBackend,
 ) -> Result<String> {
     let service = ctx.get::<Service>(SERVICES, namespace, &backend.name)?;
-    let ports = service.and_then(|s| s.value.spec.as_ref()).and_then(|s| s.ports.as_ref());
+    let ports = service
+        .and_then(|s| s.value.spec.as_ref())
+        .and_then(|s| s.ports.as_ref());
     let wanted = backend.port.as_ref();
     let number = ports.and_then(|ports| {
         ports.iter().find_map(|p| {
@@ -253,7 +280,6 @@ fn resolve(
         }
     }
 }
-
 
 haptic_sdk::export_library!(IngressLibrary);
 

@@ -42,7 +42,11 @@ pub enum PathKind {
 impl PathKind {
     /// `Exact`, `Prefix`, or `ImplementationSpecific` (treated as Prefix).
     pub fn from_path_type(path_type: &str) -> Self {
-        if path_type == "Exact" { Self::Exact } else { Self::Prefix }
+        if path_type == "Exact" {
+            Self::Exact
+        } else {
+            Self::Prefix
+        }
     }
 }
 
@@ -66,7 +70,13 @@ pub enum Skipped {
 
 impl RouteTable {
     /// Adds one path of one rule. `host` is empty for a rule without host.
-    pub fn add(&mut self, host: &str, path: &str, kind: PathKind, backend: &str) -> Result<(), Skipped> {
+    pub fn add(
+        &mut self,
+        host: &str,
+        path: &str,
+        kind: PathKind,
+        backend: &str,
+    ) -> Result<(), Skipped> {
         let path = if path.is_empty() { "/" } else { path };
         if !path.starts_with('/') {
             return Err(Skipped::NotAbsolute);
@@ -81,7 +91,8 @@ impl RouteTable {
                 match self.exact.get(&key) {
                     Some((PathKind::Exact, _)) => {}
                     _ => {
-                        self.exact.insert(key, (PathKind::Exact, backend.to_owned()));
+                        self.exact
+                            .insert(key, (PathKind::Exact, backend.to_owned()));
                     }
                 }
             }
@@ -125,16 +136,17 @@ impl RouteTable {
     pub fn exact_map(&self) -> String {
         let mut out = String::from("# haptic ingress: <host><path> -> backend, whole-key match\n");
         for (key, (_, backend)) in &self.exact {
-            let _ = write!(out, "{key} {backend}\n");
+            let _ = writeln!(out, "{key} {backend}");
         }
         out
     }
 
     /// The prefix map's content, sorted by key.
     pub fn prefix_map(&self) -> String {
-        let mut out = String::from("# haptic ingress: <host><path>/ -> backend, longest prefix match\n");
+        let mut out =
+            String::from("# haptic ingress: <host><path>/ -> backend, longest prefix match\n");
         for (key, backend) in &self.prefix {
-            let _ = write!(out, "{key} {backend}\n");
+            let _ = writeln!(out, "{key} {backend}");
         }
         out
     }
@@ -176,10 +188,17 @@ pub fn request_rules() -> String {
 /// The `frontend http` lines that route by the maps, in precedence order.
 pub fn routing_rules() -> String {
     let mut out = String::new();
-    for sample in ["var(txn.haptic_key_host)", "var(txn.haptic_key_wildcard)", "path"] {
+    for sample in [
+        "var(txn.haptic_key_host)",
+        "var(txn.haptic_key_wildcard)",
+        "path",
+    ] {
         for (converter, map) in [("map_str", EXACT_MAP), ("map_beg", PREFIX_MAP)] {
             let lookup = format!("{sample},{converter}({map})");
-            let _ = writeln!(out, "    use_backend %[{lookup}] if {{ {lookup} -m found }}");
+            let _ = writeln!(
+                out,
+                "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
+            );
         }
     }
     out
@@ -226,7 +245,11 @@ mod tests {
 
     #[test]
     fn longest_prefix_wins() {
-        let t = table(&[("", "/", Prefix, "root"), ("", "/foo", Prefix, "foo"), ("", "/foo/bar", Prefix, "bar")]);
+        let t = table(&[
+            ("", "/", Prefix, "root"),
+            ("", "/foo", Prefix, "foo"),
+            ("", "/foo/bar", Prefix, "bar"),
+        ]);
         assert_eq!(t.lookup("x", "/foo/bar/baz"), Some("bar"));
         assert_eq!(t.lookup("x", "/foo/baz"), Some("foo"));
         assert_eq!(t.lookup("x", "/foo/barbaz"), Some("foo"));
@@ -245,7 +268,10 @@ mod tests {
 
     #[test]
     fn longer_prefix_beats_shorter_exact_only_when_it_matches() {
-        let t = table(&[("", "/foo", Exact, "exact"), ("", "/foo/bar", Prefix, "bar")]);
+        let t = table(&[
+            ("", "/foo", Exact, "exact"),
+            ("", "/foo/bar", Prefix, "bar"),
+        ]);
         assert_eq!(t.lookup("x", "/foo"), Some("exact"));
         assert_eq!(t.lookup("x", "/foo/bar/x"), Some("bar"));
     }
@@ -259,21 +285,33 @@ mod tests {
         ]);
         assert_eq!(t.lookup("A.Example.com:8080", "/x"), Some("a"));
         assert_eq!(t.lookup("b.example.com", "/x"), Some("wild"));
-        assert_eq!(t.lookup("c.b.example.com", "/x"), Some("any"), "a wildcard matches one label");
+        assert_eq!(
+            t.lookup("c.b.example.com", "/x"),
+            Some("any"),
+            "a wildcard matches one label"
+        );
         assert_eq!(t.lookup("example.com", "/x"), Some("any"));
         assert_eq!(t.lookup("", "/x"), Some("any"));
     }
 
     #[test]
     fn a_host_rule_that_does_not_match_the_path_falls_through() {
-        let t = table(&[("a.example.com", "/api", Prefix, "api"), ("", "/", Prefix, "any")]);
+        let t = table(&[
+            ("a.example.com", "/api", Prefix, "api"),
+            ("", "/", Prefix, "any"),
+        ]);
         assert_eq!(t.lookup("a.example.com", "/api/v1"), Some("api"));
         assert_eq!(t.lookup("a.example.com", "/web"), Some("any"));
     }
 
     #[test]
     fn the_first_claim_wins() {
-        let t = table(&[("", "/foo", Prefix, "older"), ("", "/foo", Prefix, "newer"), ("", "/x", Exact, "older-x"), ("", "/x", Exact, "newer-x")]);
+        let t = table(&[
+            ("", "/foo", Prefix, "older"),
+            ("", "/foo", Prefix, "newer"),
+            ("", "/x", Exact, "older-x"),
+            ("", "/x", Exact, "newer-x"),
+        ]);
         assert_eq!(t.lookup("h", "/foo/a"), Some("older"));
         assert_eq!(t.lookup("h", "/x"), Some("older-x"));
     }
@@ -295,11 +333,17 @@ mod tests {
 
     #[test]
     fn maps_are_sorted_key_value_lines() {
-        let t = table(&[("b.example.com", "/y", Exact, "be1"), ("a.example.com", "/x", Prefix, "be2")]);
+        let t = table(&[
+            ("b.example.com", "/y", Exact, "be1"),
+            ("a.example.com", "/x", Prefix, "be2"),
+        ]);
         assert_eq!(
             t.exact_map().lines().skip(1).collect::<Vec<_>>(),
             ["a.example.com/x be2", "b.example.com/y be1"]
         );
-        assert_eq!(t.prefix_map().lines().skip(1).collect::<Vec<_>>(), ["a.example.com/x/ be2"]);
+        assert_eq!(
+            t.prefix_map().lines().skip(1).collect::<Vec<_>>(),
+            ["a.example.com/x/ be2"]
+        );
     }
 }

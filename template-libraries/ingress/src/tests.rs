@@ -33,13 +33,21 @@ const OURS: &str = "haproxy-haptic.org/controller";
 fn harness(values: Value) -> Harness<IngressLibrary> {
     let mut h = Harness::<IngressLibrary>::new(values).unwrap();
     h.apply(INGRESS_CLASSES, &class("haptic", OURS, false));
-    h.apply(INGRESS_CLASSES, &class("nginx", "k8s.io/ingress-nginx", false));
+    h.apply(
+        INGRESS_CLASSES,
+        &class("nginx", "k8s.io/ingress-nginx", false),
+    );
     h.apply(SERVICES, &service("web"));
     h
 }
 
 fn map_lines(h: &Harness<IngressLibrary>, path: &str) -> Vec<String> {
-    h.file(path).unwrap().lines().skip(1).map(str::to_owned).collect()
+    h.file(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
@@ -47,23 +55,62 @@ fn routes_of_served_ingresses_go_into_the_maps() {
     let mut h = harness(json!({}));
     h.apply(
         INGRESSES,
-        &ingress("a", Some("haptic"), json!([rule(Some("a.example.com"), "/api", "Prefix", "web", json!({"number": 80}))])),
+        &ingress(
+            "a",
+            Some("haptic"),
+            json!([rule(
+                Some("a.example.com"),
+                "/api",
+                "Prefix",
+                "web",
+                json!({"number": 80})
+            )]),
+        ),
     );
     h.apply(
         INGRESSES,
-        &ingress("b", Some("haptic"), json!([rule(Some("*.example.com"), "/exact", "Exact", "web", json!({"name": "admin"}))])),
+        &ingress(
+            "b",
+            Some("haptic"),
+            json!([rule(
+                Some("*.example.com"),
+                "/exact",
+                "Exact",
+                "web",
+                json!({"name": "admin"})
+            )]),
+        ),
     );
     h.apply(
         INGRESSES,
-        &ingress("other", Some("nginx"), json!([rule(Some("o.example.com"), "/", "Prefix", "web", json!({"number": 80}))])),
+        &ingress(
+            "other",
+            Some("nginx"),
+            json!([rule(
+                Some("o.example.com"),
+                "/",
+                "Prefix",
+                "web",
+                json!({"number": 80})
+            )]),
+        ),
     );
     h.render().unwrap();
     assert_eq!(
         map_lines(&h, EXACT_MAP),
-        ["*.example.com/exact default_web_9000", "a.example.com/api default_web_80"]
+        [
+            "*.example.com/exact default_web_9000",
+            "a.example.com/api default_web_80"
+        ]
     );
-    assert_eq!(map_lines(&h, PREFIX_MAP), ["a.example.com/api/ default_web_80"]);
-    assert!(h.status_patches().is_empty(), "no published address, no patches");
+    assert_eq!(
+        map_lines(&h, PREFIX_MAP),
+        ["a.example.com/api/ default_web_80"]
+    );
+    assert!(
+        h.status_patches().is_empty(),
+        "no published address, no patches"
+    );
 }
 
 #[test]
@@ -75,15 +122,30 @@ fn a_missing_service_or_port_routes_to_the_unavailable_backend() {
             "a",
             Some("haptic"),
             json!([
-                rule(Some("a.example.com"), "/x", "Exact", "nope", json!({"number": 80})),
-                rule(Some("a.example.com"), "/y", "Exact", "web", json!({"name": "grpc"}))
+                rule(
+                    Some("a.example.com"),
+                    "/x",
+                    "Exact",
+                    "nope",
+                    json!({"number": 80})
+                ),
+                rule(
+                    Some("a.example.com"),
+                    "/y",
+                    "Exact",
+                    "web",
+                    json!({"name": "grpc"})
+                )
             ]),
         ),
     );
     h.render().unwrap();
     assert_eq!(
         map_lines(&h, EXACT_MAP),
-        ["a.example.com/x haptic.unavailable", "a.example.com/y haptic.unavailable"]
+        [
+            "a.example.com/x haptic.unavailable",
+            "a.example.com/y haptic.unavailable"
+        ]
     );
     // The Service appears with the port: the route follows.
     h.apply(SERVICES, &json!({"metadata": {"namespace": "default", "name": "web"}, "spec": {"ports": [{"name": "grpc", "port": 50051}]}}));
@@ -107,7 +169,12 @@ fn the_oldest_default_backend_catches_the_rest() {
         .output()
         .values()
         .filter_map(|item| match item {
-            Item::Snippet { slot: Slot::Routing, priority: 1000, lines, .. } => Some(lines.trim().to_owned()),
+            Item::Snippet {
+                slot: Slot::Routing,
+                priority: 1000,
+                lines,
+                ..
+            } => Some(lines.trim().to_owned()),
             _ => None,
         })
         .collect();
@@ -123,12 +190,18 @@ fn served_ingresses_get_the_published_address_and_others_nothing() {
     h.render().unwrap();
     assert_eq!(
         h.status_patches(),
-        [("default/mine".to_owned(), json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}))]
+        [(
+            "default/mine".to_owned(),
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})
+        )]
     );
     // Changing the class of an Ingress away from ours drops its patch.
     h.apply(INGRESSES, &ingress("mine", Some("nginx"), json!([])));
     let delta = h.render().unwrap();
-    assert_eq!(delta.removals, ["status:deployed:networking.k8s.io/v1:Ingress:default/mine"]);
+    assert_eq!(
+        delta.removals,
+        ["status:deployed:networking.k8s.io/v1:Ingress:default/mine"]
+    );
 }
 
 #[test]
@@ -136,8 +209,15 @@ fn the_routing_lines_read_the_maps_in_precedence_order() {
     let rules = routes::routing_rules();
     let lines: Vec<&str> = rules.lines().map(str::trim).collect();
     assert_eq!(lines.len(), 6);
-    assert!(lines[0].starts_with("use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)]"));
-    assert!(lines[1].starts_with("use_backend %[var(txn.haptic_key_host),map_beg(maps/ingress-prefix.map)]"));
+    assert!(
+        lines[0]
+            .starts_with("use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)]")
+    );
+    assert!(
+        lines[1].starts_with(
+            "use_backend %[var(txn.haptic_key_host),map_beg(maps/ingress-prefix.map)]"
+        )
+    );
     assert!(lines[2].contains("haptic_key_wildcard"));
     assert!(lines[5].starts_with("use_backend %[path,map_beg(maps/ingress-prefix.map)]"));
 }

@@ -47,17 +47,9 @@ pub(crate) fn service_backends<'a>(
         if port.protocol.as_deref().is_some_and(|p| p != "TCP") || !seen_ports.insert(port.port) {
             continue;
         }
-        let port_name = port.name.as_deref().unwrap_or("");
         let mut servers = Vec::new();
         for slice in slices {
-            if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
-                continue;
-            }
-            let Some(target_port) = slice.ports.iter().flatten().find_map(|p| {
-                let same_name = p.name.as_deref().unwrap_or("") == port_name;
-                let tcp = p.protocol.as_deref().is_none_or(|proto| proto == "TCP");
-                if same_name && tcp { p.port } else { None }
-            }) else {
+            let Some(target_port) = readiness::slice_port(port, slice) else {
                 continue;
             };
             let ipv6 = slice.address_type == "IPv6";

@@ -11,6 +11,7 @@
 //! Ready before HAProxy routes to it (its gate is unset), so without this
 //! exception the gate would wait for routing and routing for Ready.
 
+use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use serde::Deserialize;
 
@@ -218,6 +219,37 @@ pub fn slice_service(slice: &EndpointSlice) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The target port of `service_port` in `slice`: the slice port with the
+/// same name (unnamed matches unnamed), TCP only. `None` when the slice
+/// does not serve that port or holds no IP addresses (FQDN slices).
+pub fn slice_port(service_port: &ServicePort, slice: &EndpointSlice) -> Option<i32> {
+    if !is_tcp(service_port.protocol.as_deref())
+        || !matches!(slice.address_type.as_str(), "IPv4" | "IPv6")
+    {
+        return None;
+    }
+    let name = service_port.name.as_deref().unwrap_or("");
+    slice.ports.iter().flatten().find_map(|p| {
+        let matches = p.name.as_deref().unwrap_or("") == name && is_tcp(p.protocol.as_deref());
+        if matches { p.port } else { None }
+    })
+}
+
+/// Whether `kubernetes-backends` renders servers from `slice` for
+/// `service`: some TCP port of the Service has a matching slice port.
+pub fn slice_is_rendered(service: &Service, slice: &EndpointSlice) -> bool {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .is_some_and(|ports| ports.iter().any(|p| slice_port(p, slice).is_some()))
+}
+
+/// A missing protocol means TCP.
+fn is_tcp(protocol: Option<&str>) -> bool {
+    protocol.is_none_or(|p| p == "TCP")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +311,41 @@ mod tests {
             !is_routed(&not_ready, Some(&pod(true, "True", true))),
             "pod being deleted"
         );
+    }
+
+    #[test]
+    fn slice_ports_join_service_ports_by_name_over_tcp() {
+        let slice: EndpointSlice = serde_json::from_value(json!({
+            "metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": [],
+            "ports": [{"name": "http", "port": 8080}, {"name": "dns", "port": 53, "protocol": "UDP"}]
+        }))
+        .unwrap();
+        let port = |v: serde_json::Value| -> ServicePort { serde_json::from_value(v).unwrap() };
+        assert_eq!(
+            slice_port(&port(json!({"name": "http", "port": 80})), &slice),
+            Some(8080)
+        );
+        assert_eq!(
+            slice_port(&port(json!({"port": 80})), &slice),
+            None,
+            "unnamed does not match named"
+        );
+        assert_eq!(
+            slice_port(
+                &port(json!({"name": "dns", "port": 53, "protocol": "UDP"})),
+                &slice
+            ),
+            None
+        );
+        let service: Service =
+            serde_json::from_value(json!({"spec": {"ports": [{"name": "http", "port": 80}]}}))
+                .unwrap();
+        assert!(slice_is_rendered(&service, &slice));
+        let fqdn = EndpointSlice {
+            address_type: "FQDN".into(),
+            ..slice
+        };
+        assert!(!slice_is_rendered(&service, &fqdn));
     }
 
     #[test]

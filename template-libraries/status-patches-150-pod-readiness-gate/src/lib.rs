@@ -1,10 +1,79 @@
-//! `status-patches-150-pod-readiness-gate`: being written; renders nothing yet.
+//! `status-patches-150-pod-readiness-gate`: sets the condition
+//! `haproxy-haptic.org/load-balancer-ready` to True on every gated pod the
+//! rendered configuration routes to.
+//!
+//! Enabled by `kubernetesBackends.podReadinessGate.enabled` (read from the
+//! values tree: the flag belongs to the library that renders the servers).
+//! Disabled, it watches nothing and patches nothing.
+//!
+//! A pod is routed when `kubernetes-backends` renders an enabled server for
+//! it: it is listed in an EndpointSlice of an existing Service whose ports
+//! the slice serves, and its endpoint is routed by the rule in
+//! [`haptic_sdk::readiness`] (ready and not terminating, or not ready, not
+//! terminating and passing the gate). For each routed pod that lists the
+//! gate the library emits a `deployed`-variant patch: the host applies it
+//! only once every HAProxy pod runs this render, under the `haptic-deployed`
+//! field manager, owning only this condition (Pod `status.conditions` is a
+//! map list keyed by `type`). No `lastTransitionTime`, so the output is a
+//! function of the input.
+//!
+//! It never emits a removal: a pod that already carries the condition as
+//! True keeps getting the same patch while it exists, even when it stops
+//! being routed, so neither a host that treats a dropped item as "release
+//! the field" nor a fresh instance can take the condition away.
 
-use haptic_sdk::{Context, Info, Library, Output, Result};
+use std::collections::{BTreeSet, HashMap};
+
+use haptic_sdk::k8s::api::core::v1::Service;
+use haptic_sdk::k8s::api::discovery::v1::EndpointSlice;
+use haptic_sdk::readiness::{self, GATE_CONDITION, GatePod, POD_IGNORE_FIELDS};
+use haptic_sdk::{Context, Info, Library, Output, Plan, Result, StatusVariant, Values, Watch};
+use serde::Deserialize;
+
+/// Watch names.
+pub const PODS: &str = "gated-pods";
+pub const ENDPOINT_SLICES: &str = "endpointslices";
+pub const SERVICES: &str = "services";
+
+/// `(namespace, name)`.
+type Key = (String, String);
+
+/// The part of `kubernetesBackends` this library reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BackendValues {
+    #[serde(default)]
+    pod_readiness_gate: Gate,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Gate {
+    #[serde(default)]
+    enabled: bool,
+}
+
+/// The status this library applies to a routed gated pod.
+pub fn gate_status() -> serde_json::Value {
+    serde_json::json!({
+        "conditions": [{
+            "type": GATE_CONDITION,
+            "status": "True",
+            "reason": "RoutedByLoadBalancer",
+            "message": "Every HAProxy pod runs a configuration that routes to this pod"
+        }]
+    })
+}
 
 /// The `status-patches-150-pod-readiness-gate` library.
 #[derive(Debug, Default)]
-pub struct ReadinessGatePatches;
+pub struct ReadinessGatePatches {
+    enabled: bool,
+    status: serde_json::Value,
+    /// Slice names per Service.
+    slices_of: HashMap<Key, BTreeSet<String>>,
+    /// Slices (namespace, name) listing each pod.
+    slices_of_pod: HashMap<Key, BTreeSet<Key>>,
+}
 
 impl Library for ReadinessGatePatches {
     fn info(&self) -> Info {
@@ -15,9 +84,196 @@ impl Library for ReadinessGatePatches {
         .order(150)
     }
 
-    fn render(&mut self, _ctx: &Context<'_>, _out: &mut Output) -> Result<()> {
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        let backends: BackendValues = values.library_as("kubernetesBackends")?;
+        self.enabled = backends.pod_readiness_gate.enabled;
+        self.status = gate_status();
+        if !self.enabled {
+            return Ok(Plan::default());
+        }
+        Ok(Plan::default()
+            .watch(
+                Watch::new(PODS, "v1", "Pod")
+                    .parse_as::<GatePod>()
+                    .ignore_fields(POD_IGNORE_FIELDS.iter().copied()),
+            )
+            .watch(
+                Watch::new(ENDPOINT_SLICES, "discovery.k8s.io/v1", "EndpointSlice")
+                    .parse_as::<EndpointSlice>()
+                    .ignore_fields(["metadata.annotations"]),
+            )
+            .watch(
+                Watch::new(SERVICES, "v1", "Service")
+                    .parse_as::<Service>()
+                    .ignore_fields(["metadata.annotations", "metadata.labels", "status"]),
+            )
+            .patches_status_of("v1", "Pod"))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        out.retain_previous();
+        if !self.enabled {
+            return Ok(());
+        }
+        let dirty = if ctx.is_complete() {
+            self.rebuild_index(ctx)?
+        } else {
+            self.apply_changes(ctx)?
+        };
+        for pod in dirty {
+            let Some(entry) = ctx.get::<GatePod>(PODS, &pod.0, &pod.1)? else {
+                out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", &pod.0, &pod.1);
+                continue;
+            };
+            let gated = entry.is_gated();
+            if gated && (entry.gate_is_set() || self.is_routed(ctx, &pod, &entry)?) {
+                out.status_patch(
+                    StatusVariant::Deployed,
+                    "v1",
+                    "Pod",
+                    &pod.0,
+                    &pod.1,
+                    &self.status,
+                )?;
+            } else {
+                out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", &pod.0, &pod.1);
+            }
+        }
         Ok(())
     }
 }
 
+impl ReadinessGatePatches {
+    /// Rebuilds the indexes; every pod is to be evaluated.
+    fn rebuild_index(&mut self, ctx: &Context<'_>) -> Result<BTreeSet<Key>> {
+        self.slices_of.clear();
+        self.slices_of_pod.clear();
+        for slice in ctx.objects::<EndpointSlice>(ENDPOINT_SLICES)? {
+            self.index_slice(&slice.key.namespace, &slice.key.name, slice.value, true);
+        }
+        let mut dirty: BTreeSet<Key> = self.slices_of_pod.keys().cloned().collect();
+        for pod in ctx.objects::<GatePod>(PODS)? {
+            dirty.insert((pod.key.namespace.clone(), pod.key.name.clone()));
+        }
+        Ok(dirty)
+    }
+
+    /// Adds (`add`) or removes a slice from the indexes; returns its pods.
+    fn index_slice(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        slice: &EndpointSlice,
+        add: bool,
+    ) -> Vec<Key> {
+        let slice_key = (namespace.to_owned(), name.to_owned());
+        if let Some(service) = readiness::slice_service(slice) {
+            let service_key = (namespace.to_owned(), service.to_owned());
+            if add {
+                self.slices_of
+                    .entry(service_key)
+                    .or_default()
+                    .insert(name.to_owned());
+            } else if let Some(names) = self.slices_of.get_mut(&service_key) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.slices_of.remove(&service_key);
+                }
+            }
+        }
+        let mut pods = Vec::new();
+        for endpoint in &slice.endpoints {
+            let Some((pod_ns, pod_name)) = readiness::endpoint_pod(namespace, endpoint) else {
+                continue;
+            };
+            let pod = (pod_ns.to_owned(), pod_name.to_owned());
+            if add {
+                self.slices_of_pod
+                    .entry(pod.clone())
+                    .or_default()
+                    .insert(slice_key.clone());
+            } else if let Some(slices) = self.slices_of_pod.get_mut(&pod) {
+                slices.remove(&slice_key);
+                if slices.is_empty() {
+                    self.slices_of_pod.remove(&pod);
+                }
+            }
+            pods.push(pod);
+        }
+        pods
+    }
+
+    /// Updates the indexes from this render's changes; returns the pods to
+    /// evaluate again.
+    fn apply_changes(&mut self, ctx: &Context<'_>) -> Result<BTreeSet<Key>> {
+        let mut dirty = BTreeSet::new();
+        for change in ctx.changes() {
+            let (namespace, name) = (&change.key.namespace, &change.key.name);
+            match change.watch() {
+                PODS => {
+                    dirty.insert((namespace.clone(), name.clone()));
+                }
+                ENDPOINT_SLICES => {
+                    if let Some(before) = change.previous::<EndpointSlice>() {
+                        dirty.extend(self.index_slice(namespace, name, before, false));
+                    }
+                    if let Some(after) = change.current::<EndpointSlice>() {
+                        dirty.extend(self.index_slice(namespace, name, after, true));
+                    }
+                }
+                SERVICES => {
+                    let service_key = (namespace.clone(), name.clone());
+                    for slice_name in self.slices_of.get(&service_key).into_iter().flatten() {
+                        if let Some(slice) =
+                            ctx.get::<EndpointSlice>(ENDPOINT_SLICES, namespace, slice_name)?
+                        {
+                            dirty.extend(
+                                slice
+                                    .endpoints
+                                    .iter()
+                                    .filter_map(|e| readiness::endpoint_pod(namespace, e))
+                                    .map(|(ns, n)| (ns.to_owned(), n.to_owned())),
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(dirty)
+    }
+
+    /// Whether `kubernetes-backends` renders an enabled server for the pod.
+    fn is_routed(&self, ctx: &Context<'_>, pod: &Key, gate_pod: &GatePod) -> Result<bool> {
+        for (slice_ns, slice_name) in self.slices_of_pod.get(pod).into_iter().flatten() {
+            let Some(slice) = ctx.get::<EndpointSlice>(ENDPOINT_SLICES, slice_ns, slice_name)?
+            else {
+                continue;
+            };
+            let Some(service_name) = readiness::slice_service(&slice) else {
+                continue;
+            };
+            let Some(service) = ctx.get::<Service>(SERVICES, slice_ns, service_name)? else {
+                continue;
+            };
+            if !readiness::slice_is_rendered(&service, &slice) {
+                continue;
+            }
+            let routed = slice.endpoints.iter().any(|endpoint| {
+                !endpoint.addresses.is_empty()
+                    && readiness::endpoint_pod(slice_ns, endpoint)
+                        == Some((pod.0.as_str(), pod.1.as_str()))
+                    && readiness::is_routed(endpoint, Some(gate_pod))
+            });
+            if routed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
 haptic_sdk::export_library!(ReadinessGatePatches);
+
+#[cfg(test)]
+mod tests;
