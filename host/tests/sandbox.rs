@@ -3,6 +3,7 @@
 //! works afterwards. Uses the `haptic-misbehaving` test library.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use haptic::guests::MISBEHAVING_PATH;
@@ -237,6 +238,59 @@ fn the_sandbox_has_no_files_environment_or_network() {
     assert!(report.contains("env: 0 vars; args: 0"), "{report}");
     assert!(report.contains("connect 127.0.0.1:22: failed"), "{report}");
     assert!(report.contains("lookup localhost: failed"), "{report}");
+}
+
+/// Log output captured from a thread-local `tracing` subscriber.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("capture lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[test]
+fn printed_and_logged_lines_reach_tracing_tagged_with_the_library() {
+    let runtime = runtime(RuntimeConfig::default());
+    let library = misbehaving(&runtime);
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::TRACE)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        fail_in(&library, "escape");
+        fail_in(&library, "panic");
+    });
+    let log = String::from_utf8_lossy(&captured.0.lock().expect("capture lock")).into_owned();
+    let line_with = |text: &str| {
+        log.lines()
+            .find(|line| line.contains(text))
+            .unwrap_or_else(|| panic!("no log line with {text:?} in:\n{log}"))
+            .to_owned()
+    };
+    let stdout = line_with("hello from stdout");
+    assert!(stdout.contains("library=misbehaving"), "{stdout}");
+    assert!(stdout.contains("stream=\"stdout\""), "{stdout}");
+    assert!(line_with("hello from stderr").contains("stream=\"stderr\""));
+    let panic = line_with(PANIC_MESSAGE);
+    assert!(panic.contains("ERROR"), "{panic}");
+    assert!(panic.contains("library=misbehaving"), "{panic}");
 }
 
 #[test]

@@ -17,6 +17,10 @@ use super::{LibraryError, Malformed};
 
 /// Guest functions named in a trap message; the innermost are the telling ones.
 const MAX_FRAMES: usize = 6;
+/// Log lines one call may send through the host `log` import.
+const MAX_LOG_LINES_PER_CALL: usize = 1000;
+/// Longest log message forwarded whole.
+const MAX_LOG_LINE: usize = 16 << 10;
 
 /// The level of a line a library logs through the host import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +43,9 @@ pub(super) struct StoreState {
     /// The last error-level line logged in the current call: a panicking
     /// library's hook reports its message here just before it aborts.
     last_error: Option<String>,
+    /// Log lines forwarded and dropped in the current call.
+    log_lines: usize,
+    log_lines_dropped: usize,
 }
 
 impl StoreState {
@@ -62,21 +69,37 @@ impl StoreState {
             stdout,
             stderr,
             last_error: None,
+            log_lines: 0,
+            log_lines_dropped: 0,
         }
     }
 
-    /// The host `log` import: the line goes to `tracing`, tagged with the library.
-    pub(super) fn guest_log(&mut self, level: GuestLogLevel, message: String) {
+    /// The host `log` import: the line goes to `tracing`, tagged with the
+    /// library. Bounded like stdout so a chatty library cannot flood the log.
+    pub(super) fn guest_log(&mut self, level: GuestLogLevel, mut message: String) {
+        if message.len() > MAX_LOG_LINE {
+            let mut end = MAX_LOG_LINE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(" [...]");
+        }
+        if level == GuestLogLevel::Error {
+            self.last_error = Some(message.clone());
+        }
+        if self.log_lines >= MAX_LOG_LINES_PER_CALL {
+            self.log_lines_dropped += 1;
+            return;
+        }
+        self.log_lines += 1;
         let library = &*self.library;
         match level {
-            GuestLogLevel::Trace => tracing::trace!(library, "{message}"),
-            GuestLogLevel::Debug => tracing::debug!(library, "{message}"),
-            GuestLogLevel::Info => tracing::info!(library, "{message}"),
-            GuestLogLevel::Warn => tracing::warn!(library, "{message}"),
-            GuestLogLevel::Error => {
-                tracing::error!(library, "{message}");
-                self.last_error = Some(message);
-            }
+            GuestLogLevel::Trace => tracing::trace!(library = %library, "{message}"),
+            GuestLogLevel::Debug => tracing::debug!(library = %library, "{message}"),
+            GuestLogLevel::Info => tracing::info!(library = %library, "{message}"),
+            GuestLogLevel::Warn => tracing::warn!(library = %library, "{message}"),
+            GuestLogLevel::Error => tracing::error!(library = %library, "{message}"),
         }
     }
 
@@ -88,6 +111,15 @@ impl StoreState {
     fn end_call(&mut self) {
         self.stdout.end_call();
         self.stderr.end_call();
+        if self.log_lines_dropped > 0 {
+            tracing::warn!(
+                library = %self.library,
+                "library logged more than {MAX_LOG_LINES_PER_CALL} lines in one call; dropped {}",
+                self.log_lines_dropped
+            );
+        }
+        self.log_lines = 0;
+        self.log_lines_dropped = 0;
     }
 }
 
