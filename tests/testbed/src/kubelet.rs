@@ -34,7 +34,7 @@
 //!   kubelet owns, applied server-side to `pods/status` by field manager
 //!   `kubelet`, so readiness-gate conditions written by others are never
 //!   overwritten and `Ready` follows them (`ReadinessGatesNotReady`).
-//! - **Deletion**: preStop (sleep, httpGet), SIGTERM, probing continues, SIGKILL
+//! - **Deletion**: preStop (sleep, httpGet, exec), SIGTERM, probing continues, SIGKILL
 //!   at the grace period, terminal status, final delete with UID precondition.
 //! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`.
 //!

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
@@ -27,12 +27,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::container::{self, Launch, Mount, Process};
-use super::env::{self, Addresses};
+use super::container::{self, Launch, Process};
 use super::network::NODE_IP;
 use super::probe::{self, Tracker};
 use super::status::{self, ContainerView, PodView, State, Terminated, TransitionClock};
-use super::volumes;
+
+mod setup;
+mod termination;
 
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
@@ -242,144 +243,6 @@ impl Worker {
         Api::namespaced(self.shared.client.clone(), ns)
     }
 
-    /// Volumes, environments, commands and probes for every container; on
-    /// failure the containers wait with kubelet's reason and message.
-    async fn set_up(&mut self) -> Result<(), ()> {
-        let addrs = Addresses {
-            pod_ip: self.ip,
-            host_ip: NODE_IP,
-        };
-        let volume_root = self.dir.join("volumes");
-        let volumes =
-            match volumes::prepare(&self.shared.client, &self.pod, &volume_root, addrs).await {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::warn!(pod = %self.name(), "{e}");
-                    for s in &mut self.slots {
-                        s.view.state = waiting("ContainerCreating", String::new());
-                    }
-                    return Err(());
-                }
-            };
-        let mut failed = false;
-        for idx in 0..self.slots.len() {
-            match self.launch_for(idx, &volumes, addrs).await {
-                Ok(launch) => self.slots[idx].launch = Some(launch),
-                Err((reason, message)) => {
-                    tracing::warn!(pod = %self.name(), container = %self.slots[idx].spec.name, "{reason}: {message}");
-                    self.slots[idx].view.state = waiting(reason, message);
-                    failed = true;
-                }
-            }
-            match probe::readiness(&self.slots[idx].spec) {
-                Ok(p) => self.slots[idx].probe = p,
-                Err(message) => {
-                    self.slots[idx].view.state = waiting("CreateContainerConfigError", message);
-                    failed = true;
-                }
-            }
-        }
-        if failed { Err(()) } else { Ok(()) }
-    }
-
-    async fn launch_for(
-        &self,
-        idx: usize,
-        volumes: &std::collections::HashMap<String, PathBuf>,
-        addrs: Addresses,
-    ) -> Result<Launch, (&'static str, String)> {
-        let c = &self.slots[idx].spec;
-        let image = c.image.clone().unwrap_or_default();
-        let program = self.shared.config.program_for(&image);
-        let has_command = c.command.as_ref().is_some_and(|v| !v.is_empty());
-        if program.is_none() && !has_command {
-            let msg = format!(
-                "image {image:?} is not in the test bed's program table (known: {})",
-                self.shared.config.known_images()
-            );
-            return Err(("ErrImagePull", msg));
-        }
-        let ports: Vec<String> = c
-            .ports
-            .iter()
-            .flatten()
-            .map(|p| p.container_port.to_string())
-            .collect();
-        let pod_name = self.pod.metadata.name.clone().unwrap_or_default();
-        let mut base = vec![
-            (
-                "PATH".to_string(),
-                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-            ),
-            ("HOME".to_string(), "/root".to_string()),
-            ("HOSTNAME".to_string(), pod_name),
-            ("HAPTIC_TESTBED_POD_IP".to_string(), self.ip.to_string()),
-            (
-                "HAPTIC_TESTBED_CONTAINER_PORTS".to_string(),
-                ports.join(","),
-            ),
-        ];
-        if let Some((host, port)) = &self.shared.config.api_server {
-            base.push(("KUBERNETES_SERVICE_HOST".into(), host.clone()));
-            base.push(("KUBERNETES_SERVICE_PORT".into(), port.to_string()));
-            base.push(("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.to_string()));
-        }
-        if let Some(p) = program {
-            base.extend(p.env.iter().cloned());
-        }
-        let env = env::resolve(&self.shared.client, &self.pod, c, addrs, base)
-            .await
-            .map_err(|e| ("CreateContainerConfigError", e.to_string()))?;
-        let expand = |v: &Vec<String>| v.iter().map(|a| env::expand(a, &env)).collect::<Vec<_>>();
-        let args = c.args.as_ref().map(expand);
-        let argv = match (
-            c.command.as_ref().filter(|v| !v.is_empty()).map(expand),
-            program,
-        ) {
-            (Some(mut command), p) => {
-                // `command` replaces the image's entrypoint; naming the program's file
-                // (e.g. `echo-server`) runs the mapped program.
-                if let Some(p) = p
-                    && p.path
-                        .file_name()
-                        .is_some_and(|f| f.to_string_lossy() == command[0])
-                {
-                    command[0] = p.path.to_string_lossy().into_owned();
-                }
-                command.extend(args.unwrap_or_default());
-                command
-            }
-            (None, Some(p)) => {
-                let mut argv = vec![p.path.to_string_lossy().into_owned()];
-                argv.extend(args.unwrap_or_else(|| p.args.clone()));
-                argv
-            }
-            (None, None) => return Err(("CreateContainerConfigError", "no command".into())),
-        };
-        let mut mounts = Vec::new();
-        for m in c.volume_mounts.iter().flatten() {
-            let Some(source) = volumes.get(&m.name) else {
-                return Err((
-                    "CreateContainerConfigError",
-                    format!("volume mount {:?} names no volume of the pod", m.name),
-                ));
-            };
-            let sub = m.sub_path.as_deref().filter(|s| !s.is_empty());
-            mounts.push(Mount {
-                source: sub.map_or_else(|| source.clone(), |s| source.join(s)),
-                target: m.mount_path.clone(),
-                read_only: m.read_only.unwrap_or(false),
-            });
-        }
-        Ok(Launch {
-            argv,
-            env,
-            mounts,
-            workdir: c.working_dir.clone().unwrap_or_else(|| "/".into()),
-            log: self.dir.join("logs").join(&c.name).join("0.log"),
-        })
-    }
-
     fn start(&mut self, idx: usize) {
         let ip = self.ip;
         let registry = self.shared.processes.clone();
@@ -561,95 +424,6 @@ impl Worker {
         for idx in due {
             self.start(idx);
         }
-    }
-
-    fn begin_termination(&mut self) {
-        let grace = self
-            .pod
-            .metadata
-            .deletion_grace_period_seconds
-            .or_else(|| {
-                self.pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-            })
-            .unwrap_or(30)
-            .max(0);
-        tracing::info!(pod = %self.name(), grace, "terminating");
-        self.terminating = Some(Instant::now() + Duration::from_secs(grace as u64));
-        for idx in 0..self.slots.len() {
-            let slot = &mut self.slots[idx];
-            slot.restart_at = None;
-            if slot.process.is_none() {
-                continue;
-            }
-            let hook = slot
-                .spec
-                .lifecycle
-                .as_ref()
-                .and_then(|l| l.pre_stop.clone());
-            let (events, instance, ip) = (self.events.clone(), slot.instance, self.ip);
-            self.tasks.spawn(async move {
-                if let Some(h) = hook {
-                    if let Some(s) = &h.sleep {
-                        tokio::time::sleep(Duration::from_secs(s.seconds.max(0) as u64)).await;
-                    } else if let Some(g) = &h.http_get {
-                        let port = match &g.port {
-                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => {
-                                *n as u16
-                            }
-                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
-                                _,
-                            ) => 0,
-                        };
-                        let addr = std::net::SocketAddr::from((ip, port));
-                        let path = g.path.clone().unwrap_or_else(|| "/".into());
-                        let _ =
-                            super::http::get(addr, None, &path, &[], Duration::from_secs(30)).await;
-                    }
-                }
-                let _ = events.send(Event::Term { idx, instance });
-            });
-        }
-    }
-
-    /// Terminal status, then the final delete (for a deleted pod).
-    async fn finish(&mut self, already_terminal: bool) {
-        for slot in &mut self.slots {
-            if let State::Terminated(_) = slot.view.state {
-                continue;
-            }
-            slot.view.state =
-                State::Terminated(slot.view.last_terminated.clone().unwrap_or_else(|| {
-                    Terminated {
-                        exit_code: 137,
-                        signal: None,
-                        reason: "ContainerStatusUnknown".into(),
-                        started_at: String::new(),
-                        finished_at: status::now(),
-                        container_id: String::new(),
-                    }
-                }));
-        }
-        if !already_terminal {
-            self.write_status().await;
-        }
-        let uid = self.pod.metadata.uid.clone();
-        let params = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid,
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        let name = self.pod.metadata.name.clone().unwrap_or_default();
-        match self.api().delete(&name, &params).await {
-            Ok(_) => tracing::info!(pod = %self.name(), "deleted"),
-            Err(e) => tracing::info!(pod = %self.name(), "final delete: {e}"),
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 
     fn view(&self) -> PodView {

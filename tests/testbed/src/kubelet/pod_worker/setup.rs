@@ -1,0 +1,151 @@
+//! Preparing a pod's containers: volumes, environment, command line, mounts
+//! and probes, with kubelet's waiting reasons when something is missing.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::super::container::{Launch, Mount};
+use super::super::env::{self, Addresses};
+use super::super::network::NODE_IP;
+use super::super::{probe, volumes};
+use super::{Worker, waiting};
+
+impl Worker {
+    /// Volumes, environments, commands and probes for every container; on
+    /// failure the containers wait with kubelet's reason and message.
+    pub(super) async fn set_up(&mut self) -> Result<(), ()> {
+        let addrs = Addresses {
+            pod_ip: self.ip,
+            host_ip: NODE_IP,
+        };
+        let volume_root = self.dir.join("volumes");
+        let volumes =
+            match volumes::prepare(&self.shared.client, &self.pod, &volume_root, addrs).await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(pod = %self.name(), "{e}");
+                    for s in &mut self.slots {
+                        s.view.state = waiting("ContainerCreating", String::new());
+                    }
+                    return Err(());
+                }
+            };
+        let mut failed = false;
+        for idx in 0..self.slots.len() {
+            match self.launch_for(idx, &volumes, addrs).await {
+                Ok(launch) => self.slots[idx].launch = Some(launch),
+                Err((reason, message)) => {
+                    tracing::warn!(pod = %self.name(), container = %self.slots[idx].spec.name, "{reason}: {message}");
+                    self.slots[idx].view.state = waiting(reason, message);
+                    failed = true;
+                }
+            }
+            match probe::readiness(&self.slots[idx].spec) {
+                Ok(p) => self.slots[idx].probe = p,
+                Err(message) => {
+                    self.slots[idx].view.state = waiting("CreateContainerConfigError", message);
+                    failed = true;
+                }
+            }
+        }
+        if failed { Err(()) } else { Ok(()) }
+    }
+
+    async fn launch_for(
+        &self,
+        idx: usize,
+        volumes: &HashMap<String, PathBuf>,
+        addrs: Addresses,
+    ) -> Result<Launch, (&'static str, String)> {
+        let c = &self.slots[idx].spec;
+        let image = c.image.clone().unwrap_or_default();
+        let program = self.shared.config.program_for(&image);
+        let has_command = c.command.as_ref().is_some_and(|v| !v.is_empty());
+        if program.is_none() && !has_command {
+            let msg = format!(
+                "image {image:?} is not in the test bed's program table (known: {})",
+                self.shared.config.known_images()
+            );
+            return Err(("ErrImagePull", msg));
+        }
+        let ports: Vec<String> = c
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| p.container_port.to_string())
+            .collect();
+        let pod_name = self.pod.metadata.name.clone().unwrap_or_default();
+        let mut base = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            ),
+            ("HOME".to_string(), "/root".to_string()),
+            ("HOSTNAME".to_string(), pod_name),
+            ("HAPTIC_TESTBED_POD_IP".to_string(), self.ip.to_string()),
+            (
+                "HAPTIC_TESTBED_CONTAINER_PORTS".to_string(),
+                ports.join(","),
+            ),
+        ];
+        if let Some((host, port)) = &self.shared.config.api_server {
+            base.push(("KUBERNETES_SERVICE_HOST".into(), host.clone()));
+            base.push(("KUBERNETES_SERVICE_PORT".into(), port.to_string()));
+            base.push(("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.to_string()));
+        }
+        if let Some(p) = program {
+            base.extend(p.env.iter().cloned());
+        }
+        let env = env::resolve(&self.shared.client, &self.pod, c, addrs, base)
+            .await
+            .map_err(|e| ("CreateContainerConfigError", e.to_string()))?;
+        let expand = |v: &Vec<String>| v.iter().map(|a| env::expand(a, &env)).collect::<Vec<_>>();
+        let args = c.args.as_ref().map(expand);
+        let argv = match (
+            c.command.as_ref().filter(|v| !v.is_empty()).map(expand),
+            program,
+        ) {
+            (Some(mut command), p) => {
+                // `command` replaces the image's entrypoint; naming the program's file
+                // (e.g. `echo-server`) runs the mapped program.
+                if let Some(p) = p
+                    && p.path
+                        .file_name()
+                        .is_some_and(|f| f.to_string_lossy() == command[0])
+                {
+                    command[0] = p.path.to_string_lossy().into_owned();
+                }
+                command.extend(args.unwrap_or_default());
+                command
+            }
+            (None, Some(p)) => {
+                let mut argv = vec![p.path.to_string_lossy().into_owned()];
+                argv.extend(args.unwrap_or_else(|| p.args.clone()));
+                argv
+            }
+            (None, None) => return Err(("CreateContainerConfigError", "no command".into())),
+        };
+        let mut mounts = Vec::new();
+        for m in c.volume_mounts.iter().flatten() {
+            let Some(source) = volumes.get(&m.name) else {
+                return Err((
+                    "CreateContainerConfigError",
+                    format!("volume mount {:?} names no volume of the pod", m.name),
+                ));
+            };
+            let sub = m.sub_path.as_deref().filter(|s| !s.is_empty());
+            mounts.push(Mount {
+                source: sub.map_or_else(|| source.clone(), |s| source.join(s)),
+                target: m.mount_path.clone(),
+                read_only: m.read_only.unwrap_or(false),
+            });
+        }
+        Ok(Launch {
+            argv,
+            env,
+            mounts,
+            workdir: c.working_dir.clone().unwrap_or_else(|| "/".into()),
+            log: self.dir.join("logs").join(&c.name).join("0.log"),
+        })
+    }
+}
