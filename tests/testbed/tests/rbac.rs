@@ -120,8 +120,9 @@ fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow:
             echo "secrets=$(code "/api/v1/namespaces/$NS/secrets")"
             echo "namespace=$(cat "$sa/namespace")"
             echo "env=$GREETING"
-            echo "file=$(cat /etc/haptic-test/greeting)"
+            echo "file=$(cat /run/haptic-test/settings/greeting)"
             echo "hostname=$HOSTNAME"
+            touch /run/haptic-test/settings/new 2>/dev/null && echo writable=yes || echo writable=no
         "#;
         let pod = create::<Pod>(
             &admin,
@@ -140,7 +141,7 @@ fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow:
                             {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                             {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
                         ],
-                        "volumeMounts": [{"name": "settings", "mountPath": "/etc/haptic-test", "readOnly": true}],
+                        "volumeMounts": [{"name": "settings", "mountPath": "/run/haptic-test/settings", "readOnly": true}],
                     }],
                 },
             }),
@@ -159,8 +160,7 @@ fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow:
         let log_path = bed.kubelet.log_path(&uid, "caller", 0);
         let log = std::fs::read_to_string(&log_path)
             .with_context(|| format!("reading {}", log_path.display()))?;
-        let want =
-            "pods=200\nsecrets=403\nnamespace=team\nenv=hello\nfile=hello\nhostname=caller\n";
+        let want = "pods=200\nsecrets=403\nnamespace=team\nenv=hello\nfile=hello\nhostname=caller\nwritable=no\n";
         ensure!(log == want, "pod output:\n{log}");
         Ok(())
     })?
