@@ -21,12 +21,14 @@
 pub mod class;
 pub mod routes;
 
+use std::collections::HashSet;
+
 use haptic_sdk::k8s::api::core::v1::Service;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::backend_name;
 use haptic_sdk::{
-    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values,
-    Watch, log,
+    Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
+    StatusVariant, Values, Watch, log,
 };
 use serde::Deserialize;
 
@@ -135,9 +137,17 @@ impl Library for IngressLibrary {
             (created(a), a.key).cmp(&(created(b), b.key))
         });
 
+        // Warnings about an Ingress are logged when it changes (or on a
+        // complete render), not again on every render of any Ingress.
+        let changed: HashSet<&ObjectKey> = ctx.changes().iter().map(|c| &c.key).collect();
         let mut table = RouteTable::default();
         let mut default_backend = None;
         for ingress in &served {
+            let warn = |message: String| {
+                if ctx.is_complete() || changed.contains(ingress.key) {
+                    log::warn(&message);
+                }
+            };
             let namespace = ingress.key.namespace.as_str();
             let Some(spec) = ingress.spec.as_ref() else {
                 continue;
@@ -148,23 +158,23 @@ impl Library for IngressLibrary {
                     .as_ref()
                     .and_then(|b| b.service.as_ref())
             {
-                default_backend = Some(resolve(ctx, ingress, namespace, backend)?);
+                default_backend = Some(resolve(ctx, ingress, namespace, backend, &warn)?);
             }
             for rule in spec.rules.iter().flatten() {
                 let host = rule.host.as_deref().unwrap_or("");
                 for path in rule.http.iter().flat_map(|h| &h.paths) {
                     let Some(service) = path.backend.service.as_ref() else {
-                        log::warn(&format!(
+                        warn(format!(
                             "ingress {namespace}/{}: a path backend without a Service is not supported; skipped",
                             ingress.key.name
                         ));
                         continue;
                     };
-                    let backend = resolve(ctx, ingress, namespace, service)?;
+                    let backend = resolve(ctx, ingress, namespace, service, &warn)?;
                     let kind = PathKind::from_path_type(&path.path_type);
                     let path_text = path.path.as_deref().unwrap_or("/");
                     if let Err(why) = table.add(host, path_text, kind, &backend) {
-                        log::warn(&format!(
+                        warn(format!(
                             "ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why:?}",
                             ingress.key.name
                         ));
@@ -250,6 +260,7 @@ fn resolve(
     ingress: &Entry<'_, Ingress>,
     namespace: &str,
     backend: &IngressServiceBackend,
+    warn: &dyn Fn(String),
 ) -> Result<String> {
     let service = ctx.get::<Service>(SERVICES, namespace, &backend.name)?;
     let ports = service
@@ -272,7 +283,7 @@ fn resolve(
             let port = wanted
                 .and_then(|w| w.number.map(|n| n.to_string()).or_else(|| w.name.clone()))
                 .unwrap_or_default();
-            log::warn(&format!(
+            warn(format!(
                 "ingress {namespace}/{}: Service {namespace}/{} has no port {port:?} (or does not exist); routing to {UNAVAILABLE_BACKEND} (503)",
                 ingress.key.name, backend.name
             ));

@@ -46,11 +46,13 @@ pub fn quote(text: &str) -> String {
 
 /// One `key value` line of a map file, or `None` when `key` cannot be a map
 /// key (empty, or containing whitespace or control characters, which end a
-/// key) or `value` spans lines.
+/// key, or `#`, which may start a comment and never occurs in a request path
+/// HAProxy sees) or `value` spans lines.
 pub fn map_line(key: &str, value: &str) -> Option<String> {
     if key.is_empty()
-        || key.starts_with('#')
-        || key.chars().any(|c| c.is_whitespace() || c.is_control())
+        || key
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '#')
     {
         return None;
     }
@@ -94,6 +96,7 @@ mod tests {
         assert_eq!(map_line("a b", "be"), None);
         assert_eq!(map_line("", "be"), None);
         assert_eq!(map_line("#x", "be"), None);
+        assert_eq!(map_line("/a#b", "be"), None);
         assert_eq!(map_line("k", "a\nb"), None);
     }
 }

@@ -79,3 +79,6 @@ impl<T: Library> Runtime<T> {
         Ok(delta)
     }
 }
+
+#[cfg(test)]
+mod tests;
