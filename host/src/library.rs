@@ -260,6 +260,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn runtime_types_can_cross_threads() {
+        // The controller moves instances between tokio tasks and shares
+        // loaded libraries; losing these bounds would be a breaking change.
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<LibraryInstance>();
+        send_sync::<LoadedLibrary>();
+        send_sync::<LibraryRuntime>();
+        send_sync::<LibraryError>();
+    }
+
+    #[test]
     fn durations_and_sizes_read_naturally() {
         assert_eq!(HumanDuration(Duration::from_secs(5)).to_string(), "5 s");
         assert_eq!(
