@@ -8,13 +8,13 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::{self, Bed, wait_for};
+use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
 use haptic_testbed::kubelet::{ECHO_IMAGE, KubeletConfig, NODE_IP, Program, http};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -23,37 +23,6 @@ const GATE: &str = "haptic.dev/deployed";
 fn config() -> KubeletConfig {
     KubeletConfig::new(bed::NODE_NAME)
         .program(ECHO_IMAGE, Program::new(env!("CARGO_BIN_EXE_echo-server")))
-}
-
-/// A namespace whose default ServiceAccount exists (pods are rejected before).
-async fn namespace(client: &Client, name: &str) -> anyhow::Result<()> {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-    wait_for("the default ServiceAccount", WAIT, || async {
-        match accounts.get_opt("default").await {
-            Ok(Some(_)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-async fn create<K>(client: &Client, ns: &str, object: Value) -> anyhow::Result<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(object)?;
-    Ok(Api::<K>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &object)
-        .await?)
 }
 
 fn echo_pod_spec(gates: &[&str], shutdown_delay: &str) -> Value {

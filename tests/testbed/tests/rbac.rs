@@ -5,35 +5,18 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::{self, Bed, wait_for};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
+use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn create<K>(client: &Client, ns: &str, object: Value) -> anyhow::Result<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(object)?;
-    Ok(Api::<K>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &object)
-        .await?)
-}
-
 /// Namespace `ns` with a ServiceAccount `reader` that may read pods and nothing else.
 async fn reader_setup(client: &Client, ns: &str) -> anyhow::Result<()> {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
+    namespace(client, ns).await?;
     create::<ServiceAccount>(client, ns, json!({"metadata": {"name": "reader"}})).await?;
     create::<Role>(
         client,

@@ -16,6 +16,12 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
 use super::{ECHO_IMAGE, Kubelet, KubeletConfig, PodNetwork, Program};
 use crate::control_plane::{ControlPlane, ControlPlaneError};
 
@@ -123,6 +129,49 @@ impl Bed {
         self.control_plane.admin_client()
     }
 }
+
+/// Creates namespace `name` and waits for its `default` ServiceAccount (the
+/// ServiceAccount admission plugin rejects pods until it exists).
+pub async fn namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait_for("the default ServiceAccount", WAIT, || async {
+        match accounts.get_opt("default").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Creates a namespaced object given as JSON (kind from `K`).
+pub async fn create<K>(
+    client: &kube::Client,
+    ns: &str,
+    object: serde_json::Value,
+) -> anyhow::Result<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).context("the object does not parse")?;
+    let name = object.meta().name.clone().unwrap_or_default();
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &object)
+        .await
+        .with_context(|| format!("creating {} {ns}/{name}", K::kind(&())))
+}
+
+/// How long the helpers here wait.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// Polls `probe` every 50 ms until it returns `Some`, or fails after `timeout`
 /// with the last observation `probe` reported through `last`.
