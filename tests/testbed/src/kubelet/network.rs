@@ -107,8 +107,8 @@ impl PodNetwork {
     }
 
     /// A multi-threaded tokio runtime whose worker and blocking threads all
-    /// live in the namespace. Enter the calling thread too (see
-    /// [`Self::block_on`]) if futures will run on it.
+    /// live in the namespace. Moves the calling thread into it as well, since
+    /// `Runtime::block_on` runs its future there.
     pub fn runtime(&self) -> Result<tokio::runtime::Runtime, Error> {
         // Prove entering works before handing it to threads that cannot report errors.
         self.enter()?;
