@@ -3,12 +3,14 @@
 //! behave as on a real cluster.
 //!
 //! [`Kubelet::start`] registers a Node (Ready, with a Lease heartbeat), binds
-//! pending pods to it (no scheduler runs), and runs one [`pod_worker`] per pod
-//! bound to it:
+//! pending pods whose `nodeSelector` it matches (no scheduler runs), and runs
+//! one [`pod_worker`] per pod bound to it. Several kubelets with distinct
+//! [`KubeletConfig::node_index`] make a multi-node bed:
 //!
 //! - **Network** ([`network`]): every pod gets its own address from
 //!   10.244.0.0/16 inside a private network namespace, reported as
-//!   `status.podIP(s)`; the node is 10.244.0.1 (`hostIP`). Loopback addresses
+//!   `status.podIP(s)`; node N owns 10.244.(16N).0/20 and is its `.1`
+//!   (`hostIP`; `hostNetwork` pods share it). Loopback addresses
 //!   were the first idea, but the apiserver rejects 127.0.0.0/8 in
 //!   EndpointSlices. Programs bind `$HAPTIC_TESTBED_POD_IP` instead of
 //!   0.0.0.0 because all pods share the namespace.
@@ -38,8 +40,10 @@
 //!   at the grace period, terminal status, final delete with UID precondition.
 //! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`.
 //!
-//! Not done: init containers, liveness/startup probes, resource limits,
-//! Service environment variables, ConfigMap/token refresh, `kubectl logs/exec`.
+//! Not done: init containers (such pods wait with `CreateContainerConfigError`),
+//! liveness/startup probes, affinity/taints (only `nodeSelector`), resource
+//! limits, Service environment variables, ConfigMap/token refresh,
+//! `kubectl logs/exec`.
 
 pub mod bed;
 pub mod container;
@@ -54,7 +58,7 @@ pub mod volumes;
 mod binder;
 mod pod_worker;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -66,7 +70,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-pub use network::{NODE_IP, POD_CIDR, PodNetwork};
+pub use network::{NODE_IP, POD_CIDR, PodNetwork, node_ip};
 
 /// The image the test bed's echo server answers to (see `src/bin/echo-server.rs`).
 pub const ECHO_IMAGE: &str = "haptic.test/echo";
@@ -137,8 +141,14 @@ pub struct KubeletConfig {
     /// The apiserver's host and port, given to containers as
     /// `KUBERNETES_SERVICE_HOST/PORT` (in-cluster clients connect there).
     pub api_server: Option<(String, u16)>,
-    /// Bind pods that have no node (stand in for the scheduler).
+    /// Bind pods that have no node and whose `nodeSelector` matches this
+    /// node's labels (stand in for the scheduler).
     pub bind_pending_pods: bool,
+    /// Which slice of the pod network this node owns (0..=15; see
+    /// [`network::node_ip`]). Kubelets sharing a bed need distinct indexes.
+    pub node_index: u8,
+    /// Labels for the Node besides kubelet's own (`kubernetes.io/hostname`, ...).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl KubeletConfig {
@@ -150,7 +160,21 @@ impl KubeletConfig {
             state_dir: None,
             api_server: None,
             bind_pending_pods: true,
+            node_index: 0,
+            labels: BTreeMap::new(),
         }
+    }
+
+    /// Makes this node number `index` (0..=15) of the bed, with its own IP range.
+    pub fn node_index(mut self, index: u8) -> Self {
+        self.node_index = index;
+        self
+    }
+
+    /// Adds a Node label (for `nodeSelector`s).
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
     }
 
     /// Maps `image` to `program`.
@@ -208,6 +232,7 @@ pub(crate) struct Shared {
     pub(crate) client: Client,
     pub(crate) config: KubeletConfig,
     pub(crate) ips: network::IpAllocator,
+    pub(crate) node_ip: std::net::Ipv4Addr,
     pub(crate) state_dir: PathBuf,
     pub(crate) processes: container::Registry,
     /// When the kubelet started: the phase of its PLEG relist ticks.
@@ -253,12 +278,14 @@ impl Kubelet {
             source,
         })?;
         let node_name = config.node_name.clone();
-        let registration = node::register(&client, &node_name).await?;
+        let node_ip = network::node_ip(config.node_index);
+        let registration = node::register(&client, &node_name, node_ip, &config.labels).await?;
         let processes = container::Registry::default();
         let shared = Arc::new(Shared {
             client: client.clone(),
+            ips: network::IpAllocator::new(config.node_index),
             config,
-            ips: network::IpAllocator::new(),
+            node_ip,
             state_dir: state_dir.clone(),
             processes: processes.clone(),
             epoch: tokio::time::Instant::now(),
@@ -311,7 +338,8 @@ async fn run(shared: Arc<Shared>, registration: node::Registration) {
         registration,
     ));
     if shared.config.bind_pending_pods {
-        background.spawn(binder::run(shared.client.clone(), node.clone()));
+        let labels = node::node_labels(&node, &shared.config.labels);
+        background.spawn(binder::run(shared.client.clone(), node.clone(), labels));
     }
     let pods: Api<Pod> = Api::all(shared.client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));

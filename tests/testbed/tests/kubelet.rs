@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
-use haptic_testbed::kubelet::{ECHO_IMAGE, KubeletConfig, NODE_IP, Program, http};
+use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, Program, http};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -527,6 +527,67 @@ fn crashing_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
             },
         )
         .await?;
+        Ok(())
+    })?
+}
+
+#[test]
+fn a_second_kubelet_is_another_node_with_its_own_addresses_and_labels() -> anyhow::Result<()> {
+    bed::in_pod_network(async {
+        let bed = Bed::start(config()).await?;
+        let client = bed.client();
+        let edge_config = KubeletConfig::new("edge-node")
+            .node_index(1)
+            .label("haptic.dev/role", "edge")
+            .program(ECHO_IMAGE, Program::new(env!("CARGO_BIN_EXE_echo-server")))
+            .api_server_url(bed.control_plane.server_url())?;
+        let _edge = Kubelet::start(client.clone(), edge_config).await?;
+        namespace(&client, "nodes").await?;
+        create::<Pod>(
+            &client,
+            "nodes",
+            json!({
+                "metadata": {"name": "on-edge"},
+                "spec": {
+                    "nodeSelector": {"haptic.dev/role": "edge"},
+                    "containers": [{"name": "echo", "image": ECHO_IMAGE, "ports": [{"containerPort": 8080}]}],
+                },
+            }),
+        )
+        .await?;
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), "nodes");
+        let pod = wait_for("the edge pod Ready", WAIT, || async {
+            let p = pod_api.get("on-edge").await.map_err(|e| e.to_string())?;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        })
+        .await?;
+        let spec = pod.spec.as_ref().context("spec")?;
+        let status = pod.status.as_ref().context("status")?;
+        ensure!(
+            spec.node_name.as_deref() == Some("edge-node"),
+            "bound to {:?}",
+            spec.node_name
+        );
+        ensure!(
+            status.host_ip.as_deref() == Some("10.244.16.1"),
+            "hostIP {:?}",
+            status.host_ip
+        );
+        let ip = pod_ip(&pod).context("podIP")?;
+        ensure!(ip.starts_with("10.244.16."), "podIP {ip} in node 1's range");
+        let resp = http::get(
+            format!("{ip}:8080").parse()?,
+            None,
+            "/",
+            &[],
+            Duration::from_secs(5),
+        )
+        .await?;
+        ensure!(resp.body.starts_with("pod=on-edge\n"), "{resp:?}");
         Ok(())
     })?
 }

@@ -1,7 +1,8 @@
 //! `process-kubelet`: the test bed's kubelet for a person.
 //!
 //! ```text
-//! process-kubelet [--node NAME] [--program IMAGE=PATH[ ARG...]]... [--state-dir DIR]
+//! process-kubelet [--node NAME] [--node-index 0-15] [--label KEY=VALUE]...
+//!                 [--program IMAGE=PATH[ ARG...]]... [--state-dir DIR]
 //!     Creates a pod network, starts a control plane and the kubelet inside it,
 //!     prints how to reach them, runs until Ctrl-C.
 //! process-kubelet --kubeconfig FILE [same options]
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use haptic_testbed::control_plane::ControlPlane;
 use haptic_testbed::kubelet::bed::{self, NODE_NAME};
-use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, PodNetwork, Program};
+use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, PodNetwork, Program, node_ip};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -43,6 +44,21 @@ fn options() -> anyhow::Result<Options> {
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
             "--node" => config.node_name = value()?,
             "--state-dir" => config.state_dir = Some(PathBuf::from(value()?)),
+            "--node-index" => {
+                let v = value()?;
+                config.node_index = v
+                    .parse()
+                    .ok()
+                    .filter(|i| *i < 16)
+                    .with_context(|| format!("--node-index {v:?}: expected 0 to 15"))?;
+            }
+            "--label" => {
+                let v = value()?;
+                let (k, val) = v
+                    .split_once('=')
+                    .with_context(|| format!("--label {v:?}: expected KEY=VALUE"))?;
+                config = config.label(k, val);
+            }
             "--program" => {
                 let spec = value()?;
                 let (image, command) = spec
@@ -59,7 +75,7 @@ fn options() -> anyhow::Result<Options> {
                     "{}",
                     include_str!("process-kubelet.rs")
                         .lines()
-                        .take(13)
+                        .take(14)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -83,8 +99,9 @@ async fn until_stopped() -> anyhow::Result<()> {
 
 async fn kubelet_only(path: PathBuf, config: KubeletConfig) -> anyhow::Result<()> {
     // Pods bind their IPs; without the pod network here every pod would fail to start.
-    std::net::TcpListener::bind((NODE_IP, 0)).with_context(|| {
-        format!("{NODE_IP} is not local in this network namespace; run inside the bed's namespace (nsenter -t PID -n)")
+    let ip = node_ip(config.node_index);
+    std::net::TcpListener::bind((ip, 0)).with_context(|| {
+        format!("{ip} is not local in this network namespace; run inside the bed's namespace (nsenter -t PID -n)")
     })?;
     let kubeconfig =
         Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;

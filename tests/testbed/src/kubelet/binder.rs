@@ -1,7 +1,10 @@
 //! Stands in for kube-scheduler: binds every pending pod of the default
 //! scheduler to this node through the `pods/binding` subresource, which is
-//! also what makes the apiserver add the `PodScheduled=True` condition.
+//! also what makes the apiserver add the `PodScheduled=True` condition. A pod
+//! whose `nodeSelector` does not match this node's labels is left for another
+//! kubelet; affinities, taints and resources are not considered.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -12,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 /// Watches unscheduled pods and binds them, forever.
-pub(crate) async fn run(client: Client, node: String) {
+pub(crate) async fn run(client: Client, node: String, labels: BTreeMap<String, String>) {
     let pods: Api<Pod> = Api::all(client.clone());
     let config = watcher::Config::default().fields("spec.nodeName=");
     let mut stream = watcher(pods, config).default_backoff().boxed();
@@ -38,6 +41,7 @@ pub(crate) async fn run(client: Client, node: String) {
             || spec
                 .and_then(|s| s.node_name.as_deref())
                 .is_some_and(|n| !n.is_empty())
+            || !selects(spec.and_then(|s| s.node_selector.as_ref()), &labels)
         {
             continue;
         }
@@ -72,5 +76,31 @@ async fn bind(client: Client, pod: Pod, node: String) {
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
         }
+    }
+}
+
+fn selects(selector: Option<&BTreeMap<String, String>>, labels: &BTreeMap<String, String>) -> bool {
+    selector
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_selector_must_match_every_label() {
+        let labels: BTreeMap<String, String> = [
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string()),
+        ]
+        .into();
+        assert!(selects(None, &labels));
+        let one: BTreeMap<String, String> = [("a".to_string(), "1".to_string())].into();
+        assert!(selects(Some(&one), &labels));
+        let other: BTreeMap<String, String> = [("a".to_string(), "2".to_string())].into();
+        assert!(!selects(Some(&other), &labels));
     }
 }

@@ -16,18 +16,19 @@
 //! threads all join the namespace, and [`PodNetwork::enter`] moves the calling
 //! thread (e.g. a test's main thread, which `block_on` runs on).
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nix::sched::{CloneFlags, setns, unshare};
 
 /// Pod addresses: 10.244.0.0/16, the conventional pod CIDR.
 pub const POD_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 244, 0, 0), 16);
 
-/// The node's own address (`status.hostIP`, the Node's InternalIP).
+/// The first node's own address (`status.hostIP`, the Node's InternalIP);
+/// see [`node_ip`] for the others.
 pub const NODE_IP: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 1);
 
 /// Errors creating or entering the pod network.
@@ -153,27 +154,52 @@ fn ip(args: &[&str]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Hands out pod IPs from [`POD_CIDR`], skipping the network, node and
-/// broadcast addresses. Addresses are not reused until the range wraps, so a
-/// stale endpoint never points at a newer pod.
-#[derive(Debug)]
-pub(crate) struct IpAllocator {
-    next: AtomicU32,
+/// Node `index` (0..=15) owns 10.244.(16*index).0/20: its own address is
+/// the `.1` of that range and its pods get the rest, so several kubelets can
+/// share one pod network the way nodes share a cluster's pod CIDR.
+pub fn node_ip(index: u8) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(POD_CIDR.0) + (u32::from(index % 16) << 12) + 1)
 }
 
+/// Hands out a node's pod IPs round-robin, skipping the node's own address,
+/// the range's last address, and every address still in use, so a stale
+/// endpoint never points at a newer pod while there is room.
+#[derive(Debug)]
+pub(crate) struct IpAllocator {
+    base: u32,
+    state: Mutex<(u32, HashSet<u32>)>,
+}
+
+/// Addresses per node (a /20).
+const NODE_RANGE: u32 = 1 << 12;
+
 impl IpAllocator {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(node_index: u8) -> Self {
         Self {
-            next: AtomicU32::new(0),
+            base: u32::from(node_ip(node_index)) - 1,
+            state: Mutex::new((0, HashSet::new())),
         }
     }
 
-    pub(crate) fn allocate(&self) -> Ipv4Addr {
-        let (net, bits) = POD_CIDR;
-        // Usable offsets: 2 ..= size-2 (0 network, 1 node, size-1 broadcast).
-        let usable = (1u32 << (32 - bits)) - 3;
-        let n = self.next.fetch_add(1, Ordering::Relaxed) % usable;
-        Ipv4Addr::from(u32::from(net) + 2 + n)
+    /// The next free address; `None` when all 4093 are in use.
+    pub(crate) fn allocate(&self) -> Option<Ipv4Addr> {
+        let mut state = self.state.lock().ok()?;
+        let usable = NODE_RANGE - 3;
+        for _ in 0..usable {
+            let offset = 2 + state.0 % usable;
+            state.0 = state.0.wrapping_add(1);
+            if state.1.insert(offset) {
+                return Some(Ipv4Addr::from(self.base + offset));
+            }
+        }
+        None
+    }
+
+    /// Returns an address to the pool.
+    pub(crate) fn release(&self, ip: Ipv4Addr) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1.remove(&u32::from(ip).wrapping_sub(self.base));
+        }
     }
 }
 
@@ -182,20 +208,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allocates_distinct_addresses_inside_the_cidr_and_never_the_node_ip() {
-        let a = IpAllocator::new();
-        let first = a.allocate();
-        let second = a.allocate();
-        assert_eq!(first, Ipv4Addr::new(10, 244, 0, 2));
-        assert_eq!(second, Ipv4Addr::new(10, 244, 0, 3));
-        assert_ne!(first, NODE_IP);
+    fn nodes_get_disjoint_ranges() {
+        assert_eq!(node_ip(0), NODE_IP);
+        assert_eq!(node_ip(1), Ipv4Addr::new(10, 244, 16, 1));
+        assert_eq!(node_ip(15), Ipv4Addr::new(10, 244, 240, 1));
     }
 
     #[test]
-    fn wraps_before_the_broadcast_address() {
-        let a = IpAllocator::new();
-        a.next.store((1 << 16) - 4, Ordering::Relaxed);
-        assert_eq!(a.allocate(), Ipv4Addr::new(10, 244, 255, 254));
-        assert_eq!(a.allocate(), Ipv4Addr::new(10, 244, 0, 2));
+    fn allocates_distinct_addresses_after_the_node_ip() {
+        let a = IpAllocator::new(1);
+        assert_eq!(a.allocate(), Some(Ipv4Addr::new(10, 244, 16, 2)));
+        assert_eq!(a.allocate(), Some(Ipv4Addr::new(10, 244, 16, 3)));
+    }
+
+    #[test]
+    fn never_hands_out_an_address_in_use_and_reuses_released_ones_after_wrapping() {
+        let a = IpAllocator::new(0);
+        let all: Vec<Ipv4Addr> = (0..NODE_RANGE - 3).filter_map(|_| a.allocate()).collect();
+        assert_eq!(all.len() as u32, NODE_RANGE - 3);
+        assert_eq!(all.last(), Some(&Ipv4Addr::new(10, 244, 15, 254)));
+        assert_eq!(a.allocate(), None, "full");
+        a.release(Ipv4Addr::new(10, 244, 0, 9));
+        assert_eq!(a.allocate(), Some(Ipv4Addr::new(10, 244, 0, 9)));
     }
 }

@@ -13,8 +13,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use super::network::NODE_IP;
 use super::status::{FIELD_MANAGER, now};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 /// Errors registering the node.
 #[derive(Debug, thiserror::Error)]
@@ -39,9 +40,10 @@ const LEASE_SECONDS: i32 = 40;
 pub(crate) struct Registration {
     since: String,
     uid: String,
+    ip: Ipv4Addr,
 }
 
-fn node_status(node: &str, since: &str) -> Value {
+fn node_status(node: &str, ip: Ipv4Addr, since: &str) -> Value {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let heartbeat = now();
     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
@@ -61,7 +63,7 @@ fn node_status(node: &str, since: &str) -> Value {
             condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],
         "addresses": [
-            {"type": "InternalIP", "address": NODE_IP.to_string()},
+            {"type": "InternalIP", "address": ip.to_string()},
             {"type": "Hostname", "address": node},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -75,7 +77,12 @@ fn node_status(node: &str, since: &str) -> Value {
 }
 
 /// Creates (or takes over) the Node and posts a Ready status.
-pub(crate) async fn register(client: &Client, node: &str) -> Result<Registration, Error> {
+pub(crate) async fn register(
+    client: &Client,
+    node: &str,
+    ip: Ipv4Addr,
+    labels: &BTreeMap<String, String>,
+) -> Result<Registration, Error> {
     let api: Api<Node> = Api::all(client.clone());
     let err = |source| Error::Register {
         node: node.to_string(),
@@ -84,15 +91,7 @@ pub(crate) async fn register(client: &Client, node: &str) -> Result<Registration
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let object = json!({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {
-            "name": node,
-            "labels": {
-                "kubernetes.io/hostname": node,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": arch(),
-                "haptic.dev/testbed": "process-kubelet",
-            },
-        },
+        "metadata": {"name": node, "labels": node_labels(node, labels)},
     });
     let created = api
         .patch(node, &params, &Patch::Apply(&object))
@@ -101,11 +100,30 @@ pub(crate) async fn register(client: &Client, node: &str) -> Result<Registration
     let registration = Registration {
         since: now(),
         uid: created.metadata.uid.unwrap_or_default(),
+        ip,
     };
-    post_status(&api, node, &registration.since)
+    post_status(&api, node, ip, &registration.since)
         .await
         .map_err(err)?;
     Ok(registration)
+}
+
+/// The labels kubelet puts on its node, plus the configured ones.
+pub(crate) fn node_labels(
+    node: &str,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = [
+        ("kubernetes.io/hostname", node),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", arch()),
+        ("haptic.dev/testbed", "process-kubelet"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    labels.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels
 }
 
 fn arch() -> &'static str {
@@ -116,8 +134,13 @@ fn arch() -> &'static str {
     }
 }
 
-async fn post_status(api: &Api<Node>, node: &str, since: &str) -> Result<(), kube::Error> {
-    let status = node_status(node, since);
+async fn post_status(
+    api: &Api<Node>,
+    node: &str,
+    ip: Ipv4Addr,
+    since: &str,
+) -> Result<(), kube::Error> {
+    let status = node_status(node, ip, since);
     let body =
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "status": status});
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -150,7 +173,7 @@ pub(crate) async fn heartbeat(client: Client, node: String, registration: Regist
             tracing::warn!(node, "renewing the node lease: {e}");
         }
         if n % 6 == 5
-            && let Err(e) = post_status(&nodes, &node, &registration.since).await
+            && let Err(e) = post_status(&nodes, &node, registration.ip, &registration.since).await
         {
             tracing::warn!(node, "posting node status: {e}");
         }

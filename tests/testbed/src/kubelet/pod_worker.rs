@@ -28,7 +28,6 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::container::{self, Launch, Process};
-use super::network::NODE_IP;
 use super::probe::{self, Tracker};
 use super::status::{self, ContainerView, PodView, State, Terminated, TransitionClock};
 
@@ -89,6 +88,19 @@ struct Worker {
     relist_at: Option<Instant>,
     /// A failed status write is retried then.
     write_retry: Option<Instant>,
+    _lease: Option<IpLease>,
+}
+
+/// The pod's address, back to the pool when the worker ends.
+struct IpLease {
+    shared: Arc<Shared>,
+    ip: Ipv4Addr,
+}
+
+impl Drop for IpLease {
+    fn drop(&mut self) {
+        self.shared.ips.release(self.ip);
+    }
 }
 
 /// Runs the pod until it is gone; returns its UID.
@@ -105,11 +117,19 @@ pub(crate) async fn run(
         .as_ref()
         .and_then(|s| s.host_network)
         .unwrap_or(false);
-    let ip = if host_network {
-        NODE_IP
+    let lease = if host_network {
+        None
     } else {
-        shared.ips.allocate()
+        let Some(ip) = shared.ips.allocate() else {
+            tracing::error!(pod = ?pod.metadata.name, "no free pod IP on this node; the pod stays Pending");
+            return uid;
+        };
+        Some(IpLease {
+            shared: shared.clone(),
+            ip,
+        })
     };
+    let ip = lease.as_ref().map_or(shared.node_ip, |l| l.ip);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let slots = pod
         .spec
@@ -131,6 +151,7 @@ pub(crate) async fn run(
         terminating: None,
         relist_at: None,
         write_retry: None,
+        _lease: lease,
     };
     let terminal = matches!(
         w.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -430,7 +451,7 @@ impl Worker {
         PodView {
             containers: self.slots.iter().map(|s| s.view.clone()).collect(),
             pod_ip: Some(self.ip),
-            host_ip: NODE_IP,
+            host_ip: self.shared.node_ip,
             start_time: self.start_time.clone(),
             terminal: self.terminating.is_some() && self.slots.iter().all(|s| s.process.is_none()),
         }

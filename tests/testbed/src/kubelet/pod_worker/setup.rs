@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use super::super::container::{Launch, Mount};
 use super::super::env::{self, Addresses};
-use super::super::network::NODE_IP;
 use super::super::{probe, volumes};
 use super::{Worker, waiting};
 
@@ -14,9 +13,22 @@ impl Worker {
     /// Volumes, environments, commands and probes for every container; on
     /// failure the containers wait with kubelet's reason and message.
     pub(super) async fn set_up(&mut self) -> Result<(), ()> {
+        let has_init = self
+            .pod
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.init_containers.as_ref().is_some_and(|i| !i.is_empty()));
+        if has_init {
+            // Silently skipping them would run the app without what they prepare.
+            let message = "init containers are not supported by the test bed's process kubelet";
+            for s in &mut self.slots {
+                s.view.state = waiting("CreateContainerConfigError", message.to_string());
+            }
+            return Err(());
+        }
         let addrs = Addresses {
             pod_ip: self.ip,
-            host_ip: NODE_IP,
+            host_ip: self.shared.node_ip,
         };
         let volume_root = self.dir.join("volumes");
         let volumes =
