@@ -11,7 +11,7 @@ use anyhow::{Context as _, ensure};
 use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
 use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, Program, http};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -542,6 +542,23 @@ fn a_second_kubelet_is_another_node_with_its_own_addresses_and_labels() -> anyho
             .program(ECHO_IMAGE, Program::new(env!("CARGO_BIN_EXE_echo-server")))
             .api_server_url(bed.control_plane.server_url())?;
         let _edge = Kubelet::start(client.clone(), edge_config).await?;
+        let node = Api::<Node>::all(client.clone()).get("edge-node").await?;
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone());
+        ensure!(ready.as_deref() == Some("True"), "node Ready {ready:?}");
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        ensure!(
+            taints.is_empty(),
+            "a Ready node has no not-ready taint: {taints:?}"
+        );
         namespace(&client, "nodes").await?;
         create::<Pod>(
             &client,

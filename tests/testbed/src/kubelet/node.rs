@@ -2,8 +2,9 @@
 //! addresses and node info the way kubelet registers itself, then kept alive
 //! by renewing its Lease in `kube-node-lease` every 10 s and re-posting the
 //! Ready condition's heartbeat every minute. Nothing judges those heartbeats
-//! here (the node-lifecycle controller does not run), but clients reading the
-//! node see what they would on a healthy cluster.
+//! here (the node-lifecycle controller does not run, so the kubelet also lifts
+//! the `not-ready` taint a new node gets), but clients reading the node see
+//! what they would on a healthy cluster.
 
 use std::time::Duration;
 
@@ -105,7 +106,31 @@ pub(crate) async fn register(
     post_status(&api, node, ip, &registration.since)
         .await
         .map_err(err)?;
+    clear_not_ready_taint(&api, node).await.map_err(err)?;
     Ok(registration)
+}
+
+/// The apiserver's TaintNodesByCondition admission taints a new node
+/// `node.kubernetes.io/not-ready:NoSchedule`; the node-lifecycle controller
+/// (not running here) lifts it once the node is Ready. Done here instead so
+/// the node looks as it would on a healthy cluster.
+async fn clear_not_ready_taint(api: &Api<Node>, node: &str) -> Result<(), kube::Error> {
+    let current = api.get(node).await?;
+    let taints = current.spec.and_then(|s| s.taints).unwrap_or_default();
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|t| t.key != "node.kubernetes.io/not-ready")
+        .collect();
+    if kept.len() == taints.len() {
+        return Ok(());
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "spec": {"taints": if kept.is_empty() { Value::Null } else { json!(kept) }},
+    });
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
 }
 
 /// The labels kubelet puts on its node, plus the configured ones.

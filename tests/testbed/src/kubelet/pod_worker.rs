@@ -231,6 +231,18 @@ fn new_slot(shared: &Shared, c: &Container) -> Slot {
             last_terminated: None,
             restart_count: 0,
             ready: false,
+            volume_mounts: c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        m.mount_path.clone(),
+                        m.read_only.unwrap_or(false),
+                    )
+                })
+                .collect(),
         },
         launch: None,
         probe: None,

@@ -75,6 +75,8 @@ pub(crate) struct ContainerView {
     pub last_terminated: Option<Terminated>,
     pub restart_count: i32,
     pub ready: bool,
+    /// `(name, mountPath, readOnly)` from the spec, reported back as kubelet 1.31+ does.
+    pub volume_mounts: Vec<(String, String, bool)>,
 }
 
 /// What the pod worker knows about the pod.
@@ -395,6 +397,20 @@ fn container_status(c: &ContainerView) -> Value {
     });
     if let Some(id) = &c.container_id {
         v["containerID"] = json!(id);
+    }
+    let mounts: Vec<Value> = c
+        .volume_mounts
+        .iter()
+        .map(|(name, path, read_only)| {
+            if *read_only {
+                json!({"name": name, "mountPath": path, "readOnly": true, "recursiveReadOnly": "Disabled"})
+            } else {
+                json!({"name": name, "mountPath": path})
+            }
+        })
+        .collect();
+    if !mounts.is_empty() && matches!(c.state, State::Running { .. } | State::Terminated(_)) {
+        v["volumeMounts"] = json!(mounts);
     }
     v
 }

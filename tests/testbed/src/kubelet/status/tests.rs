@@ -21,6 +21,7 @@ fn container(name: &str, state: State, ready: bool) -> ContainerView {
         last_terminated: None,
         restart_count: 0,
         ready,
+        volume_mounts: Vec::new(),
     }
 }
 
