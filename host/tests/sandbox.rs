@@ -294,6 +294,28 @@ fn printed_and_logged_lines_reach_tracing_tagged_with_the_library() {
 }
 
 #[test]
+fn hash_map_order_is_the_same_in_every_instance() {
+    // A library iterating a HashMap must render the same bytes in every
+    // instance and every process, or each restart would reload HAProxy.
+    let first_runtime = runtime(RuntimeConfig::default());
+    let second_runtime = runtime(RuntimeConfig::default());
+    let orders: Vec<String> = [&first_runtime, &first_runtime, &second_runtime]
+        .into_iter()
+        .map(|runtime| {
+            let (error, _) = fail_in(&misbehaving(runtime), "hash-order");
+            error
+                .guest_error()
+                .expect("the order is reported")
+                .message
+                .clone()
+        })
+        .collect();
+    assert_eq!(orders[0].split(',').count(), 32, "{}", orders[0]);
+    assert_eq!(orders[0], orders[1]);
+    assert_eq!(orders[0], orders[2]);
+}
+
+#[test]
 fn unknown_values_are_the_library_error_at_configure() {
     let runtime = runtime(RuntimeConfig::default());
     let library = misbehaving(&runtime);

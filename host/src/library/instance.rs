@@ -19,6 +19,8 @@ use super::{LibraryError, Malformed};
 const MAX_FRAMES: usize = 6;
 /// Log lines one call may send through the host `log` import.
 const MAX_LOG_LINES_PER_CALL: usize = 1000;
+/// `wasi:random/insecure-seed` for every instance ("haptic" in ASCII).
+const INSECURE_SEED: u128 = 0x68_61_70_74_69_63;
 /// Longest log message forwarded whole.
 const MAX_LOG_LINE: usize = 16 << 10;
 
@@ -54,12 +56,17 @@ impl StoreState {
         let stderr = GuestOutput::new(library.clone(), "stderr");
         // No preopens, environment, arguments or stdin; sockets and name
         // lookups refused (the default address check denies every address).
+        // A fixed insecure seed (what std's HashMap keys come from) makes a
+        // library's hash iteration order, and so its output, the same in
+        // every instance and process: no reload just because haptic
+        // restarted. Secure randomness stays random.
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .insecure_random_seed(INSECURE_SEED)
             .build();
         Self {
             library,

@@ -11,6 +11,8 @@
 //! - `malformed`: returns a section named `"a b\nc"` and a file `../etc/passwd`.
 //! - `error`: returns a render error naming an object.
 //! - `trap`: executes `unreachable` without panicking (no message to report).
+//! - `hash-order`: reports the iteration order of a `HashSet` as its render
+//!   error, so the host can check that two instances agree.
 //! - `escape`: prints to stdout and stderr, tries to read a host file, list
 //!   the environment and open a TCP connection, and reports what happened as
 //!   its render error (the host's sandbox should have refused all of it).
@@ -42,6 +44,18 @@ use bindings::haptic::template::types::{
 /// The message the `panic` mode panics with; tests look for it.
 pub const PANIC_MESSAGE: &str = "misbehaving library panicked on purpose";
 
+const MODES: &[&str] = &[
+    "ok",
+    "loop",
+    "oom",
+    "panic",
+    "malformed",
+    "error",
+    "escape",
+    "trap",
+    "hash-order",
+];
+
 static MODE: Mutex<String> = Mutex::new(String::new());
 static PANIC_HOOK: Once = Once::new();
 
@@ -70,18 +84,7 @@ impl Guest for Misbehaving {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("ok")
             .to_string();
-        if ![
-            "ok",
-            "loop",
-            "oom",
-            "panic",
-            "malformed",
-            "error",
-            "escape",
-            "trap",
-        ]
-        .contains(&mode.as_str())
-        {
+        if !MODES.contains(&mode.as_str()) {
             return Err(RenderError {
                 message: format!("unknown mode `{mode}`"),
                 object: None,
@@ -105,6 +108,10 @@ impl Guest for Misbehaving {
             "oom" => exhaust_memory(),
             "panic" => panic!("{PANIC_MESSAGE}"),
             "trap" => trap_without_a_word(),
+            "hash-order" => Err(RenderError {
+                message: hash_order(),
+                object: None,
+            }),
             "malformed" => Ok(complete(vec![
                 KeyedItem {
                     key: "bad-section".into(),
@@ -203,6 +210,11 @@ fn try_to_escape() -> String {
         std::env::vars().count(),
         std::env::args().count(),
     )
+}
+
+fn hash_order() -> String {
+    let set: std::collections::HashSet<String> = (0..32).map(|n| format!("backend-{n}")).collect();
+    set.into_iter().collect::<Vec<_>>().join(",")
 }
 
 #[inline(never)]
