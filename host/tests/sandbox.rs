@@ -444,6 +444,52 @@ fn the_same_bytes_are_compiled_once() {
 }
 
 #[test]
+fn a_second_process_reads_compiled_code_from_the_disk_cache() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+        ..RuntimeConfig::default()
+    };
+    let bytes = std::fs::read(MISBEHAVING_PATH).expect("read the test library");
+    let first = runtime(config.clone());
+    first.load_bytes("first", &bytes).expect("loads");
+    assert_eq!(
+        first.disk_cache_stats(),
+        Some((0, 1)),
+        "compiled and stored"
+    );
+    drop(first);
+    let second = runtime(config);
+    let library = second
+        .load_bytes("second", &bytes)
+        .expect("loads from the cache");
+    assert_eq!(
+        second.disk_cache_stats(),
+        Some((1, 0)),
+        "read back, not compiled"
+    );
+    assert_recovers(&library);
+    assert_eq!(runtime(RuntimeConfig::default()).disk_cache_stats(), None);
+}
+
+#[test]
+fn an_unusable_cache_directory_is_reported() {
+    let file = tempfile::NamedTempFile::new().expect("temporary file");
+    let error = LibraryRuntime::new(RuntimeConfig {
+        cache_dir: Some(file.path().join("cache")),
+        ..RuntimeConfig::default()
+    })
+    .expect_err("a cache under a file cannot be created");
+    assert!(matches!(error, LibraryError::Engine { .. }), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("cannot create the cache directory"),
+        "{error}"
+    );
+}
+
+#[test]
 fn libraries_outlive_their_runtime() {
     let library = misbehaving(&runtime(RuntimeConfig {
         call_deadline: Duration::from_millis(100),
