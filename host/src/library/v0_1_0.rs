@@ -1,5 +1,5 @@
 //! Bindings for `haptic:template@0.1.0` and their conversion into the host's
-//! version-independent [`types`](super::types).
+//! version-independent [`types`].
 //!
 //! A released contract is frozen, so this module never changes once 0.1.0
 //! ships; a 0.2.0 contract gets a sibling module and a match arm in
