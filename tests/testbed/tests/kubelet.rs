@@ -567,7 +567,12 @@ fn a_second_kubelet_is_another_node_with_its_own_addresses_and_labels() -> anyho
                 "metadata": {"name": "on-edge"},
                 "spec": {
                     "nodeSelector": {"haptic.dev/role": "edge"},
-                    "containers": [{"name": "echo", "image": ECHO_IMAGE, "ports": [{"containerPort": 8080}]}],
+                    // Without a readiness probe a pod is Ready as soon as its process runs,
+                    // before it listens (as on a real cluster); the probe makes Ready mean serving.
+                    "containers": [{
+                        "name": "echo", "image": ECHO_IMAGE, "ports": [{"containerPort": 8080}],
+                        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                    }],
                 },
             }),
         )
