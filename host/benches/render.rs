@@ -17,7 +17,10 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    println!("haptic render benchmark ({} cores)", std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "haptic render benchmark ({} cores)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
 
     load_times()?;
 
@@ -62,10 +65,19 @@ fn main() -> anyhow::Result<()> {
                 rendered.config.lines().count(),
                 rendered.config.len() as f64 / (1 << 20) as f64,
                 rendered.files.len(),
-                rendered.status_patches.values().map(Vec::len).sum::<usize>()
+                rendered
+                    .status_patches
+                    .values()
+                    .map(Vec::len)
+                    .sum::<usize>()
             );
-            for (library, took) in &fresh.timings().libraries {
-                println!("  first render in {library}: {}", ms(*took));
+            for timing in &fresh.timings().libraries {
+                println!(
+                    "  first render, {}: {} ({} inside the library)",
+                    timing.library,
+                    ms(timing.total),
+                    ms(timing.guest)
+                );
             }
             println!("  merge: {}", ms(fresh.timings().merge));
         }
@@ -92,8 +104,19 @@ fn main() -> anyhow::Result<()> {
         flips.push(started.elapsed());
     }
     report("render after one endpoint readiness change", &mut flips);
-    if let Some((library, took)) = renderer.timings().libraries.iter().max_by_key(|(_, took)| *took) {
-        println!("  (last change: slowest library {library} {}, merge {})", ms(*took), ms(renderer.timings().merge));
+    if let Some(slowest) = renderer
+        .timings()
+        .libraries
+        .iter()
+        .max_by_key(|timing| timing.total)
+    {
+        println!(
+            "  (last change: slowest library {} {} ({} inside), merge {})",
+            slowest.library,
+            ms(slowest.total),
+            ms(slowest.guest),
+            ms(renderer.timings().merge)
+        );
     }
 
     let mut ingresses = Vec::new();
@@ -111,7 +134,11 @@ fn main() -> anyhow::Result<()> {
     let merged = started.elapsed();
     let started = Instant::now();
     haptic::validate::validate(&rendered.config, &files)?;
-    println!("\nhaproxy -c of the full config: {} (merge without changes {})", ms(started.elapsed()), ms(merged));
+    println!(
+        "\nhaproxy -c of the full config: {} (merge without changes {})",
+        ms(started.elapsed()),
+        ms(merged)
+    );
 
     if let Some(peak) = peak_rss() {
         println!("peak resident memory of this process: {peak}");
@@ -125,10 +152,16 @@ fn load_times() -> anyhow::Result<()> {
         ("base", haptic::guests::BASE),
         ("ingress", haptic::guests::INGRESS),
         ("kubernetes-backends", haptic::guests::KUBERNETES_BACKENDS),
-        ("status-patches-150-pod-readiness-gate", haptic::guests::STATUS_PATCHES_150_POD_READINESS_GATE),
+        (
+            "status-patches-150-pod-readiness-gate",
+            haptic::guests::STATUS_PATCHES_150_POD_READINESS_GATE,
+        ),
     ];
     println!("\ncomponent load (compile + describe), per library:");
-    println!("  {:<40} {:>10} {:>12} {:>12}", "library", "cold", "disk cache", "in-process");
+    println!(
+        "  {:<40} {:>10} {:>12} {:>12}",
+        "library", "cold", "disk cache", "in-process"
+    );
     let config = RuntimeConfig {
         cache_dir: Some(cache.path().to_owned()),
         ..RuntimeConfig::default()

@@ -64,7 +64,9 @@ pub struct ExpectedPatch {
 #[derive(Debug, Error)]
 pub enum FixtureError {
     /// The fixtures directory is missing or unreadable.
-    #[error("cannot read fixtures in {path}: {source}; pass the directory that holds one folder per case")]
+    #[error(
+        "cannot read fixtures in {path}: {source}; pass the directory that holds one folder per case"
+    )]
     Read {
         path: PathBuf,
         #[source]
@@ -74,7 +76,9 @@ pub enum FixtureError {
     #[error(transparent)]
     Load(#[from] offline::JobError),
     /// No bundled library has that name.
-    #[error("no bundled template library is named `{0}`; bundled ones: {1}. To test your own, pass the path of its .wasm")]
+    #[error(
+        "no bundled template library is named `{0}`; bundled ones: {1}. To test your own, pass the path of its .wasm"
+    )]
     UnknownLibrary(String, String),
 }
 
@@ -147,7 +151,12 @@ pub fn run(
         .collect()
 }
 
-fn run_case(runtime: &LibraryRuntime, library: &LibraryUnderTest, name: &str, case: &Path) -> CaseReport {
+fn run_case(
+    runtime: &LibraryRuntime,
+    library: &LibraryUnderTest,
+    name: &str,
+    case: &Path,
+) -> CaseReport {
     let mut report = CaseReport {
         name: case
             .file_name()
@@ -169,26 +178,34 @@ fn run_case(runtime: &LibraryRuntime, library: &LibraryUnderTest, name: &str, ca
         (Err(error), Some(expected)) => {
             let message = error_chain(&error);
             if !message.contains(expected.as_str()) {
-                report
-                    .failures
-                    .push(format!("expected an error containing {expected:?}, got: {message}"));
+                report.failures.push(format!(
+                    "expected an error containing {expected:?}, got: {message}"
+                ));
             }
         }
-        (Err(error), None) => report.failures.push(format!("render failed: {}", error_chain(&error))),
-        (Ok(_), Some(expected)) => report
+        (Err(error), None) => report
             .failures
-            .push(format!("expected an error containing {expected:?}, but the render succeeded")),
+            .push(format!("render failed: {}", error_chain(&error))),
+        (Ok(_), Some(expected)) => report.failures.push(format!(
+            "expected an error containing {expected:?}, but the render succeeded"
+        )),
         (Ok(output), None) => check(&output, &expect, name, &mut report.failures),
     }
     report
 }
 
 fn read_expectations(path: &Path) -> Result<Expectations, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| format!("{} is not a valid expectation file: {e}", path.display()))
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_yaml_ng::from_str(&text)
+        .map_err(|e| format!("{} is not a valid expectation file: {e}", path.display()))
 }
 
-fn render_case(runtime: &LibraryRuntime, library: &LibraryUnderTest, case: &Path) -> Result<JobOutput, offline::JobError> {
+fn render_case(
+    runtime: &LibraryRuntime,
+    library: &LibraryUnderTest,
+    case: &Path,
+) -> Result<JobOutput, offline::JobError> {
     let values_path = case.join("values.yaml");
     let values = if values_path.is_file() {
         Values::load(&values_path)?
@@ -232,7 +249,9 @@ fn check(output: &JobOutput, expect: &Expectations, library: &str, failures: &mu
     }
     for line in &expect.absent {
         if has_line(&rendered.config, line) {
-            failures.push(format!("haproxy.cfg has the line `{line}`, which the case says must be absent"));
+            failures.push(format!(
+                "haproxy.cfg has the line `{line}`, which the case says must be absent"
+            ));
         }
     }
     for (path, lines) in &expect.files {
@@ -246,7 +265,10 @@ fn check(output: &JobOutput, expect: &Expectations, library: &str, failures: &mu
         }
     }
     for (variant_name, expected) in &expect.status_patches {
-        let Some(variant) = StatusVariant::ALL.into_iter().find(|v| v.as_str() == variant_name) else {
+        let Some(variant) = StatusVariant::ALL
+            .into_iter()
+            .find(|v| v.as_str() == variant_name)
+        else {
             failures.push(format!(
                 "unknown status variant `{variant_name}` in expect.yaml (use rendered, deployed, render-failed or deploy-failed)"
             ));
@@ -257,7 +279,7 @@ fn check(output: &JobOutput, expect: &Expectations, library: &str, failures: &mu
             .get(&variant)
             .into_iter()
             .flatten()
-            .filter(|(owner, _)| owner == library)
+            .filter(|(owner, _)| &**owner == library)
             .map(|(_, patch)| ExpectedPatch {
                 api_version: patch.api_version.clone(),
                 kind: patch.kind.clone(),

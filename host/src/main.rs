@@ -12,7 +12,11 @@ use haptic::offline::{self, Job};
 use haptic::values::Values;
 
 #[derive(Debug, Parser)]
-#[command(name = "haptic", version, about = "Kubernetes ingress controller for HAProxy, configured by WASM template libraries")]
+#[command(
+    name = "haptic",
+    version,
+    about = "Kubernetes ingress controller for HAProxy, configured by WASM template libraries"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -113,11 +117,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     offline::write_dir(&output, &dir)
                         .with_context(|| format!("writing the render to {}", dir.display()))?;
                     eprintln!(
-                        "wrote {} ({} lines), {} files and {} status patches to {}",
-                        "haproxy.cfg",
+                        "wrote haproxy.cfg ({} lines), {} files and {} status patches to {}",
                         output.rendered.config.lines().count(),
                         output.rendered.files.len(),
-                        output.rendered.status_patches.values().map(Vec::len).sum::<usize>(),
+                        output
+                            .rendered
+                            .status_patches
+                            .values()
+                            .map(Vec::len)
+                            .sum::<usize>(),
                         dir.display()
                     );
                 }
@@ -125,14 +133,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Test { library, fixtures: dir } => {
+        Command::Test {
+            library,
+            fixtures: dir,
+        } => {
             let under_test = if library.ends_with(".wasm") {
                 LibraryUnderTest::Custom(PathBuf::from(&library))
             } else {
                 LibraryUnderTest::Bundled(library.clone())
             };
             let dir = dir.unwrap_or_else(|| match &under_test {
-                LibraryUnderTest::Bundled(name) => PathBuf::from("template-libraries").join(name).join("fixtures"),
+                LibraryUnderTest::Bundled(name) => PathBuf::from("template-libraries")
+                    .join(name)
+                    .join("fixtures"),
                 LibraryUnderTest::Custom(path) => path.with_file_name("fixtures"),
             });
             let reports = fixtures::run(&runtime()?, &under_test, &dir)?;
@@ -146,9 +159,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             println!("{} passed, {} failed", reports.len() - failed, failed);
             if reports.is_empty() {
-                anyhow::bail!("no fixture cases found in {} (each case is a folder with expect.yaml)", dir.display());
+                anyhow::bail!(
+                    "no fixture cases found in {} (each case is a folder with expect.yaml)",
+                    dir.display()
+                );
             }
-            Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }

@@ -49,7 +49,9 @@ pub enum JobError {
     #[error(transparent)]
     Load(#[from] LibraryError),
     /// Two libraries have the same name.
-    #[error("two template libraries are named `{name}` ({first} and {second}); rename the custom one")]
+    #[error(
+        "two template libraries are named `{name}` ({first} and {second}); rename the custom one"
+    )]
     DuplicateLibrary {
         name: String,
         first: String,
@@ -84,7 +86,10 @@ pub fn load_libraries(
     let mut libraries = runtime.load_bundled()?;
     for path in custom {
         let library = runtime.load_file(path)?;
-        if let Some(existing) = libraries.iter().find(|l| l.info().name == library.info().name) {
+        if let Some(existing) = libraries
+            .iter()
+            .find(|l| l.info().name == library.info().name)
+        {
             return Err(JobError::DuplicateLibrary {
                 name: library.info().name.clone(),
                 first: existing.origin().to_owned(),
@@ -100,7 +105,12 @@ pub fn load_libraries(
 pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, JobError> {
     let defaults: Vec<(String, serde_json::Value)> = libraries
         .iter()
-        .map(|library| (library.info().name.clone(), library.info().default_values.clone()))
+        .map(|library| {
+            (
+                library.info().name.clone(),
+                library.info().default_values.clone(),
+            )
+        })
         .collect();
     let tree = job.values.library_tree(&defaults)?;
     let enabled = libraries
@@ -167,11 +177,20 @@ pub fn check(rendered: &Rendered) -> Result<Vec<String>, JobError> {
 fn annotate(rendered: &Rendered, message: &validate::Message) -> String {
     // Line numbers in messages about map or certificate files are theirs.
     let about_config = message.file.as_deref() == Some(validate::CONFIG_FILE);
-    match message.line.filter(|_| about_config).and_then(|line| rendered.library_at_line(line).map(|library| (line, library))) {
+    match message.line.filter(|_| about_config).and_then(|line| {
+        rendered
+            .library_at_line(line)
+            .map(|library| (line, library))
+    }) {
         Some((line, library)) => format!(
             "{} (line {line}: `{}`, written by library `{library}`)",
             message,
-            rendered.config.lines().nth(line.saturating_sub(1)).unwrap_or("").trim()
+            rendered
+                .config
+                .lines()
+                .nth(line.saturating_sub(1))
+                .unwrap_or("")
+                .trim()
         ),
         None => message.to_string(),
     }
@@ -233,11 +252,11 @@ pub fn to_text(output: &JobOutput) -> String {
     text
 }
 
-fn status_patches_yaml(patches: &[(String, crate::library::types::StatusPatch)]) -> String {
+fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> String {
     let mut text = String::new();
     for (library, patch) in patches {
-        let status: serde_json::Value =
-            serde_json::from_str(&patch.status).unwrap_or(serde_json::Value::String(patch.status.clone()));
+        let status: serde_json::Value = serde_json::from_str(&patch.status)
+            .unwrap_or(serde_json::Value::String(patch.status.clone()));
         let document = serde_json::json!({
             "apiVersion": patch.api_version,
             "kind": patch.kind,

@@ -10,30 +10,34 @@
 mod merge;
 mod store;
 
-pub use merge::{LibraryItems, MergeError, Rendered, merge};
+pub use merge::{LibraryItems, MergeCache, MergeError, PlannedPatch, Rendered, merge};
 pub use store::{ClusterChange, ClusterObject, ObjectRef};
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::library::types::{Change, Item, LibraryInfo, Object, ObjectKey, Plan, Watch};
+use crate::library::types::{Change, Item, LibraryInfo, ObjectKey, Plan, Watch};
 use crate::library::{LibraryError, LibraryInstance, LoadedLibrary};
 use store::ClusterStore;
 
 /// Why a render produced no configuration.
 #[derive(Debug, Error)]
 pub enum RenderError {
-    /// A library failed (trap, timeout, its own error, malformed output).
-    #[error("template library `{library}` failed: {source}")]
+    /// A library failed (trap, timeout, its own error, malformed output);
+    /// the message names the library.
+    #[error("{source}")]
     Library {
         library: String,
         #[source]
         source: Box<LibraryError>,
     },
     /// A watch a library asked for cannot be evaluated.
-    #[error("template library `{library}` asked for watch `{watch}` with an invalid label selector: {message}")]
+    #[error(
+        "template library `{library}` asked for watch `{watch}` with an invalid label selector: {message}"
+    )]
     BadWatch {
         library: String,
         watch: String,
@@ -68,18 +72,29 @@ impl RenderError {
 /// How long each part of the last render took.
 #[derive(Debug, Clone, Default)]
 pub struct RenderTimings {
-    /// Per library: time spent inside the library (configure + render calls).
-    pub libraries: Vec<(String, Duration)>,
+    /// Per library, in merge order.
+    pub libraries: Vec<LibraryTiming>,
     /// Merging all outputs into one configuration.
     pub merge: Duration,
 }
 
+/// Where one library's share of a render went.
+#[derive(Debug, Clone, Default)]
+pub struct LibraryTiming {
+    pub library: String,
+    /// Everything for this library, host side included.
+    pub total: Duration,
+    /// Inside the library's calls (instantiate, configure, render).
+    pub guest: Duration,
+}
+
 struct LibrarySlot {
+    name: Arc<str>,
     library: LoadedLibrary,
     instance: Option<LibraryInstance>,
     plan: Plan,
     /// The objects this library currently sees, by its own keys.
-    objects: BTreeMap<ObjectKey, Object>,
+    objects: BTreeSet<ObjectKey>,
     /// The library's last good output.
     items: BTreeMap<String, Item>,
     /// The instance must be (re)built and configured before the next render:
@@ -92,7 +107,7 @@ struct LibrarySlot {
 
 impl LibrarySlot {
     fn name(&self) -> &str {
-        &self.library.info().name
+        &self.name
     }
 }
 
@@ -101,6 +116,7 @@ pub struct Renderer {
     slots: Vec<LibrarySlot>,
     values: serde_json::Value,
     cluster: ClusterStore,
+    merge_cache: MergeCache,
     timings: RenderTimings,
 }
 
@@ -108,14 +124,17 @@ impl Renderer {
     /// A renderer for `libraries` (merged in ascending `order`, then name),
     /// configured with the whole `templateLibraries` values tree.
     pub fn new(mut libraries: Vec<LoadedLibrary>, values: serde_json::Value) -> Self {
-        libraries.sort_by(|a, b| (a.info().order, &a.info().name).cmp(&(b.info().order, &b.info().name)));
+        libraries.sort_by(|a, b| {
+            (a.info().order, &a.info().name).cmp(&(b.info().order, &b.info().name))
+        });
         let slots = libraries
             .into_iter()
             .map(|library| LibrarySlot {
+                name: Arc::from(library.info().name.as_str()),
                 library,
                 instance: None,
                 plan: Plan::default(),
-                objects: BTreeMap::new(),
+                objects: BTreeSet::new(),
                 items: BTreeMap::new(),
                 stale: true,
                 fed: false,
@@ -125,6 +144,7 @@ impl Renderer {
             slots,
             values,
             cluster: ClusterStore::default(),
+            merge_cache: MergeCache::default(),
             timings: RenderTimings::default(),
         }
     }
@@ -136,9 +156,12 @@ impl Renderer {
 
     /// Every watch of every library, as planned by the last render.
     pub fn watches(&self) -> impl Iterator<Item = (&str, &Watch)> {
-        self.slots
-            .iter()
-            .flat_map(|slot| slot.plan.watches.iter().map(move |watch| (slot.name(), watch)))
+        self.slots.iter().flat_map(|slot| {
+            slot.plan
+                .watches
+                .iter()
+                .map(move |watch| (slot.name(), watch))
+        })
     }
 
     /// Replaces the values tree; every library is reconfigured on the next render.
@@ -167,11 +190,14 @@ impl Renderer {
         let mut first_error = None;
         for index in 0..self.slots.len() {
             let started = Instant::now();
-            let result = self.render_slot(index, &changed);
+            let mut guest = Duration::ZERO;
+            let result = self.render_slot(index, &changed, &mut guest);
             let slot = &mut self.slots[index];
-            self.timings
-                .libraries
-                .push((slot.name().to_owned(), started.elapsed()));
+            self.timings.libraries.push(LibraryTiming {
+                library: slot.name().to_owned(),
+                total: started.elapsed(),
+                guest,
+            });
             if let Err(error) = result {
                 // The guest may hold a half-applied view; rebuild it next time.
                 slot.stale = true;
@@ -187,11 +213,11 @@ impl Renderer {
             .slots
             .iter()
             .map(|slot| LibraryItems {
-                library: slot.name(),
+                library: &slot.name,
                 items: &slot.items,
             })
             .collect();
-        let rendered = merge(&libraries);
+        let rendered = merge(&libraries, &mut self.merge_cache);
         self.timings.merge = started.elapsed();
         Ok(rendered?)
     }
@@ -210,7 +236,12 @@ impl Renderer {
 
     fn prepare_slot(&mut self, index: usize) -> Result<(), RenderError> {
         let slot = &mut self.slots[index];
-        if !slot.stale && slot.instance.as_ref().is_some_and(|instance| !instance.is_poisoned()) {
+        if !slot.stale
+            && slot
+                .instance
+                .as_ref()
+                .is_some_and(|instance| !instance.is_poisoned())
+        {
             return Ok(());
         }
         let fail = library_error(slot.name());
@@ -222,20 +253,32 @@ impl Renderer {
         Ok(())
     }
 
-    fn render_slot(&mut self, index: usize, changed: &BTreeSet<ObjectRef>) -> Result<(), RenderError> {
+    fn render_slot(
+        &mut self,
+        index: usize,
+        changed: &BTreeSet<ObjectRef>,
+        guest: &mut Duration,
+    ) -> Result<(), RenderError> {
+        let started = Instant::now();
         self.prepare_slot(index)?;
+        *guest += started.elapsed();
         let slot = &mut self.slots[index];
         let library_name = slot.name().to_owned();
 
         let changes = if slot.fed {
-            let changes = self.cluster.changes_for(&library_name, &slot.plan.watches, changed, &slot.objects)?;
+            let changes = self.cluster.changes_for(
+                &library_name,
+                &slot.plan.watches,
+                changed,
+                &slot.objects,
+            )?;
             if changes.is_empty() && !slot.items.is_empty() {
                 return Ok(());
             }
             for change in &changes {
                 match change {
                     Change::Applied(object) => {
-                        slot.objects.insert(object.key.clone(), object.clone());
+                        slot.objects.insert(object.key.clone());
                     }
                     Change::Deleted(key) => {
                         slot.objects.remove(key);
@@ -245,14 +288,20 @@ impl Renderer {
             changes
         } else {
             // A fresh instance sees the whole view at once.
-            slot.objects = self.cluster.view(&library_name, &slot.plan.watches)?;
-            slot.objects.values().cloned().map(Change::Applied).collect()
+            let view = self.cluster.view(&library_name, &slot.plan.watches)?;
+            slot.objects = view.keys().cloned().collect();
+            view.into_values().map(Change::Applied).collect()
         };
 
         let Some(instance) = slot.instance.as_mut() else {
             return Ok(());
         };
-        let output = instance.render(&changes).map_err(library_error(&library_name))?;
+        let started = Instant::now();
+        let output = instance
+            .render(&changes)
+            .map_err(library_error(&library_name));
+        *guest += started.elapsed();
+        let output = output?;
         slot.fed = true;
         if output.complete {
             slot.items.clear();

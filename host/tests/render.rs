@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::library::types::StatusVariant;
+use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::offline::{self, Job, JobError};
 use haptic::values::Values;
 
@@ -34,20 +34,40 @@ fn has_line(config: &str, line: &str) -> bool {
 
 #[test]
 fn example_cluster_renders_and_haproxy_accepts_it() {
-    let output = render(Values::default(), vec![repo().join("examples/cluster")]).expect("example renders");
+    let output =
+        render(Values::default(), vec![repo().join("examples/cluster")]).expect("example renders");
     let config = &output.rendered.config;
     assert!(config.starts_with("global\n"), "{config}");
     // One backend per service port, one server per endpoint named after its pod.
     assert!(config.contains("backend shop_web_80"), "{config}");
-    assert!(has_line(config, "server web-7d9c6-aaaaa 127.0.10.1:8080"), "{config}");
+    assert!(
+        has_line(config, "server web-7d9c6-aaaaa 127.0.10.1:8080"),
+        "{config}"
+    );
     // Not ready and terminating endpoints stay in the file, disabled.
-    assert!(has_line(config, "server web-7d9c6-bbbbb 127.0.10.2:8080 disabled"), "{config}");
-    assert!(has_line(config, "server api-5f8b9-ddddd 127.0.11.2:9000 disabled"), "{config}");
+    assert!(
+        has_line(config, "server web-7d9c6-bbbbb 127.0.10.2:8080 disabled"),
+        "{config}"
+    );
+    assert!(
+        has_line(config, "server api-5f8b9-ddddd 127.0.11.2:9000 disabled"),
+        "{config}"
+    );
     // Gate off: the gated new pod is only as ready as its endpoint says.
-    assert!(has_line(config, "server checkout-7f5e9-new22 127.0.12.2:8080 disabled"), "{config}");
-    assert!(output.rendered.status_patches.get(&StatusVariant::Deployed).is_none_or(|patches| patches
-        .iter()
-        .all(|(_, patch)| patch.kind != "Pod")));
+    assert!(
+        has_line(
+            config,
+            "server checkout-7f5e9-new22 127.0.12.2:8080 disabled"
+        ),
+        "{config}"
+    );
+    assert!(
+        output
+            .rendered
+            .status_patches
+            .get(&StatusVariant::Deployed)
+            .is_none_or(|patches| patches.iter().all(|(_, patch)| patch.kind != "Pod"))
+    );
 }
 
 #[test]
@@ -58,7 +78,10 @@ fn readiness_gate_enables_the_gated_pod_and_plans_its_condition() {
         .expect("valid assignment");
     let output = render(values, vec![repo().join("examples/cluster")]).expect("example renders");
     let config = &output.rendered.config;
-    assert!(has_line(config, "server checkout-7f5e9-new22 127.0.12.2:8080"), "{config}");
+    assert!(
+        has_line(config, "server checkout-7f5e9-new22 127.0.12.2:8080"),
+        "{config}"
+    );
     let patches = output
         .rendered
         .status_patches
@@ -68,9 +91,13 @@ fn readiness_gate_enables_the_gated_pod_and_plans_its_condition() {
         .iter()
         .find(|(_, patch)| patch.kind == "Pod" && patch.name == "checkout-7f5e9-new22")
         .expect("a patch for the gated pod");
-    assert_eq!(new_pod.0, "status-patches-150-pod-readiness-gate");
-    let status: serde_json::Value = serde_json::from_str(&new_pod.1.status).expect("status is JSON");
-    assert_eq!(status["conditions"][0]["type"], "haproxy-haptic.org/load-balancer-ready");
+    assert_eq!(&*new_pod.0, "status-patches-150-pod-readiness-gate");
+    let status: serde_json::Value =
+        serde_json::from_str(&new_pod.1.status).expect("status is JSON");
+    assert_eq!(
+        status["conditions"][0]["type"],
+        "haproxy-haptic.org/load-balancer-ready"
+    );
     assert_eq!(status["conditions"][0]["status"], "True");
 }
 

@@ -3,6 +3,7 @@
 //! version convert into these types.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A set of Kubernetes objects a library wants to see.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,13 +185,15 @@ pub struct StatusPatch {
     pub status: String,
 }
 
-/// One piece of a library's output.
+/// One piece of a library's output. Shared, so the host keeps an item that
+/// did not change without copying it and can tell by identity that a cached
+/// piece of configuration is still valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    Section(Section),
-    Snippet(Snippet),
-    File(AuxFile),
-    StatusPatch(StatusPatch),
+    Section(Arc<Section>),
+    Snippet(Arc<Snippet>),
+    File(Arc<AuxFile>),
+    StatusPatch(Arc<StatusPatch>),
 }
 
 /// The result of one render call: a whole output or a delta.

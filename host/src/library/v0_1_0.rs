@@ -5,6 +5,8 @@
 //! ships; a 0.2.0 contract gets a sibling module and a match arm in
 //! [`component`](super::component).
 
+use std::sync::Arc;
+
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
@@ -174,30 +176,30 @@ fn output_from_wit(output: wit::RenderOutput) -> types::RenderOutput {
 
 fn item_from_wit(item: wit::Item) -> types::Item {
     match item {
-        wit::Item::Section(section) => types::Item::Section(types::Section {
+        wit::Item::Section(section) => types::Item::Section(Arc::new(types::Section {
             kind: kind_from_wit(section.kind),
             name: section.name,
             body: section.body,
-        }),
-        wit::Item::Snippet(snippet) => types::Item::Snippet(types::Snippet {
+        })),
+        wit::Item::Snippet(snippet) => types::Item::Snippet(Arc::new(types::Snippet {
             target_kind: kind_from_wit(snippet.target_kind),
             target_name: snippet.target_name,
             slot: slot_from_wit(snippet.slot),
             priority: snippet.priority,
             lines: snippet.lines,
-        }),
-        wit::Item::File(file) => types::Item::File(types::AuxFile {
+        })),
+        wit::Item::File(file) => types::Item::File(Arc::new(types::AuxFile {
             path: file.path,
             content: file.content,
-        }),
-        wit::Item::StatusPatch(patch) => types::Item::StatusPatch(types::StatusPatch {
+        })),
+        wit::Item::StatusPatch(patch) => types::Item::StatusPatch(Arc::new(types::StatusPatch {
             variant: variant_from_wit(patch.variant),
             api_version: patch.api_version,
             kind: patch.kind,
             namespace: patch.namespace,
             name: patch.name,
             status: patch.status,
-        }),
+        })),
     }
 }
 

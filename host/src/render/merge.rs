@@ -5,21 +5,30 @@
 //! owns, in slot order. Two libraries claiming the same section or file is an
 //! error that names both, because silently picking one would make the result
 //! depend on load order.
+//!
+//! The text of each section is cached: items are shared (`Arc`), so a section
+//! whose body and snippets are the very same items as last time is reused
+//! as is, and one changed endpoint costs one section's text, not the file's.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::library::types::{Item, SectionKind, Slot, StatusPatch, StatusVariant};
+use crate::library::types::{
+    Item, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,
+};
 
 /// One library's current output, in the order libraries merge.
 #[derive(Debug, Clone, Copy)]
 pub struct LibraryItems<'a> {
-    pub library: &'a str,
+    pub library: &'a Arc<str>,
     pub items: &'a BTreeMap<String, Item>,
 }
+
+/// A status patch the render plans, with the library that made it.
+pub type PlannedPatch = (Arc<str>, Arc<StatusPatch>);
 
 /// A merged render: what gets validated and deployed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,22 +37,25 @@ pub struct Rendered {
     pub config: String,
     /// Auxiliary files by path relative to the configuration directory.
     pub files: BTreeMap<String, String>,
-    /// Planned status patches by variant, each with the library that made it.
-    pub status_patches: BTreeMap<StatusVariant, Vec<(String, StatusPatch)>>,
+    /// Planned status patches by variant.
+    pub status_patches: BTreeMap<StatusVariant, Vec<PlannedPatch>>,
     /// Which library wrote which lines of `config` (1-based, end exclusive),
     /// so HAProxy's complaint about line 42 can name the library.
-    pub line_origins: Vec<(Range<usize>, String)>,
+    pub line_origins: Vec<(Range<usize>, Arc<str>)>,
     /// Which library wrote each file.
-    pub file_origins: BTreeMap<String, String>,
+    pub file_origins: BTreeMap<String, Arc<str>>,
 }
 
 impl Rendered {
     /// The library that wrote `line` (1-based) of the configuration.
     pub fn library_at_line(&self, line: usize) -> Option<&str> {
+        let index = self
+            .line_origins
+            .partition_point(|(range, _)| range.end <= line);
         self.line_origins
-            .iter()
-            .find(|(range, _)| range.contains(&line))
-            .map(|(_, library)| library.as_str())
+            .get(index)
+            .filter(|(range, _)| range.contains(&line))
+            .map(|(_, library)| &**library)
     }
 }
 
@@ -60,7 +72,9 @@ pub enum MergeError {
         second: String,
     },
     /// Two libraries write the same auxiliary file.
-    #[error("file `{path}` is written by both `{first}` and `{second}`; each file must have one owner")]
+    #[error(
+        "file `{path}` is written by both `{first}` and `{second}`; each file must have one owner"
+    )]
     FileConflict {
         path: String,
         first: String,
@@ -72,7 +86,9 @@ pub enum MergeError {
     )]
     MissingSection { library: String, section: String },
     /// Nothing defines the `global` section, so HAProxy cannot run.
-    #[error("no library defines the `global` section; enable the `base` library or a replacement for it")]
+    #[error(
+        "no library defines the `global` section; enable the `base` library or a replacement for it"
+    )]
     NoGlobal,
 }
 
@@ -86,50 +102,117 @@ fn display_section(kind: SectionKind, name: &str) -> String {
     }
 }
 
-struct SectionEntry<'a> {
-    owner: &'a str,
-    body: &'a str,
-    /// (slot, priority, library position, key, lines, library)
-    snippets: Vec<(Slot, i32, usize, &'a str, &'a str, &'a str)>,
+/// One section and what goes into it, as collected for this merge.
+struct Gathered<'a> {
+    owner: &'a Arc<str>,
+    section: &'a Arc<Section>,
+    /// (slot, priority, library position, key) for ordering, then the snippet.
+    snippets: Vec<((Slot, i32, usize, &'a str), &'a Arc<Snippet>, &'a Arc<str>)>,
 }
 
-/// Merges the outputs of `libraries` (already in merge order).
-pub fn merge(libraries: &[LibraryItems<'_>]) -> Result<Rendered, MergeError> {
-    let mut sections: BTreeMap<SectionId, SectionEntry<'_>> = BTreeMap::new();
+/// The rendered text of one section and the items it was made from.
+struct CachedSection {
+    section: Arc<Section>,
+    snippets: Vec<Arc<Snippet>>,
+    owners: Vec<Arc<str>>,
+    text: String,
+    /// Line ranges relative to the section's first line (0-based).
+    origins: Vec<(Range<usize>, Arc<str>)>,
+    lines: usize,
+}
+
+impl CachedSection {
+    fn matches(&self, gathered: &Gathered<'_>) -> bool {
+        Arc::ptr_eq(&self.section, gathered.section)
+            && Arc::ptr_eq(&self.owners[0], gathered.owner)
+            && self.snippets.len() == gathered.snippets.len()
+            && self
+                .snippets
+                .iter()
+                .zip(&self.owners[1..])
+                .zip(&gathered.snippets)
+                .all(|((cached, owner), (_, snippet, library))| {
+                    Arc::ptr_eq(cached, snippet) && Arc::ptr_eq(owner, library)
+                })
+    }
+
+    fn render(gathered: &Gathered<'_>) -> Self {
+        let mut writer = SectionWriter::default();
+        writer.line(
+            &display_section(gathered.section.kind, &gathered.section.name),
+            gathered.owner,
+        );
+        writer.block(&gathered.section.body, gathered.owner);
+        for (_, snippet, library) in &gathered.snippets {
+            writer.block(&snippet.lines, library);
+        }
+        let mut owners = vec![gathered.owner.clone()];
+        owners.extend(
+            gathered
+                .snippets
+                .iter()
+                .map(|(_, _, library)| (*library).clone()),
+        );
+        Self {
+            section: gathered.section.clone(),
+            snippets: gathered
+                .snippets
+                .iter()
+                .map(|(_, snippet, _)| (*snippet).clone())
+                .collect(),
+            owners,
+            lines: writer.lines,
+            text: writer.text,
+            origins: writer.origins,
+        }
+    }
+}
+
+/// Section texts kept between merges.
+#[derive(Default)]
+pub struct MergeCache {
+    sections: HashMap<SectionId, CachedSection>,
+}
+
+/// Merges the outputs of `libraries` (already in merge order), reusing the
+/// text of sections that did not change since the merge that filled `cache`.
+pub fn merge(
+    libraries: &[LibraryItems<'_>],
+    cache: &mut MergeCache,
+) -> Result<Rendered, MergeError> {
+    let mut sections: BTreeMap<(u8, bool, &str), (SectionKind, Gathered<'_>)> = BTreeMap::new();
     let mut rendered = Rendered::default();
 
     for library in libraries {
         for item in library.items.values() {
             match item {
                 Item::Section(section) => {
-                    let id = (section.kind, section.name.clone());
-                    if let Some(existing) = sections.get(&id) {
+                    let order = section_order(section.kind, &section.name);
+                    if let Some((_, existing)) = sections.get(&order) {
                         return Err(MergeError::SectionConflict {
                             section: display_section(section.kind, &section.name),
-                            first: existing.owner.to_owned(),
-                            second: library.library.to_owned(),
+                            first: existing.owner.to_string(),
+                            second: library.library.to_string(),
                         });
                     }
-                    sections.insert(
-                        id,
-                        SectionEntry {
-                            owner: library.library,
-                            body: &section.body,
-                            snippets: Vec::new(),
-                        },
-                    );
+                    let gathered = Gathered {
+                        owner: library.library,
+                        section,
+                        snippets: Vec::new(),
+                    };
+                    sections.insert(order, (section.kind, gathered));
                 }
                 Item::File(file) => {
                     if let Some(first) = rendered.file_origins.get(&file.path) {
                         return Err(MergeError::FileConflict {
                             path: file.path.clone(),
-                            first: first.clone(),
-                            second: library.library.to_owned(),
+                            first: first.to_string(),
+                            second: library.library.to_string(),
                         });
                     }
                     rendered
                         .file_origins
-                        .insert(file.path.clone(), library.library.to_owned());
+                        .insert(file.path.clone(), library.library.clone());
                     rendered
                         .files
                         .insert(file.path.clone(), file.content.clone());
@@ -138,7 +221,7 @@ pub fn merge(libraries: &[LibraryItems<'_>]) -> Result<Rendered, MergeError> {
                     .status_patches
                     .entry(patch.variant)
                     .or_default()
-                    .push((library.library.to_owned(), patch.clone())),
+                    .push((library.library.clone(), patch.clone())),
                 Item::Snippet(_) => {}
             }
         }
@@ -149,64 +232,71 @@ pub fn merge(libraries: &[LibraryItems<'_>]) -> Result<Rendered, MergeError> {
     for (position, library) in libraries.iter().enumerate() {
         for (key, item) in library.items {
             if let Item::Snippet(snippet) = item {
-                let id = (snippet.target_kind, snippet.target_name.clone());
-                let Some(entry) = sections.get_mut(&id) else {
+                let order = section_order(snippet.target_kind, &snippet.target_name);
+                let Some((_, gathered)) = sections.get_mut(&order) else {
                     return Err(MergeError::MissingSection {
-                        library: library.library.to_owned(),
+                        library: library.library.to_string(),
                         section: display_section(snippet.target_kind, &snippet.target_name),
                     });
                 };
-                entry.snippets.push((
-                    snippet.slot,
-                    snippet.priority,
-                    position,
-                    key,
-                    &snippet.lines,
+                gathered.snippets.push((
+                    (snippet.slot, snippet.priority, position, key.as_str()),
+                    snippet,
                     library.library,
                 ));
             }
         }
     }
 
-    if !sections.contains_key(&(SectionKind::Global, String::new())) {
+    if !sections.contains_key(&section_order(SectionKind::Global, "")) {
         return Err(MergeError::NoGlobal);
     }
 
-    let mut writer = ConfigWriter::default();
-    // `global` first and unnamed `defaults` before named ones: HAProxy applies
-    // a defaults section to the proxies that follow it.
-    let order = |(kind, name): &SectionId| (section_rank(*kind), !name.is_empty(), name.clone());
-    let mut entries: Vec<(&SectionId, &mut SectionEntry<'_>)> = sections.iter_mut().collect();
-    entries.sort_by_key(|(id, _)| order(id));
-    for (id, entry) in entries {
-        entry.snippets.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
-        writer.line(&display_section(id.0, &id.1), entry.owner);
-        writer.block(entry.body, entry.owner);
-        for (_, _, _, _, lines, library) in &entry.snippets {
-            writer.block(lines, library);
+    let mut used = HashMap::with_capacity(sections.len());
+    let mut next_line = 1;
+    for (_, (kind, mut gathered)) in sections {
+        gathered.snippets.sort_by(|a, b| a.0.cmp(&b.0));
+        let id = (kind, gathered.section.name.clone());
+        let cached = match cache.sections.remove(&id) {
+            Some(cached) if cached.matches(&gathered) => cached,
+            _ => CachedSection::render(&gathered),
+        };
+        rendered.config.push_str(&cached.text);
+        rendered.config.push('\n');
+        for (range, library) in &cached.origins {
+            let range = range.start + next_line..range.end + next_line;
+            match rendered.line_origins.last_mut() {
+                Some((last, owner)) if Arc::ptr_eq(owner, library) && last.end == range.start => {
+                    last.end = range.end
+                }
+                _ => rendered.line_origins.push((range, library.clone())),
+            }
         }
-        writer.blank();
+        next_line += cached.lines + 1;
+        used.insert(id, cached);
     }
-    let ConfigWriter {
-        text,
-        origins,
-        ..
-    } = writer;
-    rendered.config = text;
-    rendered.line_origins = origins;
+    // Sections that are gone drop out of the cache with their items.
+    cache.sections = used;
+
     for patches in rendered.status_patches.values_mut() {
         patches.sort_by(|a, b| {
-            (&a.1.kind, &a.1.namespace, &a.1.name, &a.0).cmp(&(&b.1.kind, &b.1.namespace, &b.1.name, &b.0))
+            (&a.1.kind, &a.1.namespace, &a.1.name, &a.0).cmp(&(
+                &b.1.kind,
+                &b.1.namespace,
+                &b.1.name,
+                &b.0,
+            ))
         });
     }
     Ok(rendered)
 }
 
-/// Where a kind of section goes in the file: HAProxy needs `global` first,
-/// `defaults` before the proxies that inherit from it, and resolvers, peers,
-/// userlists and caches declared before the proxies that name them reads best.
-fn section_rank(kind: SectionKind) -> u8 {
-    match kind {
+/// Where a section goes in the file: HAProxy needs `global` first and
+/// `defaults` before the proxies that inherit from it (unnamed first);
+/// resolvers, peers, userlists and caches before the proxies that name them
+/// reads best. Sections of one kind sort by name.
+fn section_order(kind: SectionKind, name: &str) -> (u8, bool, &str) {
+    let rank = match kind {
         SectionKind::Global => 0,
         SectionKind::Defaults => 1,
         SectionKind::Userlist => 2,
@@ -218,59 +308,55 @@ fn section_rank(kind: SectionKind) -> u8 {
         SectionKind::Frontend => 8,
         SectionKind::Listen => 9,
         SectionKind::Backend => 10,
-    }
+    };
+    (rank, !name.is_empty(), name)
 }
 
-/// Builds the config text while recording which library wrote each line.
+/// Builds one section's text while recording which library wrote each line.
 #[derive(Default)]
-struct ConfigWriter {
+struct SectionWriter {
     text: String,
-    next_line: usize,
-    origins: Vec<(Range<usize>, String)>,
+    lines: usize,
+    origins: Vec<(Range<usize>, Arc<str>)>,
 }
 
-impl ConfigWriter {
-    fn record(&mut self, lines: usize, library: &str) {
+impl SectionWriter {
+    fn record(&mut self, lines: usize, library: &Arc<str>) {
         if lines == 0 {
             return;
         }
-        let start = self.next_line + 1;
-        let end = start + lines;
-        self.next_line += lines;
+        let start = self.lines;
+        self.lines += lines;
         match self.origins.last_mut() {
-            Some((range, owner)) if owner == library && range.end == start => range.end = end,
-            _ => self.origins.push((start..end, library.to_owned())),
+            Some((range, owner)) if Arc::ptr_eq(owner, library) && range.end == start => {
+                range.end = self.lines
+            }
+            _ => self.origins.push((start..self.lines, library.clone())),
         }
     }
 
-    fn line(&mut self, line: &str, library: &str) {
-        let _ = writeln!(self.text, "{line}");
+    fn line(&mut self, line: &str, library: &Arc<str>) {
+        self.text.push_str(line);
+        self.text.push('\n');
         self.record(1, library);
     }
 
     /// Writes a body, indenting lines the library left unindented.
-    fn block(&mut self, lines: &str, library: &str) {
+    fn block(&mut self, lines: &str, library: &Arc<str>) {
         let mut count = 0;
         for line in lines.lines() {
             let trimmed = line.trim_end();
             if trimmed.is_empty() {
                 continue;
             }
-            if trimmed.starts_with(char::is_whitespace) {
-                self.text.push_str(trimmed);
-            } else {
+            if !trimmed.starts_with(char::is_whitespace) {
                 self.text.push_str("    ");
-                self.text.push_str(trimmed);
             }
+            self.text.push_str(trimmed);
             self.text.push('\n');
             count += 1;
         }
         self.record(count, library);
-    }
-
-    fn blank(&mut self) {
-        self.text.push('\n');
-        self.next_line += 1;
     }
 }
 

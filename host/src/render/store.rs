@@ -32,7 +32,12 @@ impl ClusterObject {
     /// Builds the stored form of an object; `None` when it lacks apiVersion,
     /// kind or metadata.name (sources reject those before they get here).
     pub fn from_value(value: serde_json::Value) -> Option<Self> {
-        let text = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str()).map(str::to_owned);
+        let text = |pointer: &str| {
+            value
+                .pointer(pointer)
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
         let reference = ObjectRef {
             api_version: text("/apiVersion")?,
             kind: text("/kind")?,
@@ -83,7 +88,8 @@ impl ClusterStore {
             match change {
                 ClusterChange::Applied(object) => {
                     changed.insert(object.reference.clone());
-                    self.objects.insert(object.reference.clone(), Arc::new(object));
+                    self.objects
+                        .insert(object.reference.clone(), Arc::new(object));
                 }
                 ClusterChange::Deleted(reference) => {
                     self.objects.remove(&reference);
@@ -95,7 +101,11 @@ impl ClusterStore {
     }
 
     /// Everything `watches` select, trimmed, under the library's keys.
-    pub(super) fn view(&self, library: &str, watches: &[Watch]) -> Result<BTreeMap<ObjectKey, Object>, RenderError> {
+    pub(super) fn view(
+        &self,
+        library: &str,
+        watches: &[Watch],
+    ) -> Result<BTreeMap<ObjectKey, Object>, RenderError> {
         let mut view = BTreeMap::new();
         for watch in watches {
             let selector = selector(library, watch)?;
@@ -116,7 +126,7 @@ impl ClusterStore {
         library: &str,
         watches: &[Watch],
         changed: &BTreeSet<ObjectRef>,
-        seen: &BTreeMap<ObjectKey, Object>,
+        seen: &BTreeSet<ObjectKey>,
     ) -> Result<Vec<Change>, RenderError> {
         let mut changes = Vec::new();
         for watch in watches {
@@ -134,7 +144,7 @@ impl ClusterStore {
                     Some(object) if selects(watch, selector.as_ref(), object) => {
                         changes.push(Change::Applied(library_object(watch, object)));
                     }
-                    _ if seen.contains_key(&key) => changes.push(Change::Deleted(key)),
+                    _ if seen.contains(&key) => changes.push(Change::Deleted(key)),
                     _ => {}
                 }
             }
@@ -157,11 +167,18 @@ fn selector(library: &str, watch: &Watch) -> Result<Option<manifests::LabelSelec
         })
 }
 
-fn selects(watch: &Watch, selector: Option<&manifests::LabelSelector>, object: &ClusterObject) -> bool {
+fn selects(
+    watch: &Watch,
+    selector: Option<&manifests::LabelSelector>,
+    object: &ClusterObject,
+) -> bool {
     let reference = &object.reference;
     reference.api_version == watch.api_version
         && reference.kind == watch.kind
-        && watch.namespace.as_deref().is_none_or(|namespace| namespace == reference.namespace)
+        && watch
+            .namespace
+            .as_deref()
+            .is_none_or(|namespace| namespace == reference.namespace)
         && selector.is_none_or(|selector| selector.matches(&object.labels))
 }
 

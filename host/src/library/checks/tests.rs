@@ -2,39 +2,39 @@ use super::*;
 use crate::library::types::{AuxFile, Section, Slot, Snippet, StatusVariant, Watch};
 
 fn section(kind: SectionKind, name: &str, body: &str) -> Item {
-    Item::Section(Section {
+    Item::Section(std::sync::Arc::new(Section {
         kind,
         name: name.into(),
         body: body.into(),
-    })
+    }))
 }
 
 fn snippet(target_kind: SectionKind, target_name: &str, lines: &str) -> Item {
-    Item::Snippet(Snippet {
+    Item::Snippet(std::sync::Arc::new(Snippet {
         target_kind,
         target_name: target_name.into(),
         slot: Slot::Routing,
         priority: 0,
         lines: lines.into(),
-    })
+    }))
 }
 
 fn file(path: &str) -> Item {
-    Item::File(AuxFile {
+    Item::File(std::sync::Arc::new(AuxFile {
         path: path.into(),
         content: String::new(),
-    })
+    }))
 }
 
 fn patch(namespace: &str, name: &str, status: &str) -> Item {
-    Item::StatusPatch(StatusPatch {
+    Item::StatusPatch(std::sync::Arc::new(StatusPatch {
         variant: StatusVariant::Rendered,
         api_version: "networking.k8s.io/v1".into(),
         kind: "Ingress".into(),
         namespace: namespace.into(),
         name: name.into(),
         status: status.into(),
-    })
+    }))
 }
 
 fn output(items: Vec<(&str, Item)>, removals: &[&str]) -> RenderOutput {

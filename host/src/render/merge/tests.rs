@@ -1,24 +1,32 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::library::types::{AuxFile, Section, Snippet};
+use crate::library::types::AuxFile;
 
 fn section(kind: SectionKind, name: &str, body: &str) -> Item {
-    Item::Section(Section {
+    Item::Section(Arc::new(Section {
         kind,
         name: name.into(),
         body: body.into(),
-    })
+    }))
 }
 
 fn snippet(kind: SectionKind, name: &str, slot: Slot, priority: i32, lines: &str) -> Item {
-    Item::Snippet(Snippet {
+    Item::Snippet(Arc::new(Snippet {
         target_kind: kind,
         target_name: name.into(),
         slot,
         priority,
         lines: lines.into(),
-    })
+    }))
+}
+
+fn name(library: &str) -> Arc<str> {
+    Arc::from(library)
+}
+
+fn merge_once(libraries: &[LibraryItems<'_>]) -> Result<Rendered, MergeError> {
+    merge(libraries, &mut MergeCache::default())
 }
 
 fn items(entries: &[(&str, Item)]) -> BTreeMap<String, Item> {
@@ -31,18 +39,56 @@ fn items(entries: &[(&str, Item)]) -> BTreeMap<String, Item> {
 #[test]
 fn sections_are_ordered_and_snippets_follow_slots() {
     let base = items(&[
-        ("b", section(SectionKind::Backend, "default", "http-request return status 404")),
-        ("f", section(SectionKind::Frontend, "http", "bind :8080\ndefault_backend default")),
+        (
+            "b",
+            section(
+                SectionKind::Backend,
+                "default",
+                "http-request return status 404",
+            ),
+        ),
+        (
+            "f",
+            section(
+                SectionKind::Frontend,
+                "http",
+                "bind :8080\ndefault_backend default",
+            ),
+        ),
         ("g", section(SectionKind::Global, "", "maxconn 100")),
         ("d", section(SectionKind::Defaults, "", "mode http")),
     ]);
     let ingress = items(&[
-        ("route", snippet(SectionKind::Frontend, "http", Slot::Routing, 0, "use_backend web if is_web")),
-        ("acl", snippet(SectionKind::Frontend, "http", Slot::Acls, 0, "acl is_web hdr(host) web")),
+        (
+            "route",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::Routing,
+                0,
+                "use_backend web if is_web",
+            ),
+        ),
+        (
+            "acl",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::Acls,
+                0,
+                "acl is_web hdr(host) web",
+            ),
+        ),
     ]);
-    let rendered = merge(&[
-        LibraryItems { library: "base", items: &base },
-        LibraryItems { library: "ingress", items: &ingress },
+    let rendered = merge_once(&[
+        LibraryItems {
+            library: &name("base"),
+            items: &base,
+        },
+        LibraryItems {
+            library: &name("ingress"),
+            items: &ingress,
+        },
     ])
     .unwrap();
     let expected = "global\n    maxconn 100\n\ndefaults\n    mode http\n\nfrontend http\n    bind :8080\n    \
@@ -57,9 +103,15 @@ fn sections_are_ordered_and_snippets_follow_slots() {
 fn two_owners_of_one_section_name_both() {
     let a = items(&[("g", section(SectionKind::Global, "", ""))]);
     let b = items(&[("x", section(SectionKind::Global, "", ""))]);
-    let error = merge(&[
-        LibraryItems { library: "base", items: &a },
-        LibraryItems { library: "custom", items: &b },
+    let error = merge_once(&[
+        LibraryItems {
+            library: &name("base"),
+            items: &a,
+        },
+        LibraryItems {
+            library: &name("custom"),
+            items: &b,
+        },
     ])
     .unwrap_err();
     assert_eq!(
@@ -74,27 +126,52 @@ fn two_owners_of_one_section_name_both() {
 
 #[test]
 fn two_owners_of_one_file_name_both() {
-    let file = Item::File(AuxFile {
+    let file = Item::File(Arc::new(AuxFile {
         path: "maps/hosts.map".into(),
         content: String::new(),
-    });
-    let a = items(&[("g", section(SectionKind::Global, "", "")), ("m", file.clone())]);
+    }));
+    let a = items(&[
+        ("g", section(SectionKind::Global, "", "")),
+        ("m", file.clone()),
+    ]);
     let b = items(&[("m", file)]);
-    let error = merge(&[
-        LibraryItems { library: "ingress", items: &a },
-        LibraryItems { library: "custom", items: &b },
+    let error = merge_once(&[
+        LibraryItems {
+            library: &name("ingress"),
+            items: &a,
+        },
+        LibraryItems {
+            library: &name("custom"),
+            items: &b,
+        },
     ])
     .unwrap_err();
-    assert!(error.to_string().contains("`ingress` and `custom`"), "{error}");
+    assert!(
+        error.to_string().contains("`ingress` and `custom`"),
+        "{error}"
+    );
 }
 
 #[test]
 fn snippet_without_target_names_library_and_section() {
     let a = items(&[
         ("g", section(SectionKind::Global, "", "")),
-        ("s", snippet(SectionKind::Frontend, "https", Slot::Routing, 0, "use_backend x")),
+        (
+            "s",
+            snippet(
+                SectionKind::Frontend,
+                "https",
+                Slot::Routing,
+                0,
+                "use_backend x",
+            ),
+        ),
     ]);
-    let error = merge(&[LibraryItems { library: "ingress", items: &a }]).unwrap_err();
+    let error = merge_once(&[LibraryItems {
+        library: &name("ingress"),
+        items: &a,
+    }])
+    .unwrap_err();
     assert_eq!(
         error,
         MergeError::MissingSection {
@@ -108,7 +185,85 @@ fn snippet_without_target_names_library_and_section() {
 fn missing_global_is_an_error() {
     let a = items(&[("b", section(SectionKind::Backend, "x", ""))]);
     assert_eq!(
-        merge(&[LibraryItems { library: "x", items: &a }]).unwrap_err(),
+        merge_once(&[LibraryItems {
+            library: &name("x"),
+            items: &a
+        }])
+        .unwrap_err(),
         MergeError::NoGlobal
     );
+}
+
+#[test]
+fn cached_sections_follow_changes() {
+    let base_name = name("base");
+    let backends_name = name("backends");
+    let base = items(&[("g", section(SectionKind::Global, "", "maxconn 100"))]);
+    let mut backends = items(&[
+        (
+            "a",
+            section(SectionKind::Backend, "a", "server a1 127.0.0.1:1"),
+        ),
+        (
+            "b",
+            section(SectionKind::Backend, "b", "server b1 127.0.0.1:2"),
+        ),
+    ]);
+    let mut cache = MergeCache::default();
+    let libraries = |backends: &BTreeMap<String, Item>| {
+        merge(
+            &[
+                LibraryItems {
+                    library: &base_name,
+                    items: &base,
+                },
+                LibraryItems {
+                    library: &backends_name,
+                    items: backends,
+                },
+            ],
+            &mut MergeCache::default(),
+        )
+        .unwrap()
+    };
+    let first = merge(
+        &[
+            LibraryItems {
+                library: &base_name,
+                items: &base,
+            },
+            LibraryItems {
+                library: &backends_name,
+                items: &backends,
+            },
+        ],
+        &mut cache,
+    )
+    .unwrap();
+    assert_eq!(first, libraries(&backends));
+
+    backends.insert(
+        "b".into(),
+        section(SectionKind::Backend, "b", "server b1 127.0.0.1:2 disabled"),
+    );
+    backends.remove("a");
+    let second = merge(
+        &[
+            LibraryItems {
+                library: &base_name,
+                items: &base,
+            },
+            LibraryItems {
+                library: &backends_name,
+                items: &backends,
+            },
+        ],
+        &mut cache,
+    )
+    .unwrap();
+    // The cached merge equals a merge from scratch, changes included.
+    assert_eq!(second, libraries(&backends));
+    assert!(second.config.contains("server b1 127.0.0.1:2 disabled"));
+    assert!(!second.config.contains("backend a"));
+    assert_eq!(second.library_at_line(4), Some("backends"));
 }
