@@ -21,15 +21,32 @@ fn bundled_library_fixtures_pass() {
     let mut cases = 0;
     for library in BUNDLED {
         let dir = root.join(library).join("fixtures");
-        let reports = fixtures::run(&runtime, &LibraryUnderTest::Bundled((*library).to_owned()), &dir)
-            .unwrap_or_else(|error| panic!("running {library} fixtures: {error}"));
-        assert!(!reports.is_empty(), "{library} ships no fixture cases in {}", dir.display());
+        let reports = fixtures::run(
+            &runtime,
+            &LibraryUnderTest::Bundled((*library).to_owned()),
+            &dir,
+        )
+        .unwrap_or_else(|error| panic!("running {library} fixtures: {error}"));
+        assert!(
+            !reports.is_empty(),
+            "{library} ships no fixture cases in {}",
+            dir.display()
+        );
         cases += reports.len();
         for report in reports.into_iter().filter(|r| !r.passed()) {
-            failures.push(format!("{library}/{}: {}", report.name, report.failures.join("; ")));
+            failures.push(format!(
+                "{library}/{}: {}",
+                report.name,
+                report.failures.join("; ")
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {cases} cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -45,8 +62,17 @@ fn a_failing_expectation_is_reported() {
     )
     .expect("expect");
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let reports = fixtures::run(&runtime, &LibraryUnderTest::Bundled("base".into()), dir.path()).expect("runs");
+    let reports = fixtures::run(
+        &runtime,
+        &LibraryUnderTest::Bundled("base".into()),
+        dir.path(),
+    )
+    .expect("runs");
     assert_eq!(reports.len(), 1);
     assert!(!reports[0].passed());
-    assert!(reports[0].failures[0].contains("server nowhere"), "{:?}", reports[0].failures);
+    assert!(
+        reports[0].failures[0].contains("server nowhere"),
+        "{:?}",
+        reports[0].failures
+    );
 }

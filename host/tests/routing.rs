@@ -72,8 +72,14 @@ fn start_haproxy(dir: &Path, port: u16) -> Haproxy {
 /// Sends one request; returns (status, body).
 fn get(port: u16, host: &str, path: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to haproxy");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").expect("send");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read response");
     let status = response
@@ -103,7 +109,13 @@ fn manifests(port: u16) -> String {
         "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: haptic}\nspec: {controller: haproxy-haptic.org/controller}\n---\n",
     );
     text += &slice("web", &[("web-1", "127.0.77.1", true)]);
-    text += &slice("api", &[("api-1", "127.0.77.2", true), ("api-2", "127.0.77.3", false)]);
+    text += &slice(
+        "api",
+        &[
+            ("api-1", "127.0.77.2", true),
+            ("api-2", "127.0.77.3", false),
+        ],
+    );
     text += &slice("wild", &[("wild-1", "127.0.77.4", true)]);
     text += "apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -130,7 +142,10 @@ fn ingress_routes_follow_kubernetes_matching_rules() {
     let backend_port = free_port();
     let first = spawn_named_server("web", SocketAddr::from(([127, 0, 77, 1], backend_port)));
     spawn_named_server("api", SocketAddr::from(([127, 0, 77, 2], first.port())));
-    spawn_named_server("api-not-ready", SocketAddr::from(([127, 0, 77, 3], first.port())));
+    spawn_named_server(
+        "api-not-ready",
+        SocketAddr::from(([127, 0, 77, 3], first.port())),
+    );
     spawn_named_server("wild", SocketAddr::from(([127, 0, 77, 4], first.port())));
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -139,10 +154,15 @@ fn ingress_routes_follow_kubernetes_matching_rules() {
     let http_port = free_port();
     let mut values = Values::default();
     values
-        .set_assignment(&format!("templateLibraries.base.frontends.http.bind=127.0.0.1:{http_port}"))
+        .set_assignment(&format!(
+            "templateLibraries.base.frontends.http.bind=127.0.0.1:{http_port}"
+        ))
         .expect("bind value");
     values
-        .set_assignment(&format!("templateLibraries.base.frontends.healthz.bind=127.0.0.1:{}", free_port()))
+        .set_assignment(&format!(
+            "templateLibraries.base.frontends.healthz.bind=127.0.0.1:{}",
+            free_port()
+        ))
         .expect("healthz value");
     // Whatever the FD limit of the machine running the test.
     values
@@ -183,15 +203,24 @@ fn ingress_routes_follow_kubernetes_matching_rules() {
     for (host, path, status, body) in cases {
         let (got_status, got_body) = get(http_port, host, path);
         if got_status != status || (status == 200 && got_body != body) {
-            failures.push(format!("{host}{path}: expected {status} {body:?}, got {got_status} {got_body:?}"));
+            failures.push(format!(
+                "{host}{path}: expected {status} {body:?}, got {got_status} {got_body:?}"
+            ));
         }
     }
     // The not-ready endpoint is in the file but disabled: it never answers.
     for _ in 0..6 {
         let (_, body) = get(http_port, "a.test", "/api");
         if body != "api" {
-            failures.push(format!("a.test/api answered by {body:?}, not the ready server"));
+            failures.push(format!(
+                "a.test/api answered by {body:?}, not the ready server"
+            ));
         }
     }
-    assert!(failures.is_empty(), "routing mismatches:\n{}\n\nconfig:\n{}", failures.join("\n"), output.rendered.config);
+    assert!(
+        failures.is_empty(),
+        "routing mismatches:\n{}\n\nconfig:\n{}",
+        failures.join("\n"),
+        output.rendered.config
+    );
 }

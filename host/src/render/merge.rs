@@ -278,16 +278,8 @@ pub fn merge(
     // Sections that are gone drop out of the cache with their items.
     cache.sections = used;
 
-    for patches in rendered.status_patches.values_mut() {
-        patches.sort_by(|a, b| {
-            (&a.1.kind, &a.1.namespace, &a.1.name, &a.0).cmp(&(
-                &b.1.kind,
-                &b.1.namespace,
-                &b.1.name,
-                &b.0,
-            ))
-        });
-    }
+    // Patches stay in library order, then item-key order: deterministic
+    // without sorting ten thousand of them on every change.
     Ok(rendered)
 }
 
