@@ -23,9 +23,9 @@ pub mod routes;
 
 use std::collections::HashSet;
 
-use haptic_sdk::k8s::api::core::v1::Service;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::backend_name;
+use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
     StatusVariant, Values, Watch, log,
@@ -95,7 +95,10 @@ impl Library for IngressLibrary {
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
                     .parse_as::<Ingress>()
-                    .ignore_fields(["status"]),
+                    .ignore_fields([
+                        "status",
+                        "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+                    ]),
             )
             .watch(
                 Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass")
@@ -103,19 +106,8 @@ impl Library for IngressLibrary {
             )
             .watch(
                 Watch::new(SERVICES, "v1", "Service")
-                    .parse_as::<Service>()
-                    .ignore_fields([
-                        "metadata.annotations",
-                        "metadata.labels",
-                        "spec.selector",
-                        "spec.clusterIP",
-                        "spec.clusterIPs",
-                        "spec.externalIPs",
-                        "spec.ipFamilies",
-                        "spec.ipFamilyPolicy",
-                        "spec.sessionAffinityConfig",
-                        "status",
-                    ]),
+                    .parse_as::<ServicePorts>()
+                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
             );
         if self.publishes() {
             plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
@@ -262,10 +254,8 @@ fn resolve(
     backend: &IngressServiceBackend,
     warn: &dyn Fn(String),
 ) -> Result<String> {
-    let service = ctx.get::<Service>(SERVICES, namespace, &backend.name)?;
-    let ports = service
-        .and_then(|s| s.value.spec.as_ref())
-        .and_then(|s| s.ports.as_ref());
+    let service = ctx.get::<ServicePorts>(SERVICES, namespace, &backend.name)?;
+    let ports = service.map(|s| &s.value.spec.ports);
     let wanted = backend.port.as_ref();
     let number = ports.and_then(|ports| {
         ports.iter().find_map(|p| {

@@ -24,9 +24,8 @@ mod render;
 
 use std::collections::{BTreeSet, HashMap};
 
-use haptic_sdk::k8s::api::core::v1::Service;
-use haptic_sdk::k8s::api::discovery::v1::EndpointSlice;
 use haptic_sdk::readiness::{self, GatePod, POD_IGNORE_FIELDS};
+use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, SLICE_IGNORE_FIELDS, ServicePorts, Slice};
 use haptic_sdk::{Context, Info, Library, Output, Plan, Result, SectionKind, Values, Watch};
 use serde::Deserialize;
 
@@ -96,13 +95,13 @@ impl Library for KubernetesBackends {
         let mut plan = Plan::default()
             .watch(
                 Watch::new(SERVICES, "v1", "Service")
-                    .parse_as::<Service>()
-                    .ignore_fields(["metadata.annotations", "status"]),
+                    .parse_as::<ServicePorts>()
+                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
             )
             .watch(
                 Watch::new(ENDPOINT_SLICES, "discovery.k8s.io/v1", "EndpointSlice")
-                    .parse_as::<EndpointSlice>()
-                    .ignore_fields(["metadata.annotations"]),
+                    .parse_as::<Slice>()
+                    .ignore_fields(SLICE_IGNORE_FIELDS.iter().copied()),
             );
         if parsed.pod_readiness_gate.enabled {
             plan = plan.watch(
@@ -137,7 +136,7 @@ impl KubernetesBackends {
         self.pods_of_service.clear();
         self.backends_of.clear();
         let mut dirty = BTreeSet::new();
-        for slice in ctx.objects::<EndpointSlice>(ENDPOINT_SLICES)? {
+        for slice in ctx.objects::<Slice>(ENDPOINT_SLICES)? {
             if let Some(service) = readiness::slice_service(&slice) {
                 let key = (slice.key.namespace.clone(), service.to_owned());
                 self.slices_of
@@ -147,7 +146,7 @@ impl KubernetesBackends {
                 dirty.insert(key);
             }
         }
-        for service in ctx.objects::<Service>(SERVICES)? {
+        for service in ctx.objects::<ServicePorts>(SERVICES)? {
             dirty.insert((service.key.namespace.clone(), service.key.name.clone()));
         }
         Ok(dirty)
@@ -165,11 +164,9 @@ impl KubernetesBackends {
                 }
                 ENDPOINT_SLICES => {
                     let before = change
-                        .previous::<EndpointSlice>()
+                        .previous::<Slice>()
                         .and_then(readiness::slice_service);
-                    let after = change
-                        .current::<EndpointSlice>()
-                        .and_then(readiness::slice_service);
+                    let after = change.current::<Slice>().and_then(readiness::slice_service);
                     if let Some(service) = before {
                         let key = (namespace.clone(), service.to_owned());
                         if let Some(names) = self.slices_of.get_mut(&key) {
@@ -212,17 +209,16 @@ impl KubernetesBackends {
     /// Renders (or removes) the backends of one Service and refreshes the
     /// pod index for it.
     fn render_service(&mut self, ctx: &Context<'_>, out: &mut Output, key: Key) -> Result<()> {
-        let service = ctx.get::<Service>(SERVICES, &key.0, &key.1)?;
+        let service = ctx.get::<ServicePorts>(SERVICES, &key.0, &key.1)?;
         let rendered = match service {
             Some(service) => {
                 let slice_names = self.slices_of.get(&key);
                 let slices = slice_names
                     .into_iter()
                     .flatten()
-                    .map(|name| ctx.get::<EndpointSlice>(ENDPOINT_SLICES, &key.0, name))
+                    .map(|name| ctx.get::<Slice>(ENDPOINT_SLICES, &key.0, name))
                     .collect::<Result<Vec<_>>>()?;
-                let slices: Vec<&EndpointSlice> =
-                    slices.into_iter().flatten().map(|e| e.value).collect();
+                let slices: Vec<&Slice> = slices.into_iter().flatten().map(|e| e.value).collect();
                 let gate = self.values.pod_readiness_gate.enabled;
                 let pod = |namespace: &str, name: &str| -> Option<&GatePod> {
                     if !gate {

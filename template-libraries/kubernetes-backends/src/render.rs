@@ -1,12 +1,11 @@
 //! The text of one Service's backends.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use haptic_sdk::k8s::api::core::v1::Service;
-use haptic_sdk::k8s::api::discovery::v1::{Endpoint, EndpointSlice};
 use haptic_sdk::names::{backend_name, sanitize};
 use haptic_sdk::readiness::{self, GatePod};
+use haptic_sdk::slim::{ServicePorts, Slice, SliceEndpoint};
 
 use crate::{BackendValues, Key};
 
@@ -15,7 +14,9 @@ use crate::{BackendValues, Key};
 pub(crate) struct Rendered {
     /// `(backend name, section body)`, ordered by Service port order.
     pub backends: Vec<(String, String)>,
-    /// Pods its servers point at (tracked only with the gate enabled).
+    /// Pods whose gate state decides a server's state: those of not-ready,
+    /// not-terminating endpoints, tracked only with the gate enabled. A
+    /// ready or terminating endpoint does not depend on its pod.
     pub pods: BTreeSet<Key>,
 }
 
@@ -32,18 +33,16 @@ struct Server {
 pub(crate) fn service_backends<'a>(
     namespace: &str,
     name: &str,
-    service: &Service,
-    slices: &[&EndpointSlice],
+    service: &ServicePorts,
+    slices: &[&Slice],
     values: &BackendValues,
     pod: impl Fn(&str, &str) -> Option<&'a GatePod>,
 ) -> Rendered {
     let mut rendered = Rendered::default();
-    let Some(spec) = service.spec.as_ref() else {
-        return rendered;
-    };
+    let spec = &service.spec;
     let gate = values.pod_readiness_gate.enabled;
     let mut seen_ports = BTreeSet::new();
-    for port in spec.ports.iter().flatten() {
+    for port in &spec.ports {
         if port.protocol.as_deref().is_some_and(|p| p != "TCP") || !seen_ports.insert(port.port) {
             continue;
         }
@@ -88,7 +87,7 @@ pub(crate) fn service_backends<'a>(
 }
 
 /// The pod's name, or `ep-<address>` for an endpoint without a pod.
-fn server_name(endpoint: &Endpoint, address: &str) -> String {
+fn server_name(endpoint: &SliceEndpoint, address: &str) -> String {
     match endpoint.target_ref.as_ref().and_then(|t| t.name.as_deref()) {
         Some(name) if !name.is_empty() => sanitize(name),
         _ => sanitize(&format!("ep-{address}")),
@@ -104,19 +103,27 @@ fn backend_body(mut servers: Vec<Server>, values: &BackendValues) -> String {
     if !values.balance.is_empty() {
         let _ = writeln!(body, "    balance {}", values.balance);
     }
-    let mut used: HashMap<&str, u32> = HashMap::new();
-    let mut names = Vec::with_capacity(servers.len());
-    for server in &servers {
-        let n = used.entry(server.name.as_str()).or_insert(0);
-        *n += 1;
-        names.push(if *n == 1 {
-            server.name.clone()
+    // Sorted, so repeats of a name are adjacent.
+    let mut repeat = 1;
+    for (i, server) in servers.iter().enumerate() {
+        let previous = i
+            .checked_sub(1)
+            .and_then(|p| servers.get(p))
+            .map(|s| s.name.as_str());
+        repeat = if previous == Some(server.name.as_str()) {
+            repeat + 1
         } else {
-            format!("{}-{}", server.name, n)
-        });
-    }
-    for (server, name) in servers.iter().zip(names) {
-        let _ = write!(body, "    server {name} {}", server.address);
+            1
+        };
+        if repeat == 1 {
+            let _ = write!(body, "    server {} {}", server.name, server.address);
+        } else {
+            let _ = write!(
+                body,
+                "    server {}-{repeat} {}",
+                server.name, server.address
+            );
+        }
         if !server.routed {
             body.push_str(" disabled");
         }

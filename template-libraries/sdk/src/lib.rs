@@ -71,7 +71,8 @@
 //! Modules: [`library`] (the trait and plan), [`values`], [`objects`] (the
 //! object view and render context), [`output`] (the builder), [`names`]
 //! (HAProxy-safe names and escaping), [`readiness`] (endpoint routing and
-//! the pod readiness gate), [`log`], [`testing`].
+//! the pod readiness gate), [`slim`] (small types for Pods, EndpointSlices
+//! and Services), [`log`], [`testing`].
 
 extern crate self as haptic_sdk;
 
@@ -84,6 +85,7 @@ pub mod objects;
 pub mod output;
 pub mod readiness;
 mod runtime;
+pub mod slim;
 pub mod testing;
 pub mod values;
 

@@ -111,7 +111,13 @@ impl Store {
     /// Applies the host's changes and returns them collapsed to one entry
     /// per object (state before the batch vs after), ordered by key.
     /// Re-sending an object at the resourceVersion already held is no change.
-    pub(crate) fn apply(&mut self, changes: Vec<IncomingChange>) -> Result<Vec<Changed>> {
+    /// Without `track` (a complete render, which ignores the list) nothing is
+    /// collected.
+    pub(crate) fn apply(
+        &mut self,
+        changes: Vec<IncomingChange>,
+        track: bool,
+    ) -> Result<Vec<Changed>> {
         let mut collapsed: BTreeMap<ObjectKey, Changed> = BTreeMap::new();
         for change in changes {
             let (key, next) = match change {
@@ -124,16 +130,19 @@ impl Store {
                         .watches
                         .get(&key.watch)
                         .ok_or_else(|| Error::UnknownWatch { key: key.clone() })?;
-                    if self
-                        .get_stored(&key)
-                        .is_some_and(|s| s.resource_version == resource_version)
-                        && !self.broken.contains_key(&key)
-                    {
+                    let held = store
+                        .objects
+                        .get(&key.namespace)
+                        .and_then(|names| names.get(&key.name))
+                        .is_some_and(|s| s.resource_version == resource_version);
+                    if held && (self.broken.is_empty() || !self.broken.contains_key(&key)) {
                         continue;
                     }
                     match (store.watch.parser)(&json) {
                         Ok(value) => {
-                            self.broken.remove(&key);
+                            if !self.broken.is_empty() {
+                                self.broken.remove(&key);
+                            }
                             let stored = Rc::new(Stored {
                                 key: key.clone(),
                                 resource_version,
@@ -161,15 +170,24 @@ impl Store {
                     (key, None)
                 }
             };
+            if !track {
+                self.put(&key, next);
+                continue;
+            }
             let previous = self.put(&key, next.clone());
-            collapsed
-                .entry(key.clone())
-                .or_insert_with(|| Changed {
-                    key,
-                    previous,
-                    current: None,
-                })
-                .current = next;
+            match collapsed.get_mut(&key) {
+                Some(change) => change.current = next,
+                None => {
+                    collapsed.insert(
+                        key.clone(),
+                        Changed {
+                            key,
+                            previous,
+                            current: next,
+                        },
+                    );
+                }
+            }
         }
         if let Some((key, message)) = self.broken.iter().next() {
             return Err(Error::object(key, message.clone()));
@@ -180,23 +198,22 @@ impl Store {
             .collect())
     }
 
-    fn get_stored(&self, key: &ObjectKey) -> Option<&Rc<Stored>> {
-        self.watches
-            .get(&key.watch)?
-            .objects
-            .get(&key.namespace)?
-            .get(&key.name)
-    }
-
     /// Stores or removes one object; returns what was there.
     fn put(&mut self, key: &ObjectKey, value: Option<Rc<Stored>>) -> Option<Rc<Stored>> {
         let store = self.watches.get_mut(&key.watch)?;
         let previous = match value {
-            Some(value) => store
-                .objects
-                .entry(key.namespace.clone())
-                .or_default()
-                .insert(key.name.clone(), value),
+            Some(value) => {
+                // Most objects share a namespace already present: look it up
+                // before allocating a key for it.
+                if !store.objects.contains_key(&key.namespace) {
+                    store.objects.insert(key.namespace.clone(), BTreeMap::new());
+                }
+                let names = store.objects.get_mut(&key.namespace)?;
+                match names.get_mut(&key.name) {
+                    Some(slot) => Some(std::mem::replace(slot, value)),
+                    None => names.insert(key.name.clone(), value),
+                }
+            }
             None => {
                 let names = store.objects.get_mut(&key.namespace)?;
                 let previous = names.remove(&key.name);

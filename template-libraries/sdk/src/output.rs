@@ -1,7 +1,7 @@
 //! The output builder: sections, snippets, files and status patches under
 //! stable keys, turned into a delta against the previous render.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -86,7 +86,7 @@ impl StatusVariant {
 }
 
 /// One output item.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Item {
     /// A whole section this library owns.
     Section {
@@ -120,10 +120,34 @@ pub enum Item {
 pub struct Delta {
     /// `upserts` is the whole output; the host drops what it held before.
     pub complete: bool,
-    /// New or changed items, ordered by key.
+    /// New or changed items, in the order the library emitted them.
     pub upserts: Vec<(String, Item)>,
     /// Keys of items that are gone, ordered.
     pub removals: Vec<String>,
+}
+
+/// What the SDK remembers of an item it sent: a 128-bit fingerprint of its
+/// content rather than the content, so a library's output is not held
+/// twice (once here, once by the host).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    fingerprint: u128,
+    /// The render that last emitted it.
+    seen: u64,
+    /// The render that first emitted it.
+    born: u64,
+}
+
+/// Everything sent so far, by key.
+pub(crate) type SentItems = BTreeMap<String, Sent>;
+
+fn fingerprint(item: &Item) -> u128 {
+    let mut low = DefaultHasher::new();
+    item.hash(&mut low);
+    let mut high = DefaultHasher::new();
+    0x9e37_79b9_7f4a_7c15_u64.hash(&mut high);
+    item.hash(&mut high);
+    (u128::from(high.finish()) << 64) | u128::from(low.finish())
 }
 
 /// Collects a render's output.
@@ -131,25 +155,27 @@ pub struct Delta {
 /// Every item has a key that is stable across renders; the builder derives
 /// it from the item's identity (`section:backend:default_web_8080`,
 /// `file:maps/hosts.map`, `status:deployed:v1:Pod:ns/name`; snippets by
-/// target, slot, priority and a hash of their lines) unless the library sets
-/// one with [`key`](Self::key)-taking methods.
+/// target, slot, priority and a hash of their lines) unless the library
+/// gives one ([`snippet_keyed`](Self::snippet_keyed), [`put`](Self::put)).
 ///
-/// By default a render emits its whole output and the SDK diffs it against
-/// the previous one. After [`retain_previous`](Self::retain_previous) the
-/// previous output is kept and the render only upserts and removes.
+/// By default a render emits its whole output and the SDK sends the host
+/// what differs from the previous render. After
+/// [`retain_previous`](Self::retain_previous) the previous output is kept
+/// and the render only upserts and removes.
 #[derive(Debug, Default)]
 pub struct Output {
-    items: BTreeMap<String, Item>,
+    sent: SentItems,
+    render: u64,
     retain: bool,
-    touched: HashSet<String>,
-    changed: BTreeSet<String>,
-    removed: BTreeSet<String>,
+    upserts: Vec<(String, Item)>,
+    removed: Vec<String>,
 }
 
 impl Output {
-    pub(crate) fn new(previous: BTreeMap<String, Item>) -> Self {
+    pub(crate) fn new(sent: SentItems, render: u64) -> Self {
         Self {
-            items: previous,
+            sent,
+            render,
             ..Self::default()
         }
     }
@@ -204,7 +230,7 @@ impl Output {
         // Identical snippets are legal; number repeats so each keeps a key.
         let base_len = key.len();
         let mut n = 1;
-        while self.touched.contains(&key) {
+        while self.emitted(&key) {
             n += 1;
             key.truncate(base_len);
             let _ = write!(key, "~{n}");
@@ -258,8 +284,8 @@ impl Output {
 
     /// Adds a status patch, keyed
     /// `status:<variant>:<apiVersion>:<kind>:<namespace>/<name>`. `status`
-    /// is serialized once here; build it from `serde_json::json!` so keys
-    /// are ordered and the output is deterministic.
+    /// is serialized here; build it with `serde_json::json!` so keys are
+    /// ordered and the output is deterministic.
     pub fn status_patch(
         &mut self,
         variant: StatusVariant,
@@ -269,6 +295,27 @@ impl Output {
         name: &str,
         status: &serde_json::Value,
     ) -> Result<()> {
+        self.status_patch_json(
+            variant,
+            api_version,
+            kind,
+            namespace,
+            name,
+            status.to_string(),
+        )
+    }
+
+    /// [`status_patch`](Self::status_patch) with `status` already serialized
+    /// (a JSON object), for a status shared by many objects.
+    pub fn status_patch_json(
+        &mut self,
+        variant: StatusVariant,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        status: String,
+    ) -> Result<()> {
         self.put(
             status_key(variant, api_version, kind, namespace, name),
             Item::StatusPatch {
@@ -277,31 +324,48 @@ impl Output {
                 kind: kind.to_owned(),
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-                status: status.to_string(),
+                status,
             },
         )
     }
 
     /// Adds any item under an explicit key.
     pub fn put(&mut self, key: String, item: Item) -> Result<()> {
-        if !self.touched.insert(key.clone()) {
-            return Err(Error::DuplicateKey(key));
+        let fingerprint = fingerprint(&item);
+        match self.sent.get_mut(&key) {
+            Some(sent) if sent.seen == self.render => return Err(Error::DuplicateKey(key)),
+            Some(sent) => {
+                sent.seen = self.render;
+                if sent.fingerprint == fingerprint {
+                    return Ok(());
+                }
+                sent.fingerprint = fingerprint;
+            }
+            None => {
+                let sent = Sent {
+                    fingerprint,
+                    seen: self.render,
+                    born: self.render,
+                };
+                self.sent.insert(key.clone(), sent);
+            }
         }
-        self.removed.remove(&key);
-        if self.items.get(&key) != Some(&item) {
-            self.changed.insert(key.clone());
-            self.items.insert(key, item);
-        }
+        self.upserts.push((key, item));
         Ok(())
     }
 
     /// Removes an item of the previous render (retain mode).
     pub fn remove(&mut self, key: &str) {
-        if self.items.remove(key).is_some() {
-            self.changed.remove(key);
-            self.removed.insert(key.to_owned());
+        let Some(sent) = self.sent.remove(key) else {
+            return;
+        };
+        if sent.seen == self.render {
+            self.upserts.retain(|(k, _)| k != key);
         }
-        self.touched.remove(key);
+        // An item born in this render never reached the host.
+        if sent.born != self.render {
+            self.removed.push(key.to_owned());
+        }
     }
 
     /// Removes a section of the previous render (retain mode).
@@ -321,46 +385,31 @@ impl Output {
         self.remove(&status_key(variant, api_version, kind, namespace, name));
     }
 
-    /// Every item currently in the output, by key.
-    pub fn items(&self) -> &BTreeMap<String, Item> {
-        &self.items
+    /// Whether this render already emitted `key`.
+    pub fn emitted(&self, key: &str) -> bool {
+        self.sent.get(key).is_some_and(|s| s.seen == self.render)
     }
 
-    /// Finishes the render: the new whole output and the delta to send.
-    pub(crate) fn finish(mut self, complete: bool) -> (BTreeMap<String, Item>, Delta) {
+    /// Finishes the render: what was sent, and the delta to send.
+    pub(crate) fn finish(mut self, complete: bool) -> (SentItems, Delta) {
         if !self.retain {
-            let touched = &self.touched;
+            let render = self.render;
             let removed = &mut self.removed;
-            self.items.retain(|key, _| {
-                let keep = touched.contains(key);
+            self.sent.retain(|key, sent| {
+                let keep = sent.seen == render;
                 if !keep {
-                    removed.insert(key.clone());
+                    removed.push(key.clone());
                 }
                 keep
             });
         }
-        let delta = if complete {
-            Delta {
-                complete: true,
-                upserts: self
-                    .items
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                removals: Vec::new(),
-            }
-        } else {
-            Delta {
-                complete: false,
-                upserts: self
-                    .changed
-                    .iter()
-                    .filter_map(|key| Some((key.clone(), self.items.get(key)?.clone())))
-                    .collect(),
-                removals: self.removed.into_iter().collect(),
-            }
+        self.removed.sort();
+        let delta = Delta {
+            complete,
+            upserts: self.upserts,
+            removals: if complete { Vec::new() } else { self.removed },
         };
-        (self.items, delta)
+        (self.sent, delta)
     }
 }
 
@@ -388,18 +437,23 @@ mod tests {
     use super::*;
 
     fn render(
-        previous: BTreeMap<String, Item>,
+        previous: SentItems,
         complete: bool,
         f: impl FnOnce(&mut Output),
-    ) -> (BTreeMap<String, Item>, Delta) {
-        let mut out = Output::new(if complete { BTreeMap::new() } else { previous });
+    ) -> (SentItems, Delta) {
+        let render = previous.values().map(|s| s.seen).max().unwrap_or(0) + 1;
+        let mut out = Output::new(if complete { SentItems::new() } else { previous }, render);
         f(&mut out);
         out.finish(complete)
     }
 
+    fn keys(delta: &Delta) -> Vec<&str> {
+        delta.upserts.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
     #[test]
     fn full_mode_sends_only_differences() {
-        let (items, delta) = render(BTreeMap::new(), true, |out| {
+        let (sent, delta) = render(SentItems::new(), true, |out| {
             out.section(SectionKind::Backend, "a", "server a 1.1.1.1:80")
                 .unwrap();
             out.section(SectionKind::Backend, "b", "server b 1.1.1.2:80")
@@ -407,47 +461,68 @@ mod tests {
         });
         assert!(delta.complete);
         assert_eq!(delta.upserts.len(), 2);
-        let (_, delta) = render(items, false, |out| {
+        let (_, delta) = render(sent, false, |out| {
             out.section(SectionKind::Backend, "a", "server a 1.1.1.1:80")
                 .unwrap();
             out.section(SectionKind::Backend, "c", "").unwrap();
         });
         assert!(!delta.complete);
-        assert_eq!(
-            delta
-                .upserts
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .collect::<Vec<_>>(),
-            ["section:backend:c"]
-        );
+        assert_eq!(keys(&delta), ["section:backend:c"]);
         assert_eq!(delta.removals, ["section:backend:b"]);
     }
 
     #[test]
+    fn a_changed_item_is_sent_again() {
+        let (sent, _) = render(SentItems::new(), true, |out| {
+            out.file("maps/a.map", "x 1\n").unwrap();
+        });
+        let (_, delta) = render(sent, false, |out| {
+            out.file("maps/a.map", "x 2\n").unwrap();
+        });
+        assert_eq!(keys(&delta), ["file:maps/a.map"]);
+        assert!(delta.removals.is_empty());
+    }
+
+    #[test]
     fn retain_mode_keeps_untouched_items() {
-        let (items, _) = render(BTreeMap::new(), true, |out| {
+        let (sent, _) = render(SentItems::new(), true, |out| {
             out.section(SectionKind::Backend, "a", "1").unwrap();
             out.section(SectionKind::Backend, "b", "1").unwrap();
         });
-        let (items, delta) = render(items, false, |out| {
+        let (sent, delta) = render(sent, false, |out| {
             out.retain_previous();
             out.section(SectionKind::Backend, "a", "2").unwrap();
         });
         assert_eq!(delta.upserts.len(), 1);
         assert!(delta.removals.is_empty());
-        assert_eq!(items.len(), 2);
-        let (items, delta) = render(items, false, |out| {
+        assert_eq!(sent.len(), 2);
+        let (sent, delta) = render(sent, false, |out| {
             out.retain_previous();
             out.remove_section(SectionKind::Backend, "b");
         });
         assert_eq!(delta.removals, ["section:backend:b"]);
-        assert_eq!(items.len(), 1);
+        assert_eq!(sent.len(), 1);
+    }
+
+    #[test]
+    fn an_item_added_and_removed_in_one_render_is_not_sent() {
+        let (sent, _) = render(SentItems::new(), true, |out| {
+            out.section(SectionKind::Backend, "a", "1").unwrap();
+        });
+        let (_, delta) = render(sent, false, |out| {
+            out.retain_previous();
+            out.section(SectionKind::Backend, "new", "1").unwrap();
+            out.remove_section(SectionKind::Backend, "new");
+            out.section(SectionKind::Backend, "a", "2").unwrap();
+            out.remove_section(SectionKind::Backend, "a");
+        });
+        assert!(delta.upserts.is_empty());
+        assert_eq!(delta.removals, ["section:backend:a"]);
     }
 
     #[test]
     fn duplicate_sections_are_an_error_and_duplicate_snippets_are_not() {
-        let mut out = Output::default();
+        let mut out = Output::new(SentItems::new(), 1);
         out.section(SectionKind::Frontend, "http", "").unwrap();
         assert!(matches!(
             out.section(SectionKind::Frontend, "http", ""),
@@ -469,6 +544,8 @@ mod tests {
             "acl x always_true",
         )
         .unwrap();
-        assert_eq!(out.items().len(), 3);
+        let (sent, delta) = out.finish(true);
+        assert_eq!(sent.len(), 3);
+        assert_eq!(delta.upserts.len(), 3);
     }
 }

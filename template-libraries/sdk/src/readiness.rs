@@ -10,186 +10,27 @@
 //! `ContainersReady=True` and is not being deleted. Such a pod cannot be
 //! Ready before HAProxy routes to it (its gate is unset), so without this
 //! exception the gate would wait for routing and routing for Ready.
+//!
+//! A slice's servers exist only for a Service port the slice serves: same
+//! port name (unnamed matches unnamed), TCP, and an IP address type.
 
-use k8s_openapi::api::core::v1::{Service, ServicePort};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-use serde::Deserialize;
-
-/// The condition type of the readiness gate.
-pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
-
-/// The label joining an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// What the host drops from Pods before they reach a library: everything
-/// but metadata identity, `spec.readinessGates` and `status.conditions`.
-/// Pods are the biggest and busiest kind a library can watch.
-pub const POD_IGNORE_FIELDS: &[&str] = &[
-    "metadata.annotations",
-    "metadata.labels",
-    "metadata.ownerReferences",
-    "metadata.finalizers",
-    "metadata.generateName",
-    "spec.activeDeadlineSeconds",
-    "spec.affinity",
-    "spec.automountServiceAccountToken",
-    "spec.containers",
-    "spec.dnsConfig",
-    "spec.dnsPolicy",
-    "spec.enableServiceLinks",
-    "spec.ephemeralContainers",
-    "spec.hostAliases",
-    "spec.hostIPC",
-    "spec.hostNetwork",
-    "spec.hostPID",
-    "spec.hostUsers",
-    "spec.hostname",
-    "spec.imagePullSecrets",
-    "spec.initContainers",
-    "spec.nodeName",
-    "spec.nodeSelector",
-    "spec.os",
-    "spec.overhead",
-    "spec.preemptionPolicy",
-    "spec.priority",
-    "spec.priorityClassName",
-    "spec.resourceClaims",
-    "spec.resources",
-    "spec.restartPolicy",
-    "spec.runtimeClassName",
-    "spec.schedulerName",
-    "spec.schedulingGates",
-    "spec.securityContext",
-    "spec.serviceAccount",
-    "spec.serviceAccountName",
-    "spec.setHostnameAsFQDN",
-    "spec.shareProcessNamespace",
-    "spec.subdomain",
-    "spec.terminationGracePeriodSeconds",
-    "spec.tolerations",
-    "spec.topologySpreadConstraints",
-    "spec.volumes",
-    "status.containerStatuses",
-    "status.ephemeralContainerStatuses",
-    "status.hostIP",
-    "status.hostIPs",
-    "status.initContainerStatuses",
-    "status.message",
-    "status.nominatedNodeName",
-    "status.observedGeneration",
-    "status.phase",
-    "status.podIP",
-    "status.podIPs",
-    "status.qosClass",
-    "status.reason",
-    "status.resize",
-    "status.resourceClaimStatuses",
-    "status.startTime",
-];
-
-/// A Pod as it arrives trimmed by [`POD_IGNORE_FIELDS`]. A full k8s-openapi
-/// `Pod` would not deserialize without `spec.containers`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct GatePod {
-    pub metadata: PodMetadata,
-    pub spec: PodSpec,
-    pub status: PodStatus,
-}
-
-/// The parts of a Pod's metadata the gate needs.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PodMetadata {
-    pub name: String,
-    pub namespace: String,
-    pub deletion_timestamp: Option<String>,
-}
-
-/// `spec.readinessGates`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PodSpec {
-    pub readiness_gates: Vec<ReadinessGate>,
-}
-
-/// One entry of `spec.readinessGates`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ReadinessGate {
-    pub condition_type: String,
-}
-
-/// `status.conditions`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct PodStatus {
-    pub conditions: Vec<PodCondition>,
-}
-
-/// One pod condition.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct PodCondition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-}
-
-impl GatePod {
-    /// Lists the gate under `spec.readinessGates`.
-    pub fn is_gated(&self) -> bool {
-        self.spec
-            .readiness_gates
-            .iter()
-            .any(|g| g.condition_type == GATE_CONDITION)
-    }
-
-    /// The status of condition `type_` (`"True"`, `"False"`, `"Unknown"`).
-    pub fn condition(&self, type_: &str) -> Option<&str> {
-        self.status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_)
-            .map(|c| c.status.as_str())
-    }
-
-    /// Gated, containers ready, not being deleted: its endpoint may be
-    /// routed before the endpoint is ready.
-    pub fn passes_gate(&self) -> bool {
-        self.is_gated()
-            && self.condition("ContainersReady") == Some("True")
-            && self.metadata.deletion_timestamp.is_none()
-    }
-
-    /// The gate condition is already True on the pod.
-    pub fn gate_is_set(&self) -> bool {
-        self.condition(GATE_CONDITION) == Some("True")
-    }
-}
+pub use crate::slim::{GATE_CONDITION, GatePod, POD_IGNORE_FIELDS, SERVICE_NAME_LABEL};
+use crate::slim::{ServicePort, ServicePorts, Slice, SliceEndpoint};
 
 /// `conditions.ready`, where unknown (nil) means ready.
-pub fn is_ready(endpoint: &Endpoint) -> bool {
-    endpoint
-        .conditions
-        .as_ref()
-        .and_then(|c| c.ready)
-        .unwrap_or(true)
+pub fn is_ready(endpoint: &SliceEndpoint) -> bool {
+    endpoint.conditions.ready.unwrap_or(true)
 }
 
 /// `conditions.terminating`, where unknown (nil) means not terminating.
-pub fn is_terminating(endpoint: &Endpoint) -> bool {
-    endpoint
-        .conditions
-        .as_ref()
-        .and_then(|c| c.terminating)
-        .unwrap_or(false)
+pub fn is_terminating(endpoint: &SliceEndpoint) -> bool {
+    endpoint.conditions.terminating.unwrap_or(false)
 }
 
 /// The pod an endpoint points at, as `(namespace, name)`.
 pub fn endpoint_pod<'a>(
     slice_namespace: &'a str,
-    endpoint: &'a Endpoint,
+    endpoint: &'a SliceEndpoint,
 ) -> Option<(&'a str, &'a str)> {
     let target = endpoint.target_ref.as_ref()?;
     if target.kind.as_deref() != Some("Pod") {
@@ -199,10 +40,16 @@ pub fn endpoint_pod<'a>(
     Some((target.namespace.as_deref().unwrap_or(slice_namespace), name))
 }
 
+/// Whether the endpoint's state depends on its pod: only a not-ready,
+/// not-terminating endpoint can be routed by the gate.
+pub fn depends_on_pod(endpoint: &SliceEndpoint) -> bool {
+    !is_ready(endpoint) && !is_terminating(endpoint)
+}
+
 /// Whether HAProxy should send traffic to this endpoint (see the module
 /// docs). `pod` is the endpoint's pod when the gate is enabled and the pod
 /// is known; pass `None` with the gate disabled.
-pub fn is_routed(endpoint: &Endpoint, pod: Option<&GatePod>) -> bool {
+pub fn is_routed(endpoint: &SliceEndpoint, pod: Option<&GatePod>) -> bool {
     if is_terminating(endpoint) {
         return false;
     }
@@ -210,26 +57,21 @@ pub fn is_routed(endpoint: &Endpoint, pod: Option<&GatePod>) -> bool {
 }
 
 /// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
-pub fn slice_service(slice: &EndpointSlice) -> Option<&str> {
-    slice
-        .metadata
-        .labels
-        .as_ref()?
-        .get(SERVICE_NAME_LABEL)
-        .map(String::as_str)
+pub fn slice_service(slice: &Slice) -> Option<&str> {
+    slice.metadata.labels.service_name.as_deref()
 }
 
 /// The target port of `service_port` in `slice`: the slice port with the
-/// same name (unnamed matches unnamed), TCP only. `None` when the slice
-/// does not serve that port or holds no IP addresses (FQDN slices).
-pub fn slice_port(service_port: &ServicePort, slice: &EndpointSlice) -> Option<i32> {
+/// same name, TCP only. `None` when the slice does not serve that port or
+/// holds no IP addresses (FQDN slices).
+pub fn slice_port(service_port: &ServicePort, slice: &Slice) -> Option<i32> {
     if !is_tcp(service_port.protocol.as_deref())
         || !matches!(slice.address_type.as_str(), "IPv4" | "IPv6")
     {
         return None;
     }
     let name = service_port.name.as_deref().unwrap_or("");
-    slice.ports.iter().flatten().find_map(|p| {
+    slice.ports.iter().find_map(|p| {
         let matches = p.name.as_deref().unwrap_or("") == name && is_tcp(p.protocol.as_deref());
         if matches { p.port } else { None }
     })
@@ -237,16 +79,16 @@ pub fn slice_port(service_port: &ServicePort, slice: &EndpointSlice) -> Option<i
 
 /// Whether `kubernetes-backends` renders servers from `slice` for
 /// `service`: some TCP port of the Service has a matching slice port.
-pub fn slice_is_rendered(service: &Service, slice: &EndpointSlice) -> bool {
+pub fn slice_is_rendered(service: &ServicePorts, slice: &Slice) -> bool {
     service
         .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .is_some_and(|ports| ports.iter().any(|p| slice_port(p, slice).is_some()))
+        .ports
+        .iter()
+        .any(|p| slice_port(p, slice).is_some())
 }
 
 /// A missing protocol means TCP.
-fn is_tcp(protocol: Option<&str>) -> bool {
+pub fn is_tcp(protocol: Option<&str>) -> bool {
     protocol.is_none_or(|p| p == "TCP")
 }
 
@@ -255,7 +97,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn endpoint(ready: Option<bool>, terminating: Option<bool>) -> Endpoint {
+    fn endpoint(ready: Option<bool>, terminating: Option<bool>) -> SliceEndpoint {
         serde_json::from_value(json!({
             "addresses": ["10.0.0.1"],
             "conditions": {"ready": ready, "terminating": terminating},
@@ -301,6 +143,7 @@ mod tests {
     #[test]
     fn the_gate_routes_a_not_ready_endpoint_only_with_containers_ready() {
         let not_ready = endpoint(Some(false), Some(false));
+        assert!(depends_on_pod(&not_ready));
         assert!(is_routed(&not_ready, Some(&pod(true, "True", false))));
         assert!(!is_routed(&not_ready, Some(&pod(true, "False", false))));
         assert!(
@@ -315,7 +158,7 @@ mod tests {
 
     #[test]
     fn slice_ports_join_service_ports_by_name_over_tcp() {
-        let slice: EndpointSlice = serde_json::from_value(json!({
+        let slice: Slice = serde_json::from_value(json!({
             "metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": [],
             "ports": [{"name": "http", "port": 8080}, {"name": "dns", "port": 53, "protocol": "UDP"}]
         }))
@@ -337,11 +180,11 @@ mod tests {
             ),
             None
         );
-        let service: Service =
+        let service: ServicePorts =
             serde_json::from_value(json!({"spec": {"ports": [{"name": "http", "port": 80}]}}))
                 .unwrap();
         assert!(slice_is_rendered(&service, &slice));
-        let fqdn = EndpointSlice {
+        let fqdn = Slice {
             address_type: "FQDN".into(),
             ..slice
         };

@@ -2,10 +2,8 @@
 //! the previous output and the complete/delta bookkeeping. Independent of
 //! the bindings, so native tests drive it through [`Harness`](crate::testing::Harness).
 
-use std::collections::BTreeMap;
-
 use crate::objects::{IncomingChange, Store};
-use crate::output::{Delta, Item};
+use crate::output::{Delta, SentItems};
 use crate::{Context, Info, Library, Output, Plan, Result, Values};
 
 /// One library instance and everything the SDK keeps for it.
@@ -14,7 +12,10 @@ pub(crate) struct Runtime<T> {
     info: Info,
     values: Values,
     store: Store,
-    previous: BTreeMap<String, Item>,
+    /// Fingerprints of what the host holds.
+    sent: SentItems,
+    /// Renders so far, to tell this render's items from older ones.
+    renders: u64,
     /// The next render must send the whole output.
     complete_next: bool,
 }
@@ -28,7 +29,8 @@ impl<T: Library> Runtime<T> {
             info,
             values: Values::default(),
             store: Store::default(),
-            previous: BTreeMap::new(),
+            sent: SentItems::new(),
+            renders: 0,
             complete_next: true,
         }
     }
@@ -52,29 +54,30 @@ impl<T: Library> Runtime<T> {
     pub(crate) fn render(&mut self, changes: Vec<IncomingChange>) -> Result<Delta> {
         let result = self.render_inner(changes);
         if result.is_err() {
-            // The previous output was handed to the failed render; start over.
-            self.previous.clear();
+            // What was sent was handed to the failed render; start over.
+            self.sent.clear();
             self.complete_next = true;
         }
         result
     }
 
     fn render_inner(&mut self, changes: Vec<IncomingChange>) -> Result<Delta> {
-        let changed = self.store.apply(changes)?;
         let complete = self.complete_next;
+        let changed = self.store.apply(changes, !complete)?;
         if changed.is_empty() && !complete {
             return Ok(Delta::default());
         }
-        let previous = if complete {
-            BTreeMap::new()
+        let sent = if complete {
+            SentItems::new()
         } else {
-            std::mem::take(&mut self.previous)
+            std::mem::take(&mut self.sent)
         };
-        let mut out = Output::new(previous);
+        self.renders += 1;
+        let mut out = Output::new(sent, self.renders);
         let ctx = Context::new(&self.store, &changed, &self.values, complete);
         self.library.render(&ctx, &mut out)?;
-        let (items, delta) = out.finish(complete);
-        self.previous = items;
+        let (sent, delta) = out.finish(complete);
+        self.sent = sent;
         self.complete_next = false;
         Ok(delta)
     }

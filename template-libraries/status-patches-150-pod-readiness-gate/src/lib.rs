@@ -24,9 +24,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use haptic_sdk::k8s::api::core::v1::Service;
-use haptic_sdk::k8s::api::discovery::v1::EndpointSlice;
 use haptic_sdk::readiness::{self, GATE_CONDITION, GatePod, POD_IGNORE_FIELDS};
+use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, SLICE_IGNORE_FIELDS, ServicePorts, Slice};
 use haptic_sdk::{Context, Info, Library, Output, Plan, Result, StatusVariant, Values, Watch};
 use serde::Deserialize;
 
@@ -68,7 +67,8 @@ pub fn gate_status() -> serde_json::Value {
 #[derive(Debug, Default)]
 pub struct ReadinessGatePatches {
     enabled: bool,
-    status: serde_json::Value,
+    /// [`gate_status`], serialized once: every patch carries the same one.
+    status: String,
     /// Slice names per Service.
     slices_of: HashMap<Key, BTreeSet<String>>,
     /// Slices (namespace, name) listing each pod.
@@ -87,7 +87,7 @@ impl Library for ReadinessGatePatches {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         let backends: BackendValues = values.library_as("kubernetesBackends")?;
         self.enabled = backends.pod_readiness_gate.enabled;
-        self.status = gate_status();
+        self.status = gate_status().to_string();
         if !self.enabled {
             return Ok(Plan::default());
         }
@@ -99,13 +99,13 @@ impl Library for ReadinessGatePatches {
             )
             .watch(
                 Watch::new(ENDPOINT_SLICES, "discovery.k8s.io/v1", "EndpointSlice")
-                    .parse_as::<EndpointSlice>()
-                    .ignore_fields(["metadata.annotations"]),
+                    .parse_as::<Slice>()
+                    .ignore_fields(SLICE_IGNORE_FIELDS.iter().copied()),
             )
             .watch(
                 Watch::new(SERVICES, "v1", "Service")
-                    .parse_as::<Service>()
-                    .ignore_fields(["metadata.annotations", "metadata.labels", "status"]),
+                    .parse_as::<ServicePorts>()
+                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
             )
             .patches_status_of("v1", "Pod"))
     }
@@ -127,13 +127,13 @@ impl Library for ReadinessGatePatches {
             };
             let gated = entry.is_gated();
             if gated && (entry.gate_is_set() || self.is_routed(ctx, &pod, &entry)?) {
-                out.status_patch(
+                out.status_patch_json(
                     StatusVariant::Deployed,
                     "v1",
                     "Pod",
                     &pod.0,
                     &pod.1,
-                    &self.status,
+                    self.status.clone(),
                 )?;
             } else {
                 out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", &pod.0, &pod.1);
@@ -148,7 +148,7 @@ impl ReadinessGatePatches {
     fn rebuild_index(&mut self, ctx: &Context<'_>) -> Result<BTreeSet<Key>> {
         self.slices_of.clear();
         self.slices_of_pod.clear();
-        for slice in ctx.objects::<EndpointSlice>(ENDPOINT_SLICES)? {
+        for slice in ctx.objects::<Slice>(ENDPOINT_SLICES)? {
             self.index_slice(&slice.key.namespace, &slice.key.name, slice.value, true);
         }
         let mut dirty: BTreeSet<Key> = self.slices_of_pod.keys().cloned().collect();
@@ -159,13 +159,7 @@ impl ReadinessGatePatches {
     }
 
     /// Adds (`add`) or removes a slice from the indexes; returns its pods.
-    fn index_slice(
-        &mut self,
-        namespace: &str,
-        name: &str,
-        slice: &EndpointSlice,
-        add: bool,
-    ) -> Vec<Key> {
+    fn index_slice(&mut self, namespace: &str, name: &str, slice: &Slice, add: bool) -> Vec<Key> {
         let slice_key = (namespace.to_owned(), name.to_owned());
         if let Some(service) = readiness::slice_service(slice) {
             let service_key = (namespace.to_owned(), service.to_owned());
@@ -214,10 +208,10 @@ impl ReadinessGatePatches {
                     dirty.insert((namespace.clone(), name.clone()));
                 }
                 ENDPOINT_SLICES => {
-                    if let Some(before) = change.previous::<EndpointSlice>() {
+                    if let Some(before) = change.previous::<Slice>() {
                         dirty.extend(self.index_slice(namespace, name, before, false));
                     }
-                    if let Some(after) = change.current::<EndpointSlice>() {
+                    if let Some(after) = change.current::<Slice>() {
                         dirty.extend(self.index_slice(namespace, name, after, true));
                     }
                 }
@@ -225,7 +219,7 @@ impl ReadinessGatePatches {
                     let service_key = (namespace.clone(), name.clone());
                     for slice_name in self.slices_of.get(&service_key).into_iter().flatten() {
                         if let Some(slice) =
-                            ctx.get::<EndpointSlice>(ENDPOINT_SLICES, namespace, slice_name)?
+                            ctx.get::<Slice>(ENDPOINT_SLICES, namespace, slice_name)?
                         {
                             dirty.extend(
                                 slice
@@ -246,14 +240,13 @@ impl ReadinessGatePatches {
     /// Whether `kubernetes-backends` renders an enabled server for the pod.
     fn is_routed(&self, ctx: &Context<'_>, pod: &Key, gate_pod: &GatePod) -> Result<bool> {
         for (slice_ns, slice_name) in self.slices_of_pod.get(pod).into_iter().flatten() {
-            let Some(slice) = ctx.get::<EndpointSlice>(ENDPOINT_SLICES, slice_ns, slice_name)?
-            else {
+            let Some(slice) = ctx.get::<Slice>(ENDPOINT_SLICES, slice_ns, slice_name)? else {
                 continue;
             };
             let Some(service_name) = readiness::slice_service(&slice) else {
                 continue;
             };
-            let Some(service) = ctx.get::<Service>(SERVICES, slice_ns, service_name)? else {
+            let Some(service) = ctx.get::<ServicePorts>(SERVICES, slice_ns, service_name)? else {
                 continue;
             };
             if !readiness::slice_is_rendered(&service, &slice) {

@@ -1,0 +1,343 @@
+//! Slim Kubernetes types for the watches that dominate render cost (Pods,
+//! EndpointSlices, Services): only the fields the bundled libraries read,
+//! so parsing allocates little, plus the `ignore-fields` that keep the
+//! host from sending the rest. A full k8s-openapi `Pod` would not even
+//! deserialize once trimmed (`spec.containers` is required there).
+//!
+//! Lists that arrive as `null` read as empty.
+
+use serde::{Deserialize, Deserializer};
+
+/// `null` (or absent, with `#[serde(default)]`) reads as the default.
+fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The condition type of the pod readiness gate.
+pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
+
+/// The label joining an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// What the host drops from Pods before they reach a library: everything
+/// but metadata identity, `spec.readinessGates` and `status.conditions`.
+/// Pods are the biggest and busiest kind a library can watch.
+pub const POD_IGNORE_FIELDS: &[&str] = &[
+    "metadata.annotations",
+    "metadata.creationTimestamp",
+    "metadata.generation",
+    "metadata.labels",
+    "metadata.resourceVersion",
+    "metadata.uid",
+    "metadata.ownerReferences",
+    "metadata.finalizers",
+    "metadata.generateName",
+    "spec.activeDeadlineSeconds",
+    "spec.affinity",
+    "spec.automountServiceAccountToken",
+    "spec.containers",
+    "spec.dnsConfig",
+    "spec.dnsPolicy",
+    "spec.enableServiceLinks",
+    "spec.ephemeralContainers",
+    "spec.hostAliases",
+    "spec.hostIPC",
+    "spec.hostNetwork",
+    "spec.hostPID",
+    "spec.hostUsers",
+    "spec.hostname",
+    "spec.imagePullSecrets",
+    "spec.initContainers",
+    "spec.nodeName",
+    "spec.nodeSelector",
+    "spec.os",
+    "spec.overhead",
+    "spec.preemptionPolicy",
+    "spec.priority",
+    "spec.priorityClassName",
+    "spec.resourceClaims",
+    "spec.resources",
+    "spec.restartPolicy",
+    "spec.runtimeClassName",
+    "spec.schedulerName",
+    "spec.schedulingGates",
+    "spec.securityContext",
+    "spec.serviceAccount",
+    "spec.serviceAccountName",
+    "spec.setHostnameAsFQDN",
+    "spec.shareProcessNamespace",
+    "spec.subdomain",
+    "spec.terminationGracePeriodSeconds",
+    "spec.tolerations",
+    "spec.topologySpreadConstraints",
+    "spec.volumes",
+    "status.conditions.lastProbeTime",
+    "status.conditions.lastTransitionTime",
+    "status.conditions.message",
+    "status.conditions.reason",
+    "status.containerStatuses",
+    "status.ephemeralContainerStatuses",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.initContainerStatuses",
+    "status.message",
+    "status.nominatedNodeName",
+    "status.observedGeneration",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.qosClass",
+    "status.reason",
+    "status.resize",
+    "status.resourceClaimStatuses",
+    "status.startTime",
+];
+
+/// A Pod as it arrives trimmed by [`POD_IGNORE_FIELDS`]. A full k8s-openapi
+/// `Pod` would not deserialize without `spec.containers`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct GatePod {
+    pub metadata: PodMetadata,
+    pub spec: PodSpec,
+    pub status: PodStatus,
+}
+
+/// The parts of a Pod's metadata the gate needs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodMetadata {
+    pub name: String,
+    pub namespace: String,
+    pub deletion_timestamp: Option<String>,
+}
+
+/// `spec.readinessGates`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub readiness_gates: Vec<ReadinessGate>,
+}
+
+/// One entry of `spec.readinessGates`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReadinessGate {
+    pub condition_type: String,
+}
+
+/// `status.conditions`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodStatus {
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: Vec<PodCondition>,
+}
+
+/// One pod condition.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+impl GatePod {
+    /// Lists the gate under `spec.readinessGates`.
+    pub fn is_gated(&self) -> bool {
+        self.spec
+            .readiness_gates
+            .iter()
+            .any(|g| g.condition_type == GATE_CONDITION)
+    }
+
+    /// The status of condition `type_` (`"True"`, `"False"`, `"Unknown"`).
+    pub fn condition(&self, type_: &str) -> Option<&str> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status.as_str())
+    }
+
+    /// Gated, containers ready, not being deleted: its endpoint may be
+    /// routed before the endpoint is ready.
+    pub fn passes_gate(&self) -> bool {
+        self.is_gated()
+            && self.condition("ContainersReady") == Some("True")
+            && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// The gate condition is already True on the pod.
+    pub fn gate_is_set(&self) -> bool {
+        self.condition(GATE_CONDITION) == Some("True")
+    }
+}
+
+/// What the host drops from EndpointSlices: everything but the
+/// service-name label, address type, ports and each endpoint's addresses,
+/// conditions and pod reference.
+pub const SLICE_IGNORE_FIELDS: &[&str] = &[
+    "metadata.annotations",
+    "metadata.creationTimestamp",
+    "metadata.generateName",
+    "metadata.generation",
+    "metadata.labels.endpointslice.kubernetes.io/managed-by",
+    "metadata.ownerReferences",
+    "metadata.resourceVersion",
+    "metadata.uid",
+    "endpoints.deprecatedTopology",
+    "endpoints.hints",
+    "endpoints.hostname",
+    "endpoints.nodeName",
+    "endpoints.targetRef.resourceVersion",
+    "endpoints.targetRef.uid",
+    "endpoints.zone",
+];
+
+/// An EndpointSlice (`discovery.k8s.io/v1`) as the libraries read it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Slice {
+    pub metadata: SliceMetadata,
+    /// `IPv4`, `IPv6` or `FQDN`.
+    pub address_type: String,
+    #[serde(deserialize_with = "nullable")]
+    pub ports: Vec<SlicePort>,
+    #[serde(deserialize_with = "nullable")]
+    pub endpoints: Vec<SliceEndpoint>,
+}
+
+/// The slice's labels, of which only the Service name matters; the others
+/// are skipped without allocating.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SliceMetadata {
+    #[serde(deserialize_with = "nullable")]
+    pub labels: SliceLabels,
+}
+
+/// `metadata.labels`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SliceLabels {
+    #[serde(rename = "kubernetes.io/service-name")]
+    pub service_name: Option<String>,
+}
+
+/// One port of a slice.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SlicePort {
+    pub name: Option<String>,
+    pub port: Option<i32>,
+    pub protocol: Option<String>,
+}
+
+/// One endpoint of a slice.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SliceEndpoint {
+    #[serde(deserialize_with = "nullable")]
+    pub addresses: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: EndpointConditions,
+    pub target_ref: Option<TargetRef>,
+}
+
+/// `conditions`; `None` means unknown.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct EndpointConditions {
+    pub ready: Option<bool>,
+    pub serving: Option<bool>,
+    pub terminating: Option<bool>,
+}
+
+/// `targetRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct TargetRef {
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+/// What the host drops from Services for libraries that read only ports.
+pub const SERVICE_IGNORE_FIELDS: &[&str] = &[
+    "metadata.annotations",
+    "metadata.creationTimestamp",
+    "metadata.labels",
+    "metadata.resourceVersion",
+    "metadata.uid",
+    "spec.clusterIP",
+    "spec.clusterIPs",
+    "spec.externalIPs",
+    "spec.ipFamilies",
+    "spec.ipFamilyPolicy",
+    "spec.selector",
+    "spec.sessionAffinityConfig",
+    "status",
+];
+
+/// A Service (`v1`) as its ports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServicePorts {
+    pub spec: ServiceSpec,
+}
+
+/// `spec`, reduced to its ports and type.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ServiceSpec {
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub ports: Vec<ServicePort>,
+}
+
+/// One Service port.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServicePort {
+    pub name: Option<String>,
+    pub port: i32,
+    pub protocol: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn null_lists_and_missing_parts_read_as_empty() {
+        let slice: Slice =
+            serde_json::from_value(json!({"metadata": {"labels": null}, "endpoints": null}))
+                .unwrap();
+        assert!(slice.endpoints.is_empty() && slice.metadata.labels.service_name.is_none());
+        let pod: GatePod = serde_json::from_value(
+            json!({"metadata": {"name": "p"}, "spec": {"readinessGates": null}}),
+        )
+        .unwrap();
+        assert!(pod.spec.readiness_gates.is_empty());
+        let service: ServicePorts =
+            serde_json::from_value(json!({"spec": {"ports": [{"port": 80}]}})).unwrap();
+        assert_eq!(service.spec.ports[0].port, 80);
+    }
+
+    #[test]
+    fn only_the_service_name_label_is_read() {
+        let slice: Slice = serde_json::from_value(json!({
+            "metadata": {"labels": {"kubernetes.io/service-name": "web", "other": "x"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false}, "targetRef": {"kind": "Pod", "name": "web-1"}}]
+        }))
+        .unwrap();
+        assert_eq!(slice.metadata.labels.service_name.as_deref(), Some("web"));
+        assert_eq!(slice.endpoints[0].conditions.ready, Some(false));
+    }
+}
