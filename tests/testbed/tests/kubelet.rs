@@ -189,6 +189,17 @@ fn deployment_pods_become_ready_serve_through_their_slice_and_terminate_graceful
         }
 
         let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "echo");
+        // The apiserver is on the node address, so even `kubernetes` has endpoints.
+        let default_slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+        let api_endpoints = endpoints(&default_slices, "kubernetes")
+            .await
+            .map_err(anyhow::Error::msg)?;
+        ensure!(
+            api_endpoints
+                .iter()
+                .any(|e| e.0 == NODE_IP.to_string() && e.1),
+            "kubernetes endpoints {api_endpoints:?}"
+        );
         let mut want: Vec<(String, bool, bool, bool)> = ips
             .iter()
             .map(|ip| (ip.clone(), true, true, false))

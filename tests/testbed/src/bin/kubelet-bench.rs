@@ -15,9 +15,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use haptic_testbed::control_plane::ControlPlane;
+use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions};
 use haptic_testbed::kubelet::bed::{NODE_NAME, init_tracing, wait_for};
-use haptic_testbed::kubelet::{ECHO_IMAGE, PodNetwork};
+use haptic_testbed::kubelet::{ECHO_IMAGE, NODE_IP, PodNetwork};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{DeleteParams, PostParams};
 use kube::runtime::wait::await_condition;
@@ -109,9 +109,12 @@ async fn bench() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let plane = ControlPlane::start()
-        .await
-        .context("starting the control plane")?;
+    let plane = ControlPlane::start_with(ControlPlaneOptions {
+        apiserver_address: Some(NODE_IP.into()),
+        ..ControlPlaneOptions::default()
+    })
+    .await
+    .context("starting the control plane")?;
     let client = plane.admin_client();
     let log = std::fs::File::create(plane.dir().join("process-kubelet.log"))?;
     let mut kubelet = tokio::process::Command::new(sibling("process-kubelet")?)

@@ -17,9 +17,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
-use haptic_testbed::control_plane::ControlPlane;
+use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions};
 use haptic_testbed::kubelet::bed::{self, NODE_NAME};
-use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, PodNetwork, Program, node_ip};
+use haptic_testbed::kubelet::{
+    ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, PodNetwork, Program, node_ip,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -122,9 +124,12 @@ async fn kubelet_only(path: PathBuf, config: KubeletConfig) -> anyhow::Result<()
 }
 
 async fn whole_bed(config: KubeletConfig) -> anyhow::Result<()> {
-    let plane = ControlPlane::start()
-        .await
-        .context("starting the control plane")?;
+    let plane = ControlPlane::start_with(ControlPlaneOptions {
+        apiserver_address: Some(NODE_IP.into()),
+        ..ControlPlaneOptions::default()
+    })
+    .await
+    .context("starting the control plane")?;
     let config = config.api_server_url(plane.server_url())?;
     let kubelet = Kubelet::start(plane.admin_client(), config).await?;
     let pid = std::process::id();

@@ -22,8 +22,8 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use super::{ECHO_IMAGE, Kubelet, KubeletConfig, PodNetwork, Program};
-use crate::control_plane::{ControlPlane, ControlPlaneError};
+use super::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, PodNetwork, Program};
+use crate::control_plane::{ControlPlane, ControlPlaneError, ControlPlaneOptions};
 
 /// Errors starting the bed.
 #[derive(Debug, thiserror::Error)]
@@ -114,8 +114,25 @@ impl std::fmt::Debug for Bed {
 impl Bed {
     /// Starts a control plane and a kubelet with `config` (the apiserver address
     /// is filled in). Call inside [`in_pod_network`].
+    ///
+    /// The apiserver serves on the node address ([`NODE_IP`]), so the
+    /// `kubernetes` Service has endpoints and in-pod clients reach it at
+    /// `KUBERNETES_SERVICE_HOST`, as on a cluster whose control plane runs on
+    /// its first node.
     pub async fn start(config: KubeletConfig) -> Result<Self, Error> {
-        let control_plane = ControlPlane::start().await?;
+        let options = ControlPlaneOptions {
+            apiserver_address: Some(NODE_IP.into()),
+            ..ControlPlaneOptions::default()
+        };
+        Self::start_with(options, config).await
+    }
+
+    /// [`Self::start`] with explicit control-plane options.
+    pub async fn start_with(
+        options: ControlPlaneOptions,
+        config: KubeletConfig,
+    ) -> Result<Self, Error> {
+        let control_plane = ControlPlane::start_with(options).await?;
         let config = config.api_server_url(control_plane.server_url())?;
         let kubelet = Kubelet::start(control_plane.admin_client(), config).await?;
         Ok(Self {
