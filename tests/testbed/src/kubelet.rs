@@ -38,7 +38,8 @@
 //!   overwritten and `Ready` follows them (`ReadinessGatesNotReady`).
 //! - **Deletion**: preStop (sleep, httpGet, exec), SIGTERM, probing continues, SIGKILL
 //!   at the grace period, terminal status, final delete with UID precondition.
-//! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`.
+//! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`,
+//!   kept after the pod is gone (until the state directory is removed).
 //!
 //! Not done: init containers (such pods wait with `CreateContainerConfigError`),
 //! liveness/startup probes, affinity/taints (only `nodeSelector`), resource

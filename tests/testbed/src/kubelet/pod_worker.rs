@@ -207,8 +207,12 @@ pub(crate) async fn run(
                             w.sync_probes();
                         }
                     }
-                    // Gone from the API (force-deleted) or kubelet stopping: just stop.
-                    None => return uid,
+                    // Gone from the API (force-deleted) or kubelet stopping: just
+                    // stop; dropping the worker SIGKILLs its processes.
+                    None => {
+                        w.remove_volumes();
+                        return uid;
+                    }
                 }
             }
             Some(event) = rx.recv() => w.handle(event),

@@ -92,7 +92,13 @@ impl Worker {
             Ok(_) => tracing::info!(pod = %self.name(), "deleted"),
             Err(e) => tracing::info!(pod = %self.name(), "final delete: {e}"),
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.remove_volumes();
+    }
+
+    /// Volumes go with the pod (they hold its secrets); logs stay until the
+    /// kubelet's state directory goes, for whoever debugs a failed test.
+    pub(super) fn remove_volumes(&self) {
+        let _ = std::fs::remove_dir_all(self.dir.join("volumes"));
     }
 }
 
