@@ -1,8 +1,8 @@
 //! Running one container instance as a local process.
 //!
 //! The process gets exactly the environment kubelet would give it (nothing
-//! inherited from the test), its own process group (so SIGTERM/SIGKILL reach
-//! everything it started), stdout and stderr in a per-instance log file, and
+//! inherited from the test), its own process group standing in for the
+//! container's PID namespace, stdout and stderr in a per-instance log file, and
 //! `setpriv --pdeathsig KILL`, so it dies with the thread that started it even
 //! if the kubelet is killed without running destructors.
 //!
@@ -14,6 +14,12 @@
 //! created on the host as empty directories (or empty files for a file
 //! `subPath`); the host's own contents are never changed. Without volume mounts
 //! no namespace is made.
+//!
+//! Signals follow a container runtime: SIGTERM goes to the main process only
+//! (PID 1 of a container; a supervisor such as the haptic agent decides how
+//! its children stop), SIGKILL to the whole group, and when the main process
+//! exits, whatever it left behind is SIGKILLed, as a PID namespace's teardown
+//! would.
 
 use std::collections::HashSet;
 use std::fs::OpenOptions;
@@ -22,7 +28,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
@@ -108,6 +114,11 @@ pub(crate) struct Process {
 impl Process {
     pub(crate) fn pid(&self) -> i32 {
         self.pgid
+    }
+
+    /// Signals the main process only (a container's PID 1).
+    pub(crate) fn signal_main(&self, signal: Signal) {
+        let _ = kill(Pid::from_raw(self.pgid), signal);
     }
 
     /// Signals the whole group; a group already gone is not an error.
@@ -272,6 +283,53 @@ mod tests {
         let exit = wait(child).await;
         assert_eq!(exit.code, 3);
         assert_eq!(std::fs::read_to_string(log).unwrap(), "hello world\n");
+    }
+
+    #[tokio::test]
+    async fn sigterm_reaches_the_main_process_only_and_its_exit_kills_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let marker = tmp.path().join("child-saw-term");
+        // The main process ignores nothing; its child would record a SIGTERM.
+        let script = format!(
+            "sh -c 'trap \"touch {m}\" TERM; sleep 30 & wait' & echo $! > {p}; wait",
+            m = marker.display(),
+            p = tmp.path().join("child.pid").display()
+        );
+        let launch = Launch {
+            argv: vec!["sh".into(), "-c".into(), script],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            mounts: vec![],
+            workdir: "/".into(),
+            log: tmp.path().join("log"),
+        };
+        let registry = Registry::default();
+        let (process, child) = spawn(&launch, &registry).unwrap();
+        let pid_file = tmp.path().join("child.pid");
+        while !pid_file.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let child_pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        process.signal_main(Signal::SIGTERM);
+        let exit = wait(child).await;
+        assert_eq!(exit.signal, Some(15));
+        assert!(!marker.exists(), "the child must not get the SIGTERM");
+        drop(process);
+        // Reaped by init eventually; kill(0) fails once it is gone or a zombie is reaped.
+        let mut gone = false;
+        for _ in 0..200 {
+            let status =
+                std::fs::read_to_string(format!("/proc/{child_pid}/stat")).unwrap_or_default();
+            if status.is_empty() || status.split_whitespace().nth(2) == Some("Z") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(gone, "the left-over child is killed with the main process");
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! 3. Start every container, probe them, restart exited ones per
 //!    `restartPolicy` (backoff 1 s doubling to 10 s; kubelet's is 10 s to 5 min).
 //! 4. On `deletionTimestamp`: run `preStop` hooks, SIGTERM each container's
-//!    process group, keep probing, SIGKILL whatever is left when
+//!    main process, keep probing, SIGKILL whatever is left when
 //!    `deletionGracePeriodSeconds` run out, write the terminal status, then
 //!    delete with grace 0 and the pod's UID as precondition.
 
@@ -369,7 +369,7 @@ impl Worker {
                 if slot.instance == instance
                     && let Some(p) = &slot.process
                 {
-                    p.signal(Signal::SIGTERM);
+                    p.signal_main(Signal::SIGTERM);
                 }
             }
             Event::Exited {
