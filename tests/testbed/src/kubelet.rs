@@ -41,10 +41,13 @@
 //! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`,
 //!   kept after the pod is gone (until the state directory is removed).
 //!
-//! Not done: init containers (such pods wait with `CreateContainerConfigError`),
-//! liveness/startup probes, affinity/taints (only `nodeSelector`), resource
-//! limits, Service environment variables, ConfigMap/token refresh,
-//! `kubectl logs/exec`.
+//! Init containers run in order to completion before the app containers
+//! (`initContainerStatuses`, `Initialized`/`ContainersNotInitialized`).
+//!
+//! Not done: sidecar init containers (`restartPolicy: Always`; such pods wait
+//! with `CreateContainerConfigError`), liveness/startup probes,
+//! affinity/taints (only `nodeSelector`), resource limits, Service
+//! environment variables, ConfigMap/token refresh, `kubectl logs/exec`.
 
 pub mod bed;
 pub mod container;

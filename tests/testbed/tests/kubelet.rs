@@ -624,3 +624,110 @@ fn a_second_kubelet_is_another_node_with_its_own_addresses_and_labels() -> anyho
         Ok(())
     })?
 }
+
+#[test]
+fn init_containers_run_in_order_before_the_app_and_a_failed_one_fails_the_pod() -> anyhow::Result<()>
+{
+    bed::in_pod_network(async {
+        let bed = Bed::start(config()).await?;
+        let client = bed.client();
+        namespace(&client, "init").await?;
+        let mount = json!([{"name": "work", "mountPath": "/run/haptic-test/work"}]);
+        let sh = |name: &str, script: &str| json!({"name": name, "image": "docker.io/library/busybox", "command": ["sh", "-c", script], "volumeMounts": mount});
+        let ok = create::<Pod>(
+            &client,
+            "init",
+            json!({
+                "metadata": {"name": "ok"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "volumes": [{"name": "work", "emptyDir": {}}],
+                    "initContainers": [
+                        sh("first", "echo one > /run/haptic-test/work/log"),
+                        sh("second", "echo two >> /run/haptic-test/work/log"),
+                    ],
+                    "containers": [sh("app", "cat /run/haptic-test/work/log")],
+                },
+            }),
+        )
+        .await?;
+        create::<Pod>(
+            &client,
+            "init",
+            json!({
+                "metadata": {"name": "broken"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "volumes": [{"name": "work", "emptyDir": {}}],
+                    "initContainers": [sh("fails", "exit 7")],
+                    "containers": [sh("app", "echo never")],
+                },
+            }),
+        )
+        .await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "init");
+        let phase_of = |name: &'static str, want: &'static str| {
+            let pods = pods.clone();
+            async move {
+                wait_for(&format!("pod {name} {want}"), WAIT, || async {
+                    let p = pods.get(name).await.map_err(|e| e.to_string())?;
+                    match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                        Some(phase) if phase == want => Ok(p),
+                        other => Err(format!("phase {other:?}: {:?}", p.status)),
+                    }
+                })
+                .await
+            }
+        };
+        let done = phase_of("ok", "Succeeded").await?;
+        let inits = done
+            .status
+            .as_ref()
+            .and_then(|s| s.init_container_statuses.clone())
+            .unwrap_or_default();
+        let reasons: Vec<Option<String>> = inits
+            .iter()
+            .map(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .and_then(|t| t.reason.clone())
+            })
+            .collect();
+        ensure!(
+            reasons == [Some("Completed".into()), Some("Completed".into())],
+            "{inits:?}"
+        );
+        let uid = ok.metadata.uid.unwrap_or_default();
+        let log = std::fs::read_to_string(bed.kubelet.log_path(&uid, "app", 0))?;
+        ensure!(
+            log == "one\ntwo\n",
+            "the app saw the init containers' work in order: {log:?}"
+        );
+
+        let broken = phase_of("broken", "Failed").await?;
+        let init = condition(&broken, "Initialized");
+        ensure!(
+            init == Some((
+                "False".into(),
+                "ContainersNotInitialized".into(),
+                "containers with incomplete status: [fails]".into()
+            )),
+            "{init:?}"
+        );
+        let app = broken
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        let never_started = app
+            .first()
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref());
+        ensure!(
+            never_started.and_then(|w| w.reason.as_deref()) == Some("PodInitializing"),
+            "the app container never ran: {app:?}"
+        );
+        Ok(())
+    })?
+}

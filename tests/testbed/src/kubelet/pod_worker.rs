@@ -59,6 +59,8 @@ enum Event {
 }
 
 struct Slot {
+    /// An init container: runs to completion, in order, before the app containers.
+    init: bool,
     spec: Container,
     view: ContainerView,
     launch: Option<Launch>,
@@ -131,11 +133,21 @@ pub(crate) async fn run(
     };
     let ip = lease.as_ref().map_or(shared.node_ip, |l| l.ip);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let slots = pod
+    let inits: Vec<Slot> = pod
         .spec
         .iter()
-        .flat_map(|s| s.containers.iter())
-        .map(|c| new_slot(&shared, c))
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .map(|c| new_slot(&shared, c, true, false))
+        .collect();
+    let has_init = !inits.is_empty();
+    let slots = inits
+        .into_iter()
+        .chain(
+            pod.spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .map(|c| new_slot(&shared, c, false, has_init)),
+        )
         .collect();
     let mut w = Worker {
         dir: shared.state_dir.join("pods").join(&uid),
@@ -167,9 +179,7 @@ pub(crate) async fn run(
             match w.set_up().await {
                 Ok(()) => {
                     set_up = true;
-                    for idx in 0..w.slots.len() {
-                        w.start(idx);
-                    }
+                    w.start_next();
                 }
                 Err(()) => retry_at = Instant::now() + RETRY,
             }
@@ -221,17 +231,24 @@ pub(crate) async fn run(
     }
 }
 
-fn new_slot(shared: &Shared, c: &Container) -> Slot {
+fn new_slot(shared: &Shared, c: &Container, init: bool, after_init: bool) -> Slot {
     let image = c.image.clone().unwrap_or_default();
     let image_id = shared.config.image_id(&image);
+    // kubelet's reason for app containers while init containers run.
+    let reason = if after_init {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    };
     Slot {
+        init,
         spec: c.clone(),
         view: ContainerView {
             name: c.name.clone(),
             image,
             image_id,
             container_id: None,
-            state: waiting("ContainerCreating", String::new()),
+            state: waiting(reason, String::new()),
             last_terminated: None,
             restart_count: 0,
             ready: false,
@@ -302,8 +319,8 @@ impl Worker {
                     started_at: status::now(),
                 };
                 slot.tracker = Tracker::default();
-                // No readiness probe: ready as soon as it runs.
-                slot.view.ready = slot.probe.is_none();
+                // No readiness probe: ready as soon as it runs (init containers: once done).
+                slot.view.ready = slot.probe.is_none() && !slot.init;
                 slot.process = Some(process);
                 let exit_events = events.clone();
                 self.tasks.spawn(async move {
@@ -401,12 +418,15 @@ impl Worker {
             finished_at: status::now(),
             container_id: slot.view.container_id.clone().unwrap_or_default(),
         };
+        // Init containers restart only on failure, unless the policy is Never.
         let restart = !terminating
             && match policy.as_str() {
                 "Never" => false,
                 "OnFailure" => exit.code != 0,
+                _ if slot.init => exit.code != 0,
                 _ => true,
             };
+        let init_done = slot.init && exit.code == 0;
         if restart {
             slot.view.last_terminated = Some(terminated);
             slot.view.restart_count += 1;
@@ -421,7 +441,35 @@ impl Worker {
             slot.restart_at = Some(Instant::now() + slot.backoff);
             slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
         } else {
+            slot.view.ready = init_done;
             slot.view.state = State::Terminated(terminated);
+        }
+        if init_done && !terminating {
+            self.start_next();
+        }
+    }
+
+    /// Starts the first init container that has not completed, or, once all
+    /// have, every app container (kubelet's order).
+    fn start_next(&mut self) {
+        let pending_init = self.slots.iter().position(|s| {
+            s.init && !matches!(&s.view.state, State::Terminated(t) if t.exit_code == 0)
+        });
+        match pending_init {
+            Some(idx) => {
+                let s = &self.slots[idx];
+                let failed_for_good = matches!(s.view.state, State::Terminated(_));
+                if s.process.is_none() && s.restart_at.is_none() && !failed_for_good {
+                    self.start(idx);
+                }
+            }
+            None => {
+                for idx in 0..self.slots.len() {
+                    if !self.slots[idx].init && self.slots[idx].instance == 0 {
+                        self.start(idx);
+                    }
+                }
+            }
         }
     }
 
@@ -465,7 +513,18 @@ impl Worker {
 
     fn view(&self) -> PodView {
         PodView {
-            containers: self.slots.iter().map(|s| s.view.clone()).collect(),
+            init_containers: self
+                .slots
+                .iter()
+                .filter(|s| s.init)
+                .map(|s| s.view.clone())
+                .collect(),
+            containers: self
+                .slots
+                .iter()
+                .filter(|s| !s.init)
+                .map(|s| s.view.clone())
+                .collect(),
             pod_ip: Some(self.ip),
             host_ip: self.shared.node_ip,
             start_time: self.start_time.clone(),

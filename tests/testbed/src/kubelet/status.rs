@@ -82,6 +82,7 @@ pub(crate) struct ContainerView {
 /// What the pod worker knows about the pod.
 #[derive(Clone, Debug)]
 pub(crate) struct PodView {
+    pub init_containers: Vec<ContainerView>,
     pub containers: Vec<ContainerView>,
     pub pod_ip: Option<Ipv4Addr>,
     pub host_ip: Ipv4Addr,
@@ -121,8 +122,29 @@ fn go_list(names: &[&str]) -> String {
     format!("[{}]", names.join(" "))
 }
 
+fn init_complete(c: &ContainerView) -> bool {
+    matches!(&c.state, State::Terminated(t) if t.exit_code == 0)
+}
+
+/// kubelet's `getPhase`, for regular (non-sidecar) init containers.
 pub(crate) fn phase(pod: &Pod, view: &PodView) -> Phase {
     let policy = restart_policy(pod);
+    let failed_init = view.init_containers.iter().any(|c| {
+        let exit = match (&c.state, &c.last_terminated) {
+            (State::Terminated(t), _) | (State::Waiting { .. }, Some(t)) => t.exit_code,
+            _ => 0,
+        };
+        exit != 0
+    });
+    if failed_init && policy == "Never" {
+        return Phase::Failed;
+    }
+    if !view.init_containers.iter().all(init_complete) {
+        if view.terminal {
+            return Phase::Failed;
+        }
+        return Phase::Pending;
+    }
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
     for c in &view.containers {
         match &c.state {
@@ -244,8 +266,21 @@ pub(crate) fn pod_ready(pod: &Pod, containers_ready: &Condition, phase: Phase) -
 
 /// Every owned condition, in kubelet's order.
 pub(crate) fn conditions(pod: &Pod, view: &PodView, phase: Phase) -> Vec<Condition> {
-    // No init containers run here, so nothing can be incomplete.
-    let initialized = Condition::new("Initialized", true);
+    let incomplete: Vec<&str> = view
+        .init_containers
+        .iter()
+        .filter(|c| !init_complete(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let initialized = if incomplete.is_empty() || phase == Phase::Succeeded {
+        Condition::new("Initialized", true)
+    } else {
+        let message = format!(
+            "containers with incomplete status: {}",
+            go_list(&incomplete)
+        );
+        Condition::new("Initialized", false).because("ContainersNotInitialized", Some(message))
+    };
     let cr = containers_ready(view, phase);
     let ready = pod_ready(pod, &cr, phase);
     let sandbox = view.pod_ip.is_some() && !view.terminal;
@@ -342,6 +377,10 @@ pub(crate) fn apply_body(pod: &Pod, view: &PodView, clock: &mut TransitionClock)
     }
     if let Some(g) = generation {
         status["observedGeneration"] = json!(g);
+    }
+    if !view.init_containers.is_empty() {
+        let inits: Vec<Value> = view.init_containers.iter().map(container_status).collect();
+        status["initContainerStatuses"] = json!(inits);
     }
     json!({
         "apiVersion": "v1",

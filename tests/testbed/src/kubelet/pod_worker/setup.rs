@@ -13,14 +13,13 @@ impl Worker {
     /// Volumes, environments, commands and probes for every container; on
     /// failure the containers wait with kubelet's reason and message.
     pub(super) async fn set_up(&mut self) -> Result<(), ()> {
-        let has_init = self
-            .pod
-            .spec
-            .as_ref()
-            .is_some_and(|s| s.init_containers.as_ref().is_some_and(|i| !i.is_empty()));
-        if has_init {
-            // Silently skipping them would run the app without what they prepare.
-            let message = "init containers are not supported by the test bed's process kubelet";
+        let sidecar = self
+            .slots
+            .iter()
+            .any(|s| s.init && s.spec.restart_policy.as_deref() == Some("Always"));
+        if sidecar {
+            // Run as a plain init container it would never complete: say so instead.
+            let message = "sidecar init containers (restartPolicy: Always) are not supported by the test bed's kubelet";
             for s in &mut self.slots {
                 s.view.state = waiting("CreateContainerConfigError", message.to_string());
             }

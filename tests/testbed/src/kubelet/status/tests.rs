@@ -44,6 +44,7 @@ fn exited(code: i32) -> State {
 
 fn view(a_ready: bool, b_ready: bool) -> PodView {
     PodView {
+        init_containers: Vec::new(),
         containers: vec![
             container("a", running(), a_ready),
             container("b", running(), b_ready),
@@ -154,4 +155,44 @@ fn the_apply_body_names_only_owned_conditions_and_keeps_transition_times() {
     assert_eq!(first["status"]["observedGeneration"], 3);
     let second = apply_body(&p, &view(true, true), &mut clock);
     assert_eq!(first, second, "no change, so no new transition time");
+}
+
+#[test]
+fn incomplete_init_containers_keep_the_pod_pending_and_uninitialized() {
+    let p = pod(&[], json!([]));
+    let mut v = view(false, false);
+    v.containers[0].state = State::Waiting {
+        reason: "PodInitializing".into(),
+        message: String::new(),
+    };
+    v.containers[1].state = v.containers[0].state.clone();
+    v.init_containers = vec![
+        container("setup", exited(0), true),
+        container("migrate", running(), false),
+    ];
+    assert_eq!(phase(&p, &v), Phase::Pending);
+    let conds = conditions(&p, &v, Phase::Pending);
+    let init = find(&conds, "Initialized");
+    assert_eq!(init.reason.as_deref(), Some("ContainersNotInitialized"));
+    assert_eq!(
+        init.message.as_deref(),
+        Some("containers with incomplete status: [migrate]")
+    );
+    v.init_containers[1].state = exited(0);
+    v.containers[0].state = running();
+    v.containers[1].state = running();
+    assert_eq!(phase(&p, &v), Phase::Running);
+    assert_eq!(
+        find(&conditions(&p, &v, Phase::Running), "Initialized").status,
+        "True"
+    );
+}
+
+#[test]
+fn a_failed_init_container_fails_a_never_restarting_pod() {
+    let mut p = pod(&[], json!([]));
+    p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let mut v = view(false, false);
+    v.init_containers = vec![container("setup", exited(1), false)];
+    assert_eq!(phase(&p, &v), Phase::Failed);
 }
