@@ -73,14 +73,14 @@ fn options() -> anyhow::Result<Options> {
                 config = config.program(image, Program::new(path).args(words));
             }
             "--help" | "-h" => {
-                println!(
-                    "{}",
-                    include_str!("process-kubelet.rs")
-                        .lines()
-                        .take(14)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                );
+                // The module docs are the usage text.
+                let usage: Vec<&str> = include_str!("process-kubelet.rs")
+                    .lines()
+                    .map_while(|l| l.strip_prefix("//!"))
+                    .map(|l| l.strip_prefix(' ').unwrap_or(l))
+                    .filter(|l| !l.starts_with("```"))
+                    .collect();
+                println!("{}", usage.join("\n"));
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?}; see --help"),
