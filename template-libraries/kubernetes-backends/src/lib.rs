@@ -105,8 +105,10 @@ impl Library for KubernetesBackends {
             );
         if parsed.pod_readiness_gate.enabled {
             plan = plan.watch(
+                // Only the pods of not-ready endpoints are ever read.
                 Watch::new(PODS, "v1", "Pod")
                     .parse_as::<GatePod>()
+                    .lazy()
                     .ignore_fields(POD_IGNORE_FIELDS.iter().copied()),
             );
         }

@@ -129,6 +129,7 @@ pub struct Watch {
     pub(crate) parser: Parser,
     pub(crate) type_id: TypeId,
     pub(crate) type_name: &'static str,
+    pub(crate) lazy: bool,
 }
 
 impl fmt::Debug for Watch {
@@ -141,6 +142,7 @@ impl fmt::Debug for Watch {
             .field("label_selector", &self.label_selector)
             .field("ignore_fields", &self.ignore_fields)
             .field("type", &self.type_name)
+            .field("lazy", &self.lazy)
             .finish()
     }
 }
@@ -164,6 +166,7 @@ impl Watch {
             parser: parse_as::<serde_json::Value>,
             type_id: TypeId::of::<serde_json::Value>(),
             type_name: std::any::type_name::<serde_json::Value>(),
+            lazy: false,
         }
     }
 
@@ -174,6 +177,16 @@ impl Watch {
         self.parser = parse_as::<T>;
         self.type_id = TypeId::of::<T>();
         self.type_name = std::any::type_name::<T>();
+        self
+    }
+
+    /// Parses each object on first access instead of on arrival, for a
+    /// watch whose objects are mostly never read (the pods of ready
+    /// endpoints, say). An object that then fails to parse is logged and
+    /// reads as absent, instead of failing the render.
+    #[must_use]
+    pub fn lazy(mut self) -> Self {
+        self.lazy = true;
         self
     }
 

@@ -3,12 +3,13 @@
 //! resourceVersion into the type its watch declares.
 
 use std::any::{Any, TypeId};
+use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 use std::rc::Rc;
 
-use crate::library::Watch;
+use crate::library::{Parser, Watch};
 use crate::{Error, Plan, Result, Values};
 
 /// Identifies one watched object.
@@ -59,11 +60,39 @@ pub enum IncomingChange {
     Deleted(ObjectKey),
 }
 
-/// One parsed object.
+/// One object: parsed on arrival, or for a [lazy](Watch::lazy) watch on
+/// first access.
 pub(crate) struct Stored {
     key: ObjectKey,
     resource_version: String,
-    value: Box<dyn Any>,
+    value: OnceCell<Box<dyn Any>>,
+    /// The JSON of a lazy object not parsed yet.
+    raw: RefCell<Option<String>>,
+    parser: Parser,
+    type_name: &'static str,
+}
+
+impl Stored {
+    /// The parsed object. A lazy object that does not parse is logged once
+    /// and then reads as absent.
+    fn value<T: 'static>(&self) -> Option<&T> {
+        if self.value.get().is_none() {
+            let raw = self.raw.borrow_mut().take()?;
+            match (self.parser)(&raw) {
+                Ok(value) => {
+                    let _ = self.value.set(value);
+                }
+                Err(e) => {
+                    crate::log::warn(&format!(
+                        "cannot read {} (resourceVersion {}) as {}: {e}; ignoring it",
+                        self.key, self.resource_version, self.type_name
+                    ));
+                    return None;
+                }
+            }
+        }
+        self.value.get()?.downcast_ref()
+    }
 }
 
 struct WatchStore {
@@ -138,27 +167,43 @@ impl Store {
                     if held && (self.broken.is_empty() || !self.broken.contains_key(&key)) {
                         continue;
                     }
-                    match (store.watch.parser)(&json) {
-                        Ok(value) => {
-                            if !self.broken.is_empty() {
-                                self.broken.remove(&key);
+                    if store.watch.lazy {
+                        let stored = Rc::new(Stored {
+                            key: key.clone(),
+                            resource_version,
+                            value: OnceCell::new(),
+                            raw: RefCell::new(Some(json)),
+                            parser: store.watch.parser,
+                            type_name: store.watch.type_name,
+                        });
+                        self.broken.remove(&key);
+                        (key, Some(stored))
+                    } else {
+                        match (store.watch.parser)(&json) {
+                            Ok(value) => {
+                                if !self.broken.is_empty() {
+                                    self.broken.remove(&key);
+                                }
+                                let stored = Rc::new(Stored {
+                                    key: key.clone(),
+                                    resource_version,
+                                    value: OnceCell::from(value),
+                                    raw: RefCell::new(None),
+                                    parser: store.watch.parser,
+                                    type_name: store.watch.type_name,
+                                });
+                                (key, Some(stored))
                             }
-                            let stored = Rc::new(Stored {
-                                key: key.clone(),
-                                resource_version,
-                                value,
-                            });
-                            (key, Some(stored))
-                        }
-                        Err(source) => {
-                            let error = Error::InvalidObject {
-                                key: key.clone(),
-                                resource_version,
-                                type_name: store.watch.type_name,
-                                source,
-                            };
-                            self.broken.insert(key.clone(), error.to_string());
-                            (key, None)
+                            Err(source) => {
+                                let error = Error::InvalidObject {
+                                    key: key.clone(),
+                                    resource_version,
+                                    type_name: store.watch.type_name,
+                                    source,
+                                };
+                                self.broken.insert(key.clone(), error.to_string());
+                                (key, None)
+                            }
                         }
                     }
                 }
@@ -260,6 +305,7 @@ fn same_definition(a: &Watch, b: &Watch) -> bool {
         && a.label_selector == b.label_selector
         && a.ignore_fields == b.ignore_fields
         && a.type_id == b.type_id
+        && a.lazy == b.lazy
 }
 
 /// One object as a library sees it; dereferences to the parsed value.
@@ -289,7 +335,7 @@ fn entry<T: 'static>(stored: &Stored) -> Option<Entry<'_, T>> {
     Some(Entry {
         key: &stored.key,
         resource_version: &stored.resource_version,
-        value: stored.value.downcast_ref::<T>()?,
+        value: stored.value::<T>()?,
     })
 }
 
@@ -319,12 +365,12 @@ impl Changed {
 
     /// The object before this batch (`None` if it is new).
     pub fn previous<T: 'static>(&self) -> Option<&T> {
-        self.previous.as_ref()?.value.downcast_ref()
+        self.previous.as_ref()?.value()
     }
 
     /// The object now (`None` if it was deleted).
     pub fn current<T: 'static>(&self) -> Option<&T> {
-        self.current.as_ref()?.value.downcast_ref()
+        self.current.as_ref()?.value()
     }
 
     /// True when the object no longer exists.

@@ -71,8 +71,9 @@ pub struct ReadinessGatePatches {
     status: String,
     /// Slice names per Service.
     slices_of: HashMap<Key, BTreeSet<String>>,
-    /// Slices (namespace, name) listing each pod.
-    slices_of_pod: HashMap<Key, BTreeSet<Key>>,
+    /// Slices (namespace, name) listing each pod, by pod namespace then
+    /// name (nested so a lookup by `&str` needs no allocation).
+    slices_of_pod: HashMap<String, HashMap<String, BTreeSet<Key>>>,
 }
 
 impl Library for ReadinessGatePatches {
@@ -115,51 +116,81 @@ impl Library for ReadinessGatePatches {
         if !self.enabled {
             return Ok(());
         }
-        let dirty = if ctx.is_complete() {
-            self.rebuild_index(ctx)?
-        } else {
-            self.apply_changes(ctx)?
-        };
-        for pod in dirty {
-            let Some(entry) = ctx.get::<GatePod>(PODS, &pod.0, &pod.1)? else {
-                out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", &pod.0, &pod.1);
-                continue;
-            };
-            let gated = entry.is_gated();
-            if gated && (entry.gate_is_set() || self.is_routed(ctx, &pod, &entry)?) {
-                out.status_patch_json(
-                    StatusVariant::Deployed,
-                    "v1",
-                    "Pod",
-                    &pod.0,
-                    &pod.1,
-                    self.status.clone(),
-                )?;
-            } else {
-                out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", &pod.0, &pod.1);
+        if ctx.is_complete() {
+            self.rebuild_index(ctx)?;
+            // Patches exist only for pods that exist: walk the pods, not
+            // a set of keys.
+            for pod in ctx.objects::<GatePod>(PODS)? {
+                self.evaluate(ctx, out, &pod.key.namespace, &pod.key.name, Some(pod.value))?;
             }
+            return Ok(());
+        }
+        for (namespace, name) in self.apply_changes(ctx)? {
+            let pod = ctx.get::<GatePod>(PODS, &namespace, &name)?;
+            self.evaluate(ctx, out, &namespace, &name, pod.map(|p| p.value))?;
         }
         Ok(())
     }
 }
 
 impl ReadinessGatePatches {
-    /// Rebuilds the indexes; every pod is to be evaluated.
-    fn rebuild_index(&mut self, ctx: &Context<'_>) -> Result<BTreeSet<Key>> {
+    /// Emits or withdraws the patch of one pod (`None`: the pod is gone).
+    fn evaluate(
+        &self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        namespace: &str,
+        name: &str,
+        pod: Option<&GatePod>,
+    ) -> Result<()> {
+        let patch = match pod {
+            Some(pod) => {
+                pod.is_gated()
+                    && (pod.gate_is_set() || self.is_routed(ctx, namespace, name, pod)?)
+            }
+            None => false,
+        };
+        if patch {
+            out.status_patch_json(
+                StatusVariant::Deployed,
+                "v1",
+                "Pod",
+                namespace,
+                name,
+                self.status.clone(),
+            )
+        } else {
+            out.remove_status_patch(StatusVariant::Deployed, "v1", "Pod", namespace, name);
+            Ok(())
+        }
+    }
+
+    /// Rebuilds the indexes from every slice.
+    fn rebuild_index(&mut self, ctx: &Context<'_>) -> Result<()> {
         self.slices_of.clear();
         self.slices_of_pod.clear();
         for slice in ctx.objects::<Slice>(ENDPOINT_SLICES)? {
-            self.index_slice(&slice.key.namespace, &slice.key.name, slice.value, true);
+            self.index_slice(
+                &slice.key.namespace,
+                &slice.key.name,
+                slice.value,
+                true,
+                None,
+            );
         }
-        let mut dirty: BTreeSet<Key> = self.slices_of_pod.keys().cloned().collect();
-        for pod in ctx.objects::<GatePod>(PODS)? {
-            dirty.insert((pod.key.namespace.clone(), pod.key.name.clone()));
-        }
-        Ok(dirty)
+        Ok(())
     }
 
-    /// Adds (`add`) or removes a slice from the indexes; returns its pods.
-    fn index_slice(&mut self, namespace: &str, name: &str, slice: &Slice, add: bool) -> Vec<Key> {
+    /// Adds (`add`) or removes a slice from the indexes; collects its pods
+    /// into `pods` when given.
+    fn index_slice(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        slice: &Slice,
+        add: bool,
+        mut pods: Option<&mut BTreeSet<Key>>,
+    ) {
         let slice_key = (namespace.to_owned(), name.to_owned());
         if let Some(service) = readiness::slice_service(slice) {
             let service_key = (namespace.to_owned(), service.to_owned());
@@ -175,26 +206,35 @@ impl ReadinessGatePatches {
                 }
             }
         }
-        let mut pods = Vec::new();
         for endpoint in &slice.endpoints {
             let Some((pod_ns, pod_name)) = readiness::endpoint_pod(namespace, endpoint) else {
                 continue;
             };
-            let pod = (pod_ns.to_owned(), pod_name.to_owned());
             if add {
-                self.slices_of_pod
-                    .entry(pod.clone())
-                    .or_default()
-                    .insert(slice_key.clone());
-            } else if let Some(slices) = self.slices_of_pod.get_mut(&pod) {
-                slices.remove(&slice_key);
-                if slices.is_empty() {
-                    self.slices_of_pod.remove(&pod);
+                if !self.slices_of_pod.contains_key(pod_ns) {
+                    self.slices_of_pod.insert(pod_ns.to_owned(), HashMap::new());
+                }
+                if let Some(names) = self.slices_of_pod.get_mut(pod_ns) {
+                    names
+                        .entry(pod_name.to_owned())
+                        .or_default()
+                        .insert(slice_key.clone());
+                }
+            } else if let Some(names) = self.slices_of_pod.get_mut(pod_ns) {
+                if let Some(slices) = names.get_mut(pod_name) {
+                    slices.remove(&slice_key);
+                    if slices.is_empty() {
+                        names.remove(pod_name);
+                    }
+                }
+                if names.is_empty() {
+                    self.slices_of_pod.remove(pod_ns);
                 }
             }
-            pods.push(pod);
+            if let Some(pods) = pods.as_deref_mut() {
+                pods.insert((pod_ns.to_owned(), pod_name.to_owned()));
+            }
         }
-        pods
     }
 
     /// Updates the indexes from this render's changes; returns the pods to
@@ -209,10 +249,10 @@ impl ReadinessGatePatches {
                 }
                 ENDPOINT_SLICES => {
                     if let Some(before) = change.previous::<Slice>() {
-                        dirty.extend(self.index_slice(namespace, name, before, false));
+                        self.index_slice(namespace, name, before, false, Some(&mut dirty));
                     }
                     if let Some(after) = change.current::<Slice>() {
-                        dirty.extend(self.index_slice(namespace, name, after, true));
+                        self.index_slice(namespace, name, after, true, Some(&mut dirty));
                     }
                 }
                 SERVICES => {
@@ -238,8 +278,18 @@ impl ReadinessGatePatches {
     }
 
     /// Whether `kubernetes-backends` renders an enabled server for the pod.
-    fn is_routed(&self, ctx: &Context<'_>, pod: &Key, gate_pod: &GatePod) -> Result<bool> {
-        for (slice_ns, slice_name) in self.slices_of_pod.get(pod).into_iter().flatten() {
+    fn is_routed(
+        &self,
+        ctx: &Context<'_>,
+        namespace: &str,
+        name: &str,
+        gate_pod: &GatePod,
+    ) -> Result<bool> {
+        let slices = self
+            .slices_of_pod
+            .get(namespace)
+            .and_then(|names| names.get(name));
+        for (slice_ns, slice_name) in slices.into_iter().flatten() {
             let Some(slice) = ctx.get::<Slice>(ENDPOINT_SLICES, slice_ns, slice_name)? else {
                 continue;
             };
@@ -254,8 +304,7 @@ impl ReadinessGatePatches {
             }
             let routed = slice.endpoints.iter().any(|endpoint| {
                 !endpoint.addresses.is_empty()
-                    && readiness::endpoint_pod(slice_ns, endpoint)
-                        == Some((pod.0.as_str(), pod.1.as_str()))
+                    && readiness::endpoint_pod(slice_ns, endpoint) == Some((namespace, name))
                     && readiness::is_routed(endpoint, Some(gate_pod))
             });
             if routed {

@@ -160,3 +160,41 @@ fn asking_for_another_type_than_declared_is_an_error() {
     let err = h.render().unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");
 }
+
+/// Reads `things` lazily and renders the size of `ns/a`.
+#[derive(Default)]
+struct Lazy;
+
+impl Library for Lazy {
+    fn info(&self) -> Info {
+        Info::new("lazy", "1.0.0")
+    }
+
+    fn plan(&mut self, _: &Values) -> Result<Plan> {
+        Ok(Plan::default().watch(
+            Watch::new("things", "example.com/v1", "Thing")
+                .parse_as::<Thing>()
+                .lazy(),
+        ))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let size = ctx.get::<Thing>("things", "ns", "a")?.map_or(0, |t| t.size);
+        out.file("size", size.to_string())
+    }
+}
+
+#[test]
+fn a_lazy_watch_parses_on_access_and_skips_what_does_not_parse() {
+    let mut h = Harness::<Lazy>::new(json!({})).unwrap();
+    h.apply(
+        "things",
+        &json!({"metadata": {"namespace": "ns", "name": "a"}, "size": "big"}),
+    );
+    h.apply("things", &thing("b", 1, "1"));
+    h.render().unwrap();
+    assert_eq!(h.file("size"), Some("0"), "the bad object reads as absent");
+    h.apply("things", &thing("a", 7, "2"));
+    h.render().unwrap();
+    assert_eq!(h.file("size"), Some("7"));
+}
