@@ -75,16 +75,25 @@ impl Library for MaintenanceMode {
                 continue;
             }
             let rules = ingress.spec.as_ref().and_then(|spec| spec.rules.as_ref());
-            hosts.extend(rules.into_iter().flatten().filter_map(|rule| rule.host.clone()));
+            hosts.extend(
+                rules
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|rule| rule.host.clone()),
+            );
         }
         hosts.sort();
         hosts.dedup();
         // Patterns are matched against the lowercased Host header without
         // its port: exact hosts as strings, wildcard hosts (`*.example.com`)
         // by their `.example.com` suffix.
-        let (wildcards, exact): (Vec<&String>, Vec<&String>) = hosts.iter().partition(|host| host.starts_with("*."));
+        let (wildcards, exact): (Vec<&String>, Vec<&String>) =
+            hosts.iter().partition(|host| host.starts_with("*."));
         let mut conditions = Vec::new();
-        for (file, matcher, hosts) in [(EXACT_HOSTS_FILE, "str", exact), (WILDCARD_HOSTS_FILE, "end", wildcards)] {
+        for (file, matcher, hosts) in [
+            (EXACT_HOSTS_FILE, "str", exact),
+            (WILDCARD_HOSTS_FILE, "end", wildcards),
+        ] {
             if hosts.is_empty() {
                 continue;
             }
@@ -93,7 +102,9 @@ impl Library for MaintenanceMode {
                 .map(|host| format!("{}\n", host.trim_start_matches('*').to_ascii_lowercase()))
                 .collect();
             out.file(file, patterns)?;
-            conditions.push(format!("{{ req.hdr(host),field(1,:),lower -m {matcher} -f {file} }}"));
+            conditions.push(format!(
+                "{{ req.hdr(host),field(1,:),lower -m {matcher} -f {file} }}"
+            ));
         }
         if conditions.is_empty() {
             return Ok(());
