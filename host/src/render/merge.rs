@@ -102,12 +102,16 @@ fn display_section(kind: SectionKind, name: &str) -> String {
     }
 }
 
+/// Where a snippet goes within its section: slot, priority, the position of
+/// its library in merge order, its item key.
+type SnippetOrder<'a> = (Slot, i32, usize, &'a str);
+
 /// One section and what goes into it, as collected for this merge.
 struct Gathered<'a> {
     owner: &'a Arc<str>,
     section: &'a Arc<Section>,
-    /// (slot, priority, library position, key) for ordering, then the snippet.
-    snippets: Vec<((Slot, i32, usize, &'a str), &'a Arc<Snippet>, &'a Arc<str>)>,
+    /// Each snippet with its order and library.
+    snippets: Vec<(SnippetOrder<'a>, &'a Arc<Snippet>, &'a Arc<str>)>,
 }
 
 /// The rendered text of one section and the items it was made from.
