@@ -94,6 +94,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The node's address is not local here: the kubelet runs outside the pod network.
+    #[error(
+        "the node address {ip} is not local in this network namespace ({source}); start the kubelet inside a PodNetwork (kubelet::bed::in_pod_network or PodNetwork::block_on)"
+    )]
+    NotInPodNetwork {
+        /// The node address.
+        ip: std::net::Ipv4Addr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The apiserver URL given for `KUBERNETES_SERVICE_HOST` is not `scheme://host:port`.
     #[error("apiserver URL {0:?} is not of the form https://HOST:PORT")]
     ApiServerUrl(String),
@@ -283,6 +294,11 @@ impl Kubelet {
         })?;
         let node_name = config.node_name.clone();
         let node_ip = network::node_ip(config.node_index);
+        // Pods bind addresses next to the node's; fail now rather than crash-loop every pod.
+        std::net::TcpListener::bind((node_ip, 0)).map_err(|source| Error::NotInPodNetwork {
+            ip: node_ip,
+            source,
+        })?;
         let registration = node::register(&client, &node_name, node_ip, &config.labels).await?;
         let processes = container::Registry::default();
         let shared = Arc::new(Shared {

@@ -731,3 +731,21 @@ fn init_containers_run_in_order_before_the_app_and_a_failed_one_fails_the_pod() 
         Ok(())
     })?
 }
+
+#[tokio::test]
+async fn a_kubelet_outside_the_pod_network_refuses_to_start() -> anyhow::Result<()> {
+    // Any client will do: the check comes before the first API call.
+    let config = kube::Config::new("http://127.0.0.1:1".parse()?);
+    let client = kube::Client::try_from(config)?;
+    let config = haptic_testbed::kubelet::bed::echo_config();
+    let err = haptic_testbed::kubelet::Kubelet::start(client, config)
+        .await
+        .err()
+        .context("a kubelet started outside the pod network")?;
+    ensure!(
+        err.to_string()
+            .contains("not local in this network namespace"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -19,9 +19,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions};
 use haptic_testbed::kubelet::bed::{self, NODE_NAME};
-use haptic_testbed::kubelet::{
-    ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, PodNetwork, Program, node_ip,
-};
+use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, PodNetwork, Program};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -100,11 +98,6 @@ async fn until_stopped() -> anyhow::Result<()> {
 }
 
 async fn kubelet_only(path: PathBuf, config: KubeletConfig) -> anyhow::Result<()> {
-    // Pods bind their IPs; without the pod network here every pod would fail to start.
-    let ip = node_ip(config.node_index);
-    std::net::TcpListener::bind((ip, 0)).with_context(|| {
-        format!("{ip} is not local in this network namespace; run inside the bed's namespace (nsenter -t PID -n)")
-    })?;
     let kubeconfig =
         Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;
     let client_config =
