@@ -25,8 +25,10 @@
 //!   TokenRequest-issued, pod-bound service account token), downwardAPI,
 //!   emptyDir and hostPath, bind-mounted at their `mountPath` in a private
 //!   mount namespace per container.
-//! - **Probes** ([`probe`]): readiness `httpGet`/`tcpSocket`/`exec` with
-//!   kubelet's timing and thresholds; no liveness or startup probes. Like
+//! - **Probes** ([`probe`]): readiness and liveness `httpGet`/`tcpSocket`/
+//!   `exec` with kubelet's timing and thresholds; a failed liveness probe
+//!   kills the container (SIGTERM, SIGKILL after the grace period; no preStop)
+//!   and the restart policy decides what follows. Like
 //!   kubelet, a pod sync runs an extra probe at once for a running container
 //!   not yet ready (`prober_manager.go`, `manualTriggerCh`), and a started
 //!   container causes a sync at the next PLEG relist tick (every second from
@@ -45,7 +47,7 @@
 //! (`initContainerStatuses`, `Initialized`/`ContainersNotInitialized`).
 //!
 //! Not done: sidecar init containers (`restartPolicy: Always`; such pods wait
-//! with `CreateContainerConfigError`), liveness/startup probes,
+//! with `CreateContainerConfigError`), startup probes,
 //! affinity/taints (only `nodeSelector`), resource limits, Service
 //! environment variables, ConfigMap/token refresh, `kubectl logs/exec`.
 

@@ -436,7 +436,7 @@ fn readiness_gates_hold_ready_and_a_rolling_update_waits_for_the_new_pods_gate()
 }
 
 #[test]
-fn crashing_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
+fn crashing_and_unhealthy_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
 -> anyhow::Result<()> {
     bed::in_pod_network(async {
         let bed = Bed::start(config()).await?;
@@ -468,6 +468,20 @@ fn crashing_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
         )
         .await?;
 
+        create::<Pod>(
+            &client,
+            "life",
+            json!({
+                "metadata": {"name": "unhealthy"},
+                "spec": {"containers": [{
+                    "name": "echo", "image": ECHO_IMAGE, "ports": [{"containerPort": 8080}],
+                    // Nothing listens on port 9: the probe fails, kubelet kills and restarts.
+                    "livenessProbe": {"tcpSocket": {"port": 9}, "periodSeconds": 1, "failureThreshold": 2},
+                }]},
+            }),
+        )
+        .await?;
+
         // restartPolicy Always: restarted, the exit recorded as lastState, the pod still Running.
         wait_for("the crashing container restarted", WAIT, || async {
             let p = pod_api.get("crasher").await.map_err(|e| e.to_string())?;
@@ -491,6 +505,29 @@ fn crashing_containers_restart_and_missing_config_holds_a_pod_until_it_appears()
                 _ => Err(format!("{c:?} phase {:?}", status.phase)),
             }
         })
+        .await?;
+
+        wait_for(
+            "the unhealthy container killed and restarted",
+            WAIT,
+            || async {
+                let p = pod_api.get("unhealthy").await.map_err(|e| e.to_string())?;
+                let c = p
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .next();
+                let killed = c
+                    .as_ref()
+                    .and_then(|c| c.last_state.as_ref())
+                    .and_then(|s| s.terminated.as_ref());
+                match (&c, killed) {
+                    (Some(c), Some(_)) if c.restart_count >= 1 => Ok(()),
+                    _ => Err(format!("{c:?}")),
+                }
+            },
+        )
         .await?;
 
         // A missing ConfigMap key reference: kubelet's CreateContainerConfigError, Pending.

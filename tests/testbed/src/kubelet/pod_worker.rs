@@ -51,6 +51,11 @@ enum Event {
         instance: u64,
         ok: bool,
     },
+    Live {
+        idx: usize,
+        instance: u64,
+        ok: bool,
+    },
     /// The preStop hook is done: time for SIGTERM.
     Term {
         idx: usize,
@@ -72,6 +77,10 @@ struct Slot {
     backoff: Duration,
     /// Runs the probe at once (kubelet's manual trigger).
     trigger: Option<Arc<Notify>>,
+    liveness: Option<probe::Spec>,
+    live_tracker: Tracker,
+    /// A liveness kill in progress: SIGKILL the group at this time.
+    kill_at: Option<Instant>,
 }
 
 struct Worker {
@@ -198,6 +207,7 @@ pub(crate) async fn run(
             (!set_up).then_some(retry_at),
             w.relist_at,
             w.write_retry,
+            w.slots.iter().filter_map(|s| s.kill_at).min(),
         ]
         .into_iter()
         .flatten()
@@ -273,6 +283,9 @@ fn new_slot(shared: &Shared, c: &Container, init: bool, after_init: bool) -> Slo
         restart_at: None,
         backoff: BACKOFF_START,
         trigger: None,
+        liveness: None,
+        live_tracker: Tracker::passing(),
+        kill_at: None,
     }
 }
 
@@ -350,6 +363,21 @@ impl Worker {
                         }
                     });
                 }
+                slot.live_tracker = Tracker::passing();
+                slot.kill_at = None;
+                if let Some(spec) = slot.liveness.clone() {
+                    let (env, events) = (launch.env.clone(), self.events.clone());
+                    self.tasks.spawn(async move {
+                        tokio::time::sleep(spec.initial_delay).await;
+                        loop {
+                            let ok = probe::attempt(&spec, ip, &env).await;
+                            if events.send(Event::Live { idx, instance, ok }).is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(spec.period).await;
+                        }
+                    });
+                }
                 // PLEG notices the start at its next relist, which syncs the pod.
                 let since = Instant::now().saturating_duration_since(self.shared.epoch);
                 let ticks = since.as_millis() / RELIST.as_millis() + 1;
@@ -381,6 +409,7 @@ impl Worker {
                     }
                 }
             }
+            Event::Live { idx, instance, ok } => self.liveness_result(idx, instance, ok),
             Event::Term { idx, instance } => {
                 let slot = &self.slots[idx];
                 if slot.instance == instance
@@ -405,6 +434,7 @@ impl Worker {
             return;
         }
         slot.process = None;
+        slot.kill_at = None;
         slot.view.ready = false;
         let started_at = match &slot.view.state {
             State::Running { started_at } => started_at.clone(),
@@ -473,6 +503,38 @@ impl Worker {
         }
     }
 
+    /// kubelet kills a container whose liveness probe fails (SIGTERM, then
+    /// SIGKILL after the probe's or the pod's grace period); the exit then
+    /// follows the restart policy. Liveness stops once the pod terminates.
+    fn liveness_result(&mut self, idx: usize, instance: u64, ok: bool) {
+        let pod_grace = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(30);
+        let terminating = self.terminating.is_some();
+        let name = self.name();
+        let slot = &mut self.slots[idx];
+        let Some(spec) = &slot.liveness else {
+            return;
+        };
+        if slot.instance != instance || terminating || slot.kill_at.is_some() {
+            return;
+        }
+        if !slot.live_tracker.record(spec, ok)
+            && let Some(p) = &slot.process
+        {
+            let grace = spec
+                .termination_grace
+                .unwrap_or(Duration::from_secs(pod_grace));
+            tracing::info!(pod = %name, container = %slot.view.name, "failed liveness probe, will be restarted");
+            p.signal_main(Signal::SIGTERM);
+            slot.kill_at = Some(Instant::now() + grace);
+        }
+    }
+
     /// A pod sync: kubelet probes every running, not-ready container at once.
     fn sync_probes(&self) {
         for slot in &self.slots {
@@ -487,6 +549,14 @@ impl Worker {
 
     fn on_timer(&mut self) {
         let now = Instant::now();
+        for s in &mut self.slots {
+            if s.kill_at.is_some_and(|t| t <= now) {
+                s.kill_at = None;
+                if let Some(p) = &s.process {
+                    p.signal(Signal::SIGKILL);
+                }
+            }
+        }
         if self.relist_at.is_some_and(|t| t <= now) {
             self.relist_at = None;
             self.sync_probes();

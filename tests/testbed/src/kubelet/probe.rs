@@ -1,8 +1,8 @@
-//! Readiness probes with kubelet's semantics: `httpGet` (2xx/3xx is success),
+//! Readiness and liveness probes with kubelet's semantics: `httpGet` (2xx/3xx is success),
 //! `tcpSocket` and `exec`, each attempt bounded by `timeoutSeconds`, the first
 //! after `initialDelaySeconds`, then every `periodSeconds`. The result flips
 //! only after `successThreshold` consecutive successes or `failureThreshold`
-//! consecutive failures, and starts as not ready.
+//! consecutive failures; readiness starts failing, liveness passing.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -40,6 +40,8 @@ pub(crate) struct Spec {
     pub timeout: Duration,
     pub success_threshold: u32,
     pub failure_threshold: u32,
+    /// The probe's own `terminationGracePeriodSeconds` (liveness kills).
+    pub termination_grace: Option<Duration>,
 }
 
 fn port(container: &Container, port: &IntOrString) -> Result<u16, String> {
@@ -68,6 +70,14 @@ fn count(v: Option<i32>, default: u32) -> u32 {
 /// Resolves the container's readiness probe, if any.
 pub(crate) fn readiness(container: &Container) -> Result<Option<Spec>, String> {
     let Some(p) = &container.readiness_probe else {
+        return Ok(None);
+    };
+    from_probe(container, p).map(Some)
+}
+
+/// Resolves the container's liveness probe, if any.
+pub(crate) fn liveness(container: &Container) -> Result<Option<Spec>, String> {
+    let Some(p) = &container.liveness_probe else {
         return Ok(None);
     };
     from_probe(container, p).map(Some)
@@ -119,6 +129,10 @@ fn from_probe(container: &Container, p: &Probe) -> Result<Spec, String> {
         timeout: secs(p.timeout_seconds, 1),
         success_threshold: count(p.success_threshold, 1),
         failure_threshold: count(p.failure_threshold, 3),
+        termination_grace: p
+            .termination_grace_period_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs),
     })
 }
 
@@ -170,6 +184,14 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
+    /// A liveness tracker: the container counts as alive until proven otherwise.
+    pub(crate) fn passing() -> Self {
+        Self {
+            ready: true,
+            ..Self::default()
+        }
+    }
+
     /// Records one attempt; returns the (possibly unchanged) verdict.
     pub(crate) fn record(&mut self, spec: &Spec, ok: bool) -> bool {
         if ok {
@@ -204,6 +226,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             success_threshold: success,
             failure_threshold: failure,
+            termination_grace: None,
         }
     }
 

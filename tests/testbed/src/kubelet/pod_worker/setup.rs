@@ -51,8 +51,12 @@ impl Worker {
                     failed = true;
                 }
             }
-            match probe::readiness(&self.slots[idx].spec) {
-                Ok(p) => self.slots[idx].probe = p,
+            let spec = &self.slots[idx].spec;
+            match probe::readiness(spec).and_then(|r| Ok((r, probe::liveness(spec)?))) {
+                Ok((readiness, liveness)) => {
+                    self.slots[idx].probe = readiness;
+                    self.slots[idx].liveness = liveness;
+                }
                 Err(message) => {
                     self.slots[idx].view.state = waiting("CreateContainerConfigError", message);
                     failed = true;
