@@ -31,6 +31,7 @@ use super::container::{self, Launch, Process};
 use super::probe::{self, Tracker};
 use super::status::{self, ContainerView, PodView, State, Terminated, TransitionClock};
 
+mod probing;
 mod setup;
 mod termination;
 
@@ -311,7 +312,6 @@ impl Worker {
     }
 
     fn start(&mut self, idx: usize) {
-        let ip = self.ip;
         let registry = self.shared.processes.clone();
         let events = self.events.clone();
         let slot = &mut self.slots[idx];
@@ -331,58 +331,18 @@ impl Worker {
                 slot.view.state = State::Running {
                     started_at: status::now(),
                 };
-                slot.tracker = Tracker::default();
                 // No readiness probe: ready as soon as it runs (init containers: once done).
                 slot.view.ready = slot.probe.is_none() && !slot.init;
                 slot.process = Some(process);
-                let exit_events = events.clone();
                 self.tasks.spawn(async move {
                     let exit = container::wait(child).await;
-                    let _ = exit_events.send(Event::Exited {
+                    let _ = events.send(Event::Exited {
                         idx,
                         instance,
                         exit,
                     });
                 });
-                slot.trigger = None;
-                if let Some(spec) = slot.probe.clone() {
-                    let env = launch.env.clone();
-                    let trigger = Arc::new(Notify::new());
-                    slot.trigger = Some(trigger.clone());
-                    self.tasks.spawn(async move {
-                        tokio::time::sleep(spec.initial_delay).await;
-                        loop {
-                            let ok = probe::attempt(&spec, ip, &env).await;
-                            if events.send(Event::Probed { idx, instance, ok }).is_err() {
-                                return;
-                            }
-                            tokio::select! {
-                                () = tokio::time::sleep(spec.period) => {}
-                                () = trigger.notified() => {}
-                            }
-                        }
-                    });
-                }
-                slot.live_tracker = Tracker::passing();
-                slot.kill_at = None;
-                if let Some(spec) = slot.liveness.clone() {
-                    let (env, events) = (launch.env.clone(), self.events.clone());
-                    self.tasks.spawn(async move {
-                        tokio::time::sleep(spec.initial_delay).await;
-                        loop {
-                            let ok = probe::attempt(&spec, ip, &env).await;
-                            if events.send(Event::Live { idx, instance, ok }).is_err() {
-                                return;
-                            }
-                            tokio::time::sleep(spec.period).await;
-                        }
-                    });
-                }
-                // PLEG notices the start at its next relist, which syncs the pod.
-                let since = Instant::now().saturating_duration_since(self.shared.epoch);
-                let ticks = since.as_millis() / RELIST.as_millis() + 1;
-                let tick = self.shared.epoch + RELIST * u32::try_from(ticks).unwrap_or(u32::MAX);
-                self.relist_at = Some(self.relist_at.map_or(tick, |t| t.min(tick)));
+                self.start_probes(idx, instance, &launch.env);
             }
             Err(e) => {
                 tracing::warn!("{e}");
@@ -395,20 +355,7 @@ impl Worker {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Probed { idx, instance, ok } => {
-                let slot = &mut self.slots[idx];
-                if slot.instance == instance
-                    && slot.process.is_some()
-                    && let Some(spec) = &slot.probe
-                {
-                    let before = slot.view.ready;
-                    slot.view.ready = slot.tracker.record(spec, ok);
-                    // A changed result syncs the pod (kubelet's readinessManager updates).
-                    if before != slot.view.ready {
-                        self.sync_probes();
-                    }
-                }
-            }
+            Event::Probed { idx, instance, ok } => self.readiness_result(idx, instance, ok),
             Event::Live { idx, instance, ok } => self.liveness_result(idx, instance, ok),
             Event::Term { idx, instance } => {
                 let slot = &self.slots[idx];
@@ -499,50 +446,6 @@ impl Worker {
                         self.start(idx);
                     }
                 }
-            }
-        }
-    }
-
-    /// kubelet kills a container whose liveness probe fails (SIGTERM, then
-    /// SIGKILL after the probe's or the pod's grace period); the exit then
-    /// follows the restart policy. Liveness stops once the pod terminates.
-    fn liveness_result(&mut self, idx: usize, instance: u64, ok: bool) {
-        let pod_grace = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .and_then(|s| u64::try_from(s).ok())
-            .unwrap_or(30);
-        let terminating = self.terminating.is_some();
-        let name = self.name();
-        let slot = &mut self.slots[idx];
-        let Some(spec) = &slot.liveness else {
-            return;
-        };
-        if slot.instance != instance || terminating || slot.kill_at.is_some() {
-            return;
-        }
-        if !slot.live_tracker.record(spec, ok)
-            && let Some(p) = &slot.process
-        {
-            let grace = spec
-                .termination_grace
-                .unwrap_or(Duration::from_secs(pod_grace));
-            tracing::info!(pod = %name, container = %slot.view.name, "failed liveness probe, will be restarted");
-            p.signal_main(Signal::SIGTERM);
-            slot.kill_at = Some(Instant::now() + grace);
-        }
-    }
-
-    /// A pod sync: kubelet probes every running, not-ready container at once.
-    fn sync_probes(&self) {
-        for slot in &self.slots {
-            if slot.process.is_some()
-                && !slot.view.ready
-                && let Some(t) = &slot.trigger
-            {
-                t.notify_one();
             }
         }
     }
