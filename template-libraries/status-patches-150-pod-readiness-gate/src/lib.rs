@@ -23,6 +23,7 @@
 //! the field" nor a fresh instance can take the condition away.
 
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 
 use haptic_sdk::readiness::{self, GATE_CONDITION, GatePod, POD_IGNORE_FIELDS};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, SLICE_IGNORE_FIELDS, ServicePorts, Slice};
@@ -73,7 +74,9 @@ pub struct ReadinessGatePatches {
     slices_of: HashMap<Key, BTreeSet<String>>,
     /// Slices (namespace, name) listing each pod, by pod namespace then
     /// name (nested so a lookup by `&str` needs no allocation).
-    slices_of_pod: HashMap<String, HashMap<String, BTreeSet<Key>>>,
+    /// A pod is almost always in one slice, and a slice's key is shared by
+    /// all its pods, hence a short list of shared keys.
+    slices_of_pod: HashMap<String, HashMap<String, Vec<Rc<Key>>>>,
 }
 
 impl Library for ReadinessGatePatches {
@@ -191,7 +194,7 @@ impl ReadinessGatePatches {
         add: bool,
         mut pods: Option<&mut BTreeSet<Key>>,
     ) {
-        let slice_key = (namespace.to_owned(), name.to_owned());
+        let slice_key = Rc::new((namespace.to_owned(), name.to_owned()));
         if let Some(service) = readiness::slice_service(slice) {
             let service_key = (namespace.to_owned(), service.to_owned());
             if add {
@@ -215,14 +218,17 @@ impl ReadinessGatePatches {
                     self.slices_of_pod.insert(pod_ns.to_owned(), HashMap::new());
                 }
                 if let Some(names) = self.slices_of_pod.get_mut(pod_ns) {
-                    names
-                        .entry(pod_name.to_owned())
-                        .or_default()
-                        .insert(slice_key.clone());
+                    let slices = match names.get_mut(pod_name) {
+                        Some(slices) => slices,
+                        None => names.entry(pod_name.to_owned()).or_default(),
+                    };
+                    if !slices.contains(&slice_key) {
+                        slices.push(Rc::clone(&slice_key));
+                    }
                 }
             } else if let Some(names) = self.slices_of_pod.get_mut(pod_ns) {
                 if let Some(slices) = names.get_mut(pod_name) {
-                    slices.remove(&slice_key);
+                    slices.retain(|s| *s != slice_key);
                     if slices.is_empty() {
                         names.remove(pod_name);
                     }
@@ -289,7 +295,8 @@ impl ReadinessGatePatches {
             .slices_of_pod
             .get(namespace)
             .and_then(|names| names.get(name));
-        for (slice_ns, slice_name) in slices.into_iter().flatten() {
+        for slice_key in slices.into_iter().flatten() {
+            let (slice_ns, slice_name) = (&slice_key.0, &slice_key.1);
             let Some(slice) = ctx.get::<Slice>(ENDPOINT_SLICES, slice_ns, slice_name)? else {
                 continue;
             };

@@ -182,3 +182,31 @@ fn one_change_touches_one_pod() {
     assert_eq!(delta.upserts.len(), 1);
     assert_eq!(patched(&h), ["default/web-7"]);
 }
+
+#[test]
+fn a_pod_behind_two_services_stays_routed_while_one_slice_lists_it() {
+    let mut h = Harness::<ReadinessGatePatches>::new(values(true)).unwrap();
+    h.apply(SERVICES, &service("web"));
+    h.apply(SERVICES, &service("web-canary"));
+    h.apply(
+        ENDPOINT_SLICES,
+        &slice("web-a", "web", &[("web-1", false, false)]),
+    );
+    h.apply(
+        ENDPOINT_SLICES,
+        &slice("canary-a", "web-canary", &[("web-1", false, false)]),
+    );
+    h.apply(PODS, &pod("web-1", true, true, false));
+    h.render().unwrap();
+    assert_eq!(patched(&h), ["default/web-1"]);
+    h.delete(ENDPOINT_SLICES, "default", "web-a");
+    h.render().unwrap();
+    assert_eq!(
+        patched(&h),
+        ["default/web-1"],
+        "still listed by the canary slice"
+    );
+    h.delete(ENDPOINT_SLICES, "default", "canary-a");
+    h.render().unwrap();
+    assert!(patched(&h).is_empty(), "listed by no slice: not routed");
+}
