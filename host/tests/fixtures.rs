@@ -50,6 +50,24 @@ fn bundled_library_fixtures_pass() {
 }
 
 #[test]
+fn example_library_fixtures_pass() {
+    // The example a library author copies, tested the way its README says.
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let library =
+        LibraryUnderTest::Custom(PathBuf::from(haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH));
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/maintenance-mode/fixtures");
+    let reports = fixtures::run(&runtime, &library, &dir).expect("example fixtures run");
+    assert!(reports.len() >= 2, "the example ships its fixture cases");
+    let failures: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| format!("{}: {}", r.name, r.failures.join("; ")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
 fn a_failing_expectation_is_reported() {
     // The runner must be able to fail: an expectation that cannot hold.
     let dir = tempfile::tempdir().expect("temp dir");
