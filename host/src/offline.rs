@@ -60,15 +60,14 @@ pub enum JobError {
     /// Rendering failed; `source_hint` names the manifest at fault when known.
     #[error("{error}{}", .source_hint.as_deref().map(|hint| format!(" (from {hint})")).unwrap_or_default())]
     Render {
-        #[source]
         error: RenderError,
         source_hint: Option<String>,
     },
-    /// HAProxy refused the rendered configuration.
+    /// HAProxy refused the rendered configuration; `report` holds its
+    /// messages, each with the library that wrote the line.
     #[error("HAProxy refused the rendered configuration:\n{report}")]
     Refused {
         report: String,
-        #[source]
         error: ValidationError,
     },
     /// HAProxy could not be run.

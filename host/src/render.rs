@@ -27,12 +27,12 @@ use store::ClusterStore;
 #[derive(Debug, Error)]
 pub enum RenderError {
     /// A library failed (trap, timeout, its own error, malformed output);
-    /// the message names the library.
-    #[error("{source}")]
+    /// the message names the library. Shown, not chained: its text is the
+    /// whole story.
+    #[error("{error}")]
     Library {
         library: String,
-        #[source]
-        source: Box<LibraryError>,
+        error: Box<LibraryError>,
     },
     /// A watch a library asked for cannot be evaluated.
     #[error(
@@ -52,8 +52,8 @@ impl RenderError {
     /// The library and the object it complained about, when it named one.
     pub fn object(&self) -> Option<(&str, &ObjectKey)> {
         match self {
-            Self::Library { library, source } => {
-                let key = source.guest_error()?.object.as_ref()?;
+            Self::Library { library, error } => {
+                let key = error.guest_error()?.object.as_ref()?;
                 Some((library, key))
             }
             _ => None,
@@ -316,8 +316,8 @@ impl Renderer {
 
 fn library_error(library: &str) -> impl Fn(LibraryError) -> RenderError + use<> {
     let library = library.to_owned();
-    move |source| RenderError::Library {
+    move |error| RenderError::Library {
         library: library.clone(),
-        source: Box::new(source),
+        error: Box::new(error),
     }
 }
