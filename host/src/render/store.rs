@@ -183,13 +183,18 @@ fn selects(
 }
 
 fn library_object(watch: &Watch, object: &ClusterObject) -> Object {
-    let json = if watch.ignore_fields.is_empty() {
-        object.value.to_string()
-    } else {
-        let mut trimmed = object.value.clone();
-        manifests::trim(&mut trimmed, &watch.ignore_fields);
-        trimmed.to_string()
-    };
+    let paths: Vec<&str> = watch
+        .ignore_fields
+        .iter()
+        .map(String::as_str)
+        .filter(|path| !path.is_empty())
+        .collect();
+    // Serializing a value cannot fail: its keys are strings.
+    let json = serde_json::to_string(&Trimmed {
+        value: &object.value,
+        paths: &paths,
+    })
+    .unwrap_or_default();
     Object {
         key: ObjectKey {
             watch: watch.name.clone(),
@@ -198,5 +203,108 @@ fn library_object(watch: &Watch, object: &ClusterObject) -> Object {
         },
         resource_version: object.resource_version.clone(),
         json,
+    }
+}
+
+/// Serializes a value without the fields `paths` name, with the meaning of
+/// [`manifests::trim`] (a path that is a key removes it, otherwise its first
+/// segment leads into a child; lists apply the path to every element), but
+/// without copying the object first: a full view of a large cluster trims
+/// tens of thousands of objects.
+struct Trimmed<'a> {
+    value: &'a serde_json::Value,
+    paths: &'a [&'a str],
+}
+
+impl serde::Serialize for Trimmed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+
+        if self.paths.is_empty() {
+            return self.value.serialize(serializer);
+        }
+        match self.value {
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Trimmed {
+                        value: item,
+                        paths: self.paths,
+                    })?;
+                }
+                seq.end()
+            }
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(None)?;
+                for (key, child) in fields {
+                    if self.paths.iter().any(|path| path == key) {
+                        continue;
+                    }
+                    let rest: Vec<&str> = self
+                        .paths
+                        .iter()
+                        .filter(|path| !fields.contains_key(**path))
+                        .filter_map(|path| path.split_once('.'))
+                        .filter(|(head, _)| head == key)
+                        .map(|(_, rest)| rest)
+                        .collect();
+                    map.serialize_entry(
+                        key,
+                        &Trimmed {
+                            value: child,
+                            paths: &rest,
+                        },
+                    )?;
+                }
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The serializing trim must give exactly what `manifests::trim` gives.
+    #[test]
+    fn trimmed_serialization_matches_trim() {
+        let object = json!({
+            "metadata": {
+                "name": "web-1",
+                "managedFields": [{"manager": "kubelet"}],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "yes"},
+            },
+            "spec": {
+                "containers": [{"name": "app", "env": [{"name": "A"}], "image": "x"}],
+                "readinessGates": [{"conditionType": "haproxy-haptic.org/load-balancer-ready"}],
+            },
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"},
+        });
+        let paths = [
+            "metadata.managedFields",
+            "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+            "spec.containers.env",
+            "status.podIP",
+            "no.such.field",
+        ];
+        let mut expected = object.clone();
+        let owned: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
+        manifests::trim(&mut expected, &owned);
+        let serialized = serde_json::to_string(&Trimmed {
+            value: &object,
+            paths: &paths,
+        })
+        .unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&serialized).unwrap(),
+            expected
+        );
+        assert!(!serialized.contains("managedFields"));
+        assert!(serialized.contains("\"keep\""));
     }
 }
