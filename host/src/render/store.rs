@@ -109,9 +109,10 @@ impl ClusterStore {
         let mut view = BTreeMap::new();
         for watch in watches {
             let selector = selector(library, watch)?;
+            let ignored = IgnoreTree::new(&watch.ignore_fields);
             for object in self.objects.values() {
                 if selects(watch, selector.as_ref(), object) {
-                    let object = library_object(watch, object);
+                    let object = library_object(watch, &ignored, object);
                     view.insert(object.key.clone(), object);
                 }
             }
@@ -131,6 +132,7 @@ impl ClusterStore {
         let mut changes = Vec::new();
         for watch in watches {
             let selector = selector(library, watch)?;
+            let ignored = IgnoreTree::new(&watch.ignore_fields);
             for reference in changed {
                 if reference.api_version != watch.api_version || reference.kind != watch.kind {
                     continue;
@@ -142,7 +144,7 @@ impl ClusterStore {
                 };
                 match self.objects.get(reference) {
                     Some(object) if selects(watch, selector.as_ref(), object) => {
-                        changes.push(Change::Applied(library_object(watch, object)));
+                        changes.push(Change::Applied(library_object(watch, &ignored, object)));
                     }
                     _ if seen.contains(&key) => changes.push(Change::Deleted(key)),
                     _ => {}
@@ -182,17 +184,11 @@ fn selects(
         && selector.is_none_or(|selector| selector.matches(&object.labels))
 }
 
-fn library_object(watch: &Watch, object: &ClusterObject) -> Object {
-    let paths: Vec<&str> = watch
-        .ignore_fields
-        .iter()
-        .map(String::as_str)
-        .filter(|path| !path.is_empty())
-        .collect();
+fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObject) -> Object {
     // Serializing a value cannot fail: its keys are strings.
     let json = serde_json::to_string(&Trimmed {
         value: &object.value,
-        paths: &paths,
+        ignored,
     })
     .unwrap_or_default();
     Object {
@@ -206,14 +202,47 @@ fn library_object(watch: &Watch, object: &ClusterObject) -> Object {
     }
 }
 
-/// Serializes a value without the fields `paths` name, with the meaning of
-/// [`manifests::trim`] (a path that is a key removes it, otherwise its first
-/// segment leads into a child; lists apply the path to every element), but
+/// A watch's `ignore-fields` as a tree, built once per watch: at each level
+/// the paths that may name a key whole (`kubectl.kubernetes.io/...`
+/// annotation keys contain dots) and, by first segment, the paths that lead
+/// further down.
+#[derive(Debug, Default)]
+struct IgnoreTree<'a> {
+    whole: BTreeSet<&'a str>,
+    children: BTreeMap<&'a str, IgnoreTree<'a>>,
+}
+
+impl<'a> IgnoreTree<'a> {
+    fn new(paths: &'a [String]) -> Self {
+        let mut tree = Self::default();
+        for path in paths.iter().filter(|path| !path.is_empty()) {
+            tree.insert(path);
+        }
+        tree
+    }
+
+    fn insert(&mut self, path: &'a str) {
+        self.whole.insert(path);
+        if let Some((head, rest)) = path.split_once('.') {
+            self.children.entry(head).or_default().insert(rest);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.whole.is_empty()
+    }
+}
+
+/// Serializes a value without the fields its watch ignores, with the meaning
+/// of [`manifests::trim`] (a path that is a key removes it, otherwise its
+/// first segment leads into a child; lists apply the path to every element),
 /// without copying the object first: a full view of a large cluster trims
-/// tens of thousands of objects.
+/// tens of thousands of objects. One difference: where an object has both a
+/// key equal to a whole path and the path's first segment as another key,
+/// both are trimmed.
 struct Trimmed<'a> {
     value: &'a serde_json::Value,
-    paths: &'a [&'a str],
+    ignored: &'a IgnoreTree<'a>,
 }
 
 impl serde::Serialize for Trimmed<'_> {
@@ -221,7 +250,7 @@ impl serde::Serialize for Trimmed<'_> {
         use serde::ser::{SerializeMap, SerializeSeq};
         use serde_json::Value;
 
-        if self.paths.is_empty() {
+        if self.ignored.is_empty() {
             return self.value.serialize(serializer);
         }
         match self.value {
@@ -230,7 +259,7 @@ impl serde::Serialize for Trimmed<'_> {
                 for item in items {
                     seq.serialize_element(&Trimmed {
                         value: item,
-                        paths: self.paths,
+                        ignored: self.ignored,
                     })?;
                 }
                 seq.end()
@@ -238,24 +267,19 @@ impl serde::Serialize for Trimmed<'_> {
             Value::Object(fields) => {
                 let mut map = serializer.serialize_map(None)?;
                 for (key, child) in fields {
-                    if self.paths.iter().any(|path| path == key) {
+                    if self.ignored.whole.contains(key.as_str()) {
                         continue;
                     }
-                    let rest: Vec<&str> = self
-                        .paths
-                        .iter()
-                        .filter(|path| !fields.contains_key(**path))
-                        .filter_map(|path| path.split_once('.'))
-                        .filter(|(head, _)| head == key)
-                        .map(|(_, rest)| rest)
-                        .collect();
-                    map.serialize_entry(
-                        key,
-                        &Trimmed {
-                            value: child,
-                            paths: &rest,
-                        },
-                    )?;
+                    match self.ignored.children.get(key.as_str()) {
+                        Some(ignored) => map.serialize_entry(
+                            key,
+                            &Trimmed {
+                                value: child,
+                                ignored,
+                            },
+                        )?,
+                        None => map.serialize_entry(key, child)?,
+                    }
                 }
                 map.end()
             }
@@ -297,7 +321,7 @@ mod tests {
         manifests::trim(&mut expected, &owned);
         let serialized = serde_json::to_string(&Trimmed {
             value: &object,
-            paths: &paths,
+            ignored: &IgnoreTree::new(&owned),
         })
         .unwrap();
         assert_eq!(
