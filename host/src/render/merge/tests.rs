@@ -210,59 +210,30 @@ fn cached_sections_follow_changes() {
         ),
     ]);
     let mut cache = MergeCache::default();
-    let libraries = |backends: &BTreeMap<String, Item>| {
-        merge(
-            &[
-                LibraryItems {
-                    library: &base_name,
-                    items: &base,
-                },
-                LibraryItems {
-                    library: &backends_name,
-                    items: backends,
-                },
-            ],
-            &mut MergeCache::default(),
-        )
-        .unwrap()
-    };
-    let first = merge(
-        &[
+    let merge_with = |backends: &BTreeMap<String, Item>, cache: &mut MergeCache| {
+        let libraries = [
             LibraryItems {
                 library: &base_name,
                 items: &base,
             },
             LibraryItems {
                 library: &backends_name,
-                items: &backends,
+                items: backends,
             },
-        ],
-        &mut cache,
-    )
-    .unwrap();
-    assert_eq!(first, libraries(&backends));
+        ];
+        merge(&libraries, cache).unwrap()
+    };
+    let first = merge_with(&backends, &mut cache);
+    assert_eq!(first, merge_with(&backends, &mut MergeCache::default()));
 
     backends.insert(
         "b".into(),
         section(SectionKind::Backend, "b", "server b1 127.0.0.1:2 disabled"),
     );
     backends.remove("a");
-    let second = merge(
-        &[
-            LibraryItems {
-                library: &base_name,
-                items: &base,
-            },
-            LibraryItems {
-                library: &backends_name,
-                items: &backends,
-            },
-        ],
-        &mut cache,
-    )
-    .unwrap();
+    let second = merge_with(&backends, &mut cache);
     // The cached merge equals a merge from scratch, changes included.
-    assert_eq!(second, libraries(&backends));
+    assert_eq!(second, merge_with(&backends, &mut MergeCache::default()));
     assert!(second.config.contains("server b1 127.0.0.1:2 disabled"));
     assert!(!second.config.contains("backend a"));
     assert_eq!(second.library_at_line(4), Some("backends"));
