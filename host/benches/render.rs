@@ -56,8 +56,9 @@ fn main() -> anyhow::Result<()> {
             .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
             .collect();
         let mut fresh = Renderer::new(libraries, values.library_tree(&defaults)?);
+        let changes = objects.clone();
         let started = Instant::now();
-        let rendered = fresh.render(objects.clone())?;
+        let rendered = fresh.render(changes)?;
         full.push(started.elapsed());
         if renderer.is_none() {
             println!(
