@@ -184,20 +184,46 @@ impl Renderer {
 
     /// Applies `changes` to the cluster view and renders. On error the
     /// previous good outputs are kept for the next attempt.
+    ///
+    /// Libraries are independent, so when more than one must take in the
+    /// whole view (first render, new values, recovery) they render on
+    /// threads of their own; a single change stays on this thread, where a
+    /// thread's start would cost more than it saves.
     pub fn render(&mut self, changes: Vec<ClusterChange>) -> Result<Rendered, RenderError> {
         let changed = self.cluster.apply(changes);
+        let (values, cluster) = (&self.values, &self.cluster);
+        let full_feeds = self
+            .slots
+            .iter()
+            .filter(|slot| slot.needs_full_feed())
+            .count();
+        let results: Vec<(Result<(), RenderError>, LibraryTiming)> = if full_feeds > 1 {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = self
+                    .slots
+                    .iter_mut()
+                    .map(|slot| scope.spawn(|| slot.render(values, cluster, &changed)))
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|worker| {
+                        worker
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect()
+            })
+        } else {
+            self.slots
+                .iter_mut()
+                .map(|slot| slot.render(values, cluster, &changed))
+                .collect()
+        };
+
         self.timings = RenderTimings::default();
         let mut first_error = None;
-        for index in 0..self.slots.len() {
-            let started = Instant::now();
-            let mut guest = Duration::ZERO;
-            let result = self.render_slot(index, &changed, &mut guest);
-            let slot = &mut self.slots[index];
-            self.timings.libraries.push(LibraryTiming {
-                library: slot.name().to_owned(),
-                total: started.elapsed(),
-                guest,
-            });
+        for (slot, (result, timing)) in self.slots.iter_mut().zip(results) {
+            self.timings.libraries.push(timing);
             if let Err(error) = result {
                 // The guest may hold a half-applied view; rebuild it next time.
                 slot.stale = true;
@@ -225,75 +251,100 @@ impl Renderer {
     /// Instantiates and configures every library that needs it, so their
     /// watches are known before the first objects arrive.
     pub fn prepare(&mut self) -> Result<(), RenderError> {
-        for index in 0..self.slots.len() {
-            if let Err(error) = self.prepare_slot(index) {
-                self.slots[index].stale = true;
+        for slot in &mut self.slots {
+            if let Err(error) = slot.prepare(&self.values) {
+                slot.stale = true;
                 return Err(error);
             }
         }
         Ok(())
     }
+}
 
-    fn prepare_slot(&mut self, index: usize) -> Result<(), RenderError> {
-        let slot = &mut self.slots[index];
-        if !slot.stale
-            && slot
+impl LibrarySlot {
+    /// Whether the next render must hand this library the whole view.
+    fn needs_full_feed(&self) -> bool {
+        self.stale
+            || !self.fed
+            || self
+                .instance
+                .as_ref()
+                .is_none_or(LibraryInstance::is_poisoned)
+    }
+
+    fn prepare(&mut self, values: &serde_json::Value) -> Result<(), RenderError> {
+        if !self.stale
+            && self
                 .instance
                 .as_ref()
                 .is_some_and(|instance| !instance.is_poisoned())
         {
             return Ok(());
         }
-        let fail = library_error(slot.name());
-        let mut instance = slot.library.instantiate().map_err(&fail)?;
-        slot.plan = instance.configure(&self.values).map_err(&fail)?;
-        slot.instance = Some(instance);
-        slot.stale = false;
-        slot.fed = false;
+        let fail = library_error(self.name());
+        let mut instance = self.library.instantiate().map_err(&fail)?;
+        self.plan = instance.configure(values).map_err(&fail)?;
+        self.instance = Some(instance);
+        self.stale = false;
+        self.fed = false;
         Ok(())
     }
 
-    fn render_slot(
+    /// Renders this library's share, timing it.
+    fn render(
         &mut self,
-        index: usize,
+        values: &serde_json::Value,
+        cluster: &ClusterStore,
+        changed: &BTreeSet<ObjectRef>,
+    ) -> (Result<(), RenderError>, LibraryTiming) {
+        let started = Instant::now();
+        let mut guest = Duration::ZERO;
+        let result = self.render_timed(values, cluster, changed, &mut guest);
+        let timing = LibraryTiming {
+            library: self.name().to_owned(),
+            total: started.elapsed(),
+            guest,
+        };
+        (result, timing)
+    }
+
+    fn render_timed(
+        &mut self,
+        values: &serde_json::Value,
+        cluster: &ClusterStore,
         changed: &BTreeSet<ObjectRef>,
         guest: &mut Duration,
     ) -> Result<(), RenderError> {
         let started = Instant::now();
-        self.prepare_slot(index)?;
+        self.prepare(values)?;
         *guest += started.elapsed();
-        let slot = &mut self.slots[index];
-        let library_name = slot.name().to_owned();
+        let library_name = self.name().to_owned();
 
-        let changes = if slot.fed {
-            let changes = self.cluster.changes_for(
-                &library_name,
-                &slot.plan.watches,
-                changed,
-                &slot.objects,
-            )?;
-            if changes.is_empty() && !slot.items.is_empty() {
+        let changes = if self.fed {
+            let changes =
+                cluster.changes_for(&library_name, &self.plan.watches, changed, &self.objects)?;
+            if changes.is_empty() && !self.items.is_empty() {
                 return Ok(());
             }
             for change in &changes {
                 match change {
                     Change::Applied(object) => {
-                        slot.objects.insert(object.key.clone());
+                        self.objects.insert(object.key.clone());
                     }
                     Change::Deleted(key) => {
-                        slot.objects.remove(key);
+                        self.objects.remove(key);
                     }
                 }
             }
             changes
         } else {
             // A fresh instance sees the whole view at once.
-            let view = self.cluster.view(&library_name, &slot.plan.watches)?;
-            slot.objects = view.keys().cloned().collect();
+            let view = cluster.view(&library_name, &self.plan.watches)?;
+            self.objects = view.keys().cloned().collect();
             view.into_values().map(Change::Applied).collect()
         };
 
-        let Some(instance) = slot.instance.as_mut() else {
+        let Some(instance) = self.instance.as_mut() else {
             return Ok(());
         };
         let started = Instant::now();
@@ -302,14 +353,14 @@ impl Renderer {
             .map_err(library_error(&library_name));
         *guest += started.elapsed();
         let output = output?;
-        slot.fed = true;
+        self.fed = true;
         if output.complete {
-            slot.items.clear();
+            self.items.clear();
         }
         for key in output.removals {
-            slot.items.remove(&key);
+            self.items.remove(&key);
         }
-        slot.items.extend(output.upserts);
+        self.items.extend(output.upserts);
         Ok(())
     }
 }
