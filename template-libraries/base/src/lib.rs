@@ -32,7 +32,10 @@ pub const NOT_FOUND_BACKEND: &str = "haptic.not-found";
 pub fn defaults() -> serde_json::Value {
     serde_json::json!({
         "global": {
-            "maxconn": 20000,
+            // Unset: HAProxy sizes maxconn from the file-descriptor limit it
+            // finds. A fixed value above what the pod's limit allows makes
+            // HAProxy refuse to start ("Cannot raise FD limit").
+            "maxconn": null,
             "log": "stdout format raw local0",
             "hardStopAfter": "30s",
             "extraLines": []
@@ -71,7 +74,7 @@ struct BaseValues {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GlobalValues {
-    maxconn: u32,
+    maxconn: Option<u32>,
     log: String,
     hard_stop_after: String,
     extra_lines: Vec<String>,
@@ -193,7 +196,9 @@ impl Library for Base {
 
 fn global(v: &GlobalValues) -> String {
     let mut body = String::from("    default-path config\n");
-    let _ = writeln!(body, "    maxconn {}", v.maxconn);
+    if let Some(maxconn) = v.maxconn {
+        let _ = writeln!(body, "    maxconn {maxconn}");
+    }
     if !v.log.is_empty() {
         let _ = writeln!(body, "    log {}", v.log);
     }
