@@ -51,7 +51,7 @@ fn main() -> anyhow::Result<()> {
     let mut renderer = None;
     for round in 0..5 {
         // One renderer alive at a time, so the memory figures mean one.
-        renderer = None;
+        drop(renderer.take());
         let libraries = runtime.load_bundled()?;
         let defaults: Vec<_> = libraries
             .iter()
