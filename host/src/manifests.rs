@@ -336,44 +336,34 @@ fn watch_selector(watch: &Watch) -> Result<LabelSelector, ManifestError> {
 }
 
 fn matches_parsed(watch: &Watch, selector: &LabelSelector, m: &Manifest) -> bool {
-    m.api_version == watch.api_version
-        && m.kind == watch.kind
+    watch_selects(
+        watch,
+        selector,
+        &m.api_version,
+        &m.kind,
+        &m.namespace,
+        &m.labels(),
+    )
+}
+
+/// The one rule for which objects a watch asks for, shared by manifests and
+/// the render pipeline's store: same apiVersion and kind, the watch's
+/// namespace (none or empty means all), and its label selector.
+pub fn watch_selects(
+    watch: &Watch,
+    selector: &LabelSelector,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    labels: &impl Labels,
+) -> bool {
+    api_version == watch.api_version
+        && kind == watch.kind
         && watch
             .namespace
             .as_deref()
-            .is_none_or(|ns| ns.is_empty() || ns == m.namespace)
-        && selector.matches(&m.labels())
-}
-
-/// Removes the fields named by dotted paths (`metadata.managedFields`,
-/// `spec.containers`). Where a path meets a list, the rest of the path
-/// applies to every element (`spec.containers.env` drops each container's
-/// env). The last segment may itself contain dots, so annotation keys work:
-/// `metadata.annotations.kubectl.kubernetes.io/last-applied-configuration`.
-/// Paths that lead nowhere are ignored.
-pub fn trim(object: &mut Value, ignore_fields: &[String]) {
-    for path in ignore_fields {
-        if !path.is_empty() {
-            remove_path(object, path);
-        }
-    }
-}
-
-fn remove_path(value: &mut Value, path: &str) {
-    match value {
-        Value::Array(items) => items.iter_mut().for_each(|item| remove_path(item, path)),
-        Value::Object(fields) => {
-            if fields.remove(path).is_some() {
-                return;
-            }
-            if let Some((head, rest)) = path.split_once('.')
-                && let Some(child) = fields.get_mut(head)
-            {
-                remove_path(child, rest);
-            }
-        }
-        _ => {}
-    }
+            .is_none_or(|ns| ns.is_empty() || ns == namespace)
+        && selector.matches(labels)
 }
 
 fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {

@@ -337,31 +337,3 @@ fn bad_label_selectors_are_refused_with_a_reason() {
     let error = LabelSelector::parse("app in ()").expect_err("empty set");
     assert!(error.contains("at least one value"), "{error}");
 }
-
-#[test]
-fn trim_removes_paths_through_maps_lists_and_dotted_keys() {
-    let mut pod = json!({
-        "metadata": {"name": "p", "managedFields": [{}], "annotations": {
-            "kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "1"}},
-        "spec": {"containers": [{"name": "a", "env": [1]}, {"name": "b", "env": [2]}], "nodeName": "n"},
-    });
-    trim(
-        &mut pod,
-        &[
-            "metadata.managedFields".into(),
-            "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration".into(),
-            "spec.containers.env".into(),
-            "status.nothing".into(),
-            String::new(),
-        ],
-    );
-    assert_eq!(
-        pod,
-        json!({
-            "metadata": {"name": "p", "annotations": {"keep": "1"}},
-            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n"},
-        })
-    );
-    trim(&mut pod, &["spec".into()]);
-    assert!(pod.get("spec").is_none());
-}

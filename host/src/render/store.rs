@@ -111,7 +111,7 @@ impl ClusterStore {
             let selector = selector(library, watch)?;
             let ignored = IgnoreTree::new(&watch.ignore_fields);
             for object in self.objects.values() {
-                if selects(watch, selector.as_ref(), object) {
+                if selects(watch, &selector, object) {
                     let object = library_object(watch, &ignored, object);
                     view.insert(object.key.clone(), object);
                 }
@@ -143,7 +143,7 @@ impl ClusterStore {
                     name: reference.name.clone(),
                 };
                 match self.objects.get(reference) {
-                    Some(object) if selects(watch, selector.as_ref(), object) => {
+                    Some(object) if selects(watch, &selector, object) => {
                         changes.push(Change::Applied(library_object(watch, &ignored, object)));
                     }
                     _ if seen.contains(&key) => changes.push(Change::Deleted(key)),
@@ -155,33 +155,25 @@ impl ClusterStore {
     }
 }
 
-fn selector(library: &str, watch: &Watch) -> Result<Option<manifests::LabelSelector>, RenderError> {
-    watch
-        .label_selector
-        .as_deref()
-        .filter(|selector| !selector.trim().is_empty())
-        .map(manifests::LabelSelector::parse)
-        .transpose()
-        .map_err(|message| RenderError::BadWatch {
-            library: library.to_owned(),
-            watch: watch.name.clone(),
-            message,
-        })
+fn selector(library: &str, watch: &Watch) -> Result<manifests::LabelSelector, RenderError> {
+    let text = watch.label_selector.as_deref().unwrap_or_default();
+    manifests::LabelSelector::parse(text).map_err(|message| RenderError::BadWatch {
+        library: library.to_owned(),
+        watch: watch.name.clone(),
+        message,
+    })
 }
 
-fn selects(
-    watch: &Watch,
-    selector: Option<&manifests::LabelSelector>,
-    object: &ClusterObject,
-) -> bool {
+fn selects(watch: &Watch, selector: &manifests::LabelSelector, object: &ClusterObject) -> bool {
     let reference = &object.reference;
-    reference.api_version == watch.api_version
-        && reference.kind == watch.kind
-        && watch
-            .namespace
-            .as_deref()
-            .is_none_or(|namespace| namespace == reference.namespace)
-        && selector.is_none_or(|selector| selector.matches(&object.labels))
+    manifests::watch_selects(
+        watch,
+        selector,
+        &reference.api_version,
+        &reference.kind,
+        &reference.namespace,
+        &object.labels,
+    )
 }
 
 fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObject) -> Object {
@@ -233,13 +225,12 @@ impl<'a> IgnoreTree<'a> {
     }
 }
 
-/// Serializes a value without the fields its watch ignores, with the meaning
-/// of [`manifests::trim`] (a path that is a key removes it, otherwise its
-/// first segment leads into a child; lists apply the path to every element),
+/// Serializes a value without the fields its watch ignores (`ignore-fields`:
+/// dotted paths such as `metadata.managedFields`; where a path meets a list
+/// the rest applies to every element; a path that is a whole key removes it,
+/// so annotation keys with dots work; paths that lead nowhere are ignored),
 /// without copying the object first: a full view of a large cluster trims
-/// tens of thousands of objects. One difference: where an object has both a
-/// key equal to a whole path and the path's first segment as another key,
-/// both are trimmed.
+/// tens of thousands of objects.
 struct Trimmed<'a> {
     value: &'a serde_json::Value,
     ignored: &'a IgnoreTree<'a>,
@@ -294,41 +285,65 @@ mod tests {
 
     use super::*;
 
-    /// The serializing trim must give exactly what `manifests::trim` gives.
-    #[test]
-    fn trimmed_serialization_matches_trim() {
-        let object = json!({
-            "metadata": {
-                "name": "web-1",
-                "managedFields": [{"manager": "kubelet"}],
-                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "yes"},
-            },
-            "spec": {
-                "containers": [{"name": "app", "env": [{"name": "A"}], "image": "x"}],
-                "readinessGates": [{"conditionType": "haproxy-haptic.org/load-balancer-ready"}],
-            },
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"},
-        });
-        let paths = [
-            "metadata.managedFields",
-            "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
-            "spec.containers.env",
-            "status.podIP",
-            "no.such.field",
-        ];
-        let mut expected = object.clone();
-        let owned: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
-        manifests::trim(&mut expected, &owned);
-        let serialized = serde_json::to_string(&Trimmed {
-            value: &object,
-            ignored: &IgnoreTree::new(&owned),
+    fn trimmed(value: &serde_json::Value, paths: &[&str]) -> serde_json::Value {
+        let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
+        let json = serde_json::to_string(&Trimmed {
+            value,
+            ignored: &IgnoreTree::new(&paths),
         })
         .unwrap();
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&serialized).unwrap(),
-            expected
+        serde_json::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn trim_removes_paths_through_maps_lists_and_dotted_keys() {
+        let pod = json!({
+            "metadata": {"name": "p", "managedFields": [{}], "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "1"}},
+            "spec": {"containers": [{"name": "a", "env": [1]}, {"name": "b", "env": [2]}], "nodeName": "n"},
+        });
+        let pod = trimmed(
+            &pod,
+            &[
+                "metadata.managedFields",
+                "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+                "spec.containers.env",
+                "status.nothing",
+                "",
+            ],
         );
-        assert!(!serialized.contains("managedFields"));
-        assert!(serialized.contains("\"keep\""));
+        assert_eq!(
+            pod,
+            json!({
+                "metadata": {"name": "p", "annotations": {"keep": "1"}},
+                "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n"},
+            })
+        );
+        assert!(trimmed(&pod, &["spec"]).get("spec").is_none());
+        assert_eq!(trimmed(&pod, &[]), pod);
+    }
+
+    /// A watch namespace of "" means every namespace, as in manifests.
+    #[test]
+    fn empty_watch_namespace_selects_every_namespace() {
+        let watch = Watch {
+            name: "services".into(),
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: Some(String::new()),
+            label_selector: Some("app=web".into()),
+            ignore_fields: Vec::new(),
+        };
+        let object = ClusterObject::from_value(
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": "shop", "name": "web", "labels": {"app": "web"}}}),
+        )
+        .unwrap();
+        let web = selector("lib", &watch).unwrap();
+        assert!(selects(&watch, &web, &object));
+        let other = Watch {
+            label_selector: Some("app=api".into()),
+            ..watch
+        };
+        assert!(!selects(&other, &selector("lib", &other).unwrap(), &object));
     }
 }
