@@ -13,7 +13,10 @@
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
+//! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
+//!   bundles, reports what every worker runs.
 
+pub mod agent;
 pub mod fixtures;
 pub mod library;
 pub mod manifests;

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
+use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server, tls};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::offline::{self, Job};
+use haptic::validate::Validator;
 use haptic::values::Values;
 
 #[derive(Debug, Parser)]
@@ -45,6 +47,20 @@ enum Command {
         #[arg(long)]
         no_validate: bool,
     },
+    /// Serve the agent API beside HAProxy in a proxy pod: apply bundles from
+    /// the controller (runtime commands or a reload), report what every live
+    /// worker runs. HAProxy itself is started by `haptic haproxy`.
+    Agent(AgentArgs),
+    /// HAProxy's container entry point: prepare the configuration directory
+    /// (the last applied bundle, or a bootstrap one), then exec HAProxy in
+    /// master-worker mode with its master socket.
+    Haproxy {
+        #[command(flatten)]
+        paths: ProxyPaths,
+        /// Extra arguments passed to haproxy as they are.
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
     /// Run a template library's fixture tests.
     Test {
         /// A bundled library's name (e.g. `kubernetes-backends`) or the path of a .wasm component.
@@ -53,6 +69,83 @@ enum Command {
         #[arg(long)]
         fixtures: Option<PathBuf>,
     },
+}
+
+/// The paths HAProxy and the agent share (one emptyDir in a pod).
+#[derive(Debug, clap::Args)]
+struct ProxyPaths {
+    /// The configuration directory: bundles, `current/haproxy.cfg`, the agent's state.
+    #[arg(
+        long,
+        env = "HAPTIC_CONFIG_DIR",
+        default_value = "/var/lib/haptic/haproxy"
+    )]
+    config_dir: PathBuf,
+    /// HAProxy's master CLI socket (default: `<config-dir>/master.sock`).
+    #[arg(long, env = "HAPTIC_MASTER_SOCKET")]
+    master_socket: Option<PathBuf>,
+    /// The worker's admin stats socket the agent writes into every
+    /// configuration (default: `<config-dir>/worker.sock`).
+    #[arg(long, env = "HAPTIC_WORKER_SOCKET")]
+    worker_socket: Option<PathBuf>,
+    /// The haproxy binary (default: `$HAPTIC_HAPROXY`, else `haproxy` on PATH or in /usr/sbin).
+    #[arg(long)]
+    haproxy: Option<PathBuf>,
+}
+
+impl ProxyPaths {
+    fn master_socket(&self) -> PathBuf {
+        self.master_socket
+            .clone()
+            .unwrap_or_else(|| agent::default_master_socket(&self.config_dir))
+    }
+
+    fn worker_socket(&self) -> PathBuf {
+        self.worker_socket
+            .clone()
+            .unwrap_or_else(|| agent::default_worker_socket(&self.config_dir))
+    }
+
+    fn config_dir(&self) -> ConfigDir {
+        ConfigDir::new(self.config_dir.clone(), self.worker_socket())
+    }
+
+    fn validator(&self) -> Result<Validator> {
+        Ok(match &self.haproxy {
+            Some(binary) => Validator::new(binary.clone()),
+            None => Validator::from_env()?,
+        })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct AgentArgs {
+    #[command(flatten)]
+    paths: ProxyPaths,
+    /// Address of the API (`/v1/state`, `/v1/apply`, `/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, env = "HAPTIC_AGENT_LISTEN", default_value = "0.0.0.0:8450")]
+    listen: std::net::SocketAddr,
+    /// File holding the bearer token the controller must send (re-read when it changes).
+    #[arg(long, env = "HAPTIC_AGENT_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// PEM certificate to serve the API over TLS with.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// PEM CA: clients of /v1 must present a certificate it signed (mutual TLS).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// How long a reload may take to bring up a worker on the new bundle.
+    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    reload_timeout: u64,
+    /// Largest bundle taken (configuration plus files, bytes).
+    #[arg(long, default_value_t = agent::Limits::default().max_bundle_bytes)]
+    max_bundle_bytes: usize,
+    /// Most auxiliary files in one bundle.
+    #[arg(long, default_value_t = agent::Limits::default().max_files)]
+    max_files: usize,
 }
 
 fn main() -> ExitCode {
@@ -133,6 +226,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Agent(args) => run_agent(args),
+        Command::Haproxy { paths, extra } => {
+            let binary = paths.validator()?.binary;
+            let error = agent::launch::exec_haproxy(
+                &binary,
+                &paths.config_dir(),
+                &paths.master_socket(),
+                &extra,
+            );
+            Err(anyhow::Error::new(error))
+        }
         Command::Test {
             library,
             fixtures: dir,
@@ -170,5 +274,65 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+    }
+}
+
+fn run_agent(args: AgentArgs) -> Result<ExitCode> {
+    let paths = &args.paths;
+    let dir = paths.config_dir();
+    let applier = agent::Applier::new(
+        Haproxy {
+            master_socket: paths.master_socket(),
+            worker_socket: paths.worker_socket(),
+        },
+        dir,
+        paths.validator()?,
+        agent::Limits {
+            max_bundle_bytes: args.max_bundle_bytes,
+            max_files: args.max_files,
+        },
+        std::time::Duration::from_secs(args.reload_timeout),
+    )
+    .context("starting the agent")?;
+    let config = server::ServerConfig {
+        listen: args.listen,
+        token_file: args.token_file,
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::ServerTls {
+                cert,
+                key,
+                client_ca: args.tls_client_ca,
+            }),
+            _ => None,
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the agent's runtime")?;
+    runtime.block_on(async {
+        let serving = server::serve(std::sync::Arc::new(applier), config);
+        tokio::select! {
+            result = serving => result.context("serving the agent API"),
+            _ = shutdown_signal() => Ok(()),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or Ctrl-C. The agent holds nothing that needs flushing: every
+/// apply is on disk before it is answered, and HAProxy is not its child.
+async fn shutdown_signal() {
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match terminate.as_mut() {
+                Some(signal) => { signal.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
     }
 }

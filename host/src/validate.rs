@@ -165,7 +165,13 @@ impl Validator {
         for (relative, (_, content)) in checked.iter().zip(files) {
             write(&dir.path().join(relative), content)?;
         }
-        let (success, output) = self.run(&["-c", "-f", CONFIG_FILE], dir.path())?;
+        self.check_dir(dir.path(), CONFIG_FILE)
+    }
+
+    /// Runs `haproxy -c -f <config>` in `dir`, where the configuration and
+    /// its files already are (the agent validates a staged bundle in place).
+    pub fn check_dir(&self, dir: &Path, config: &str) -> Result<Validation, ValidationError> {
+        let (success, output) = self.run(&["-c", "-f", config], dir)?;
         let messages = output::parse(&output);
         if success {
             Ok(Validation {
@@ -264,7 +270,7 @@ fn find_on_path() -> Option<PathBuf> {
 
 /// Normalised relative paths for `files`, refusing any that would leave the
 /// directory, overwrite the configuration or another file.
-fn check_paths(files: &[(String, String)]) -> Result<Vec<PathBuf>, ValidationError> {
+pub fn check_paths(files: &[(String, String)]) -> Result<Vec<PathBuf>, ValidationError> {
     let mut seen = HashSet::new();
     let mut checked = Vec::with_capacity(files.len());
     for (path, _) in files {

@@ -1,0 +1,635 @@
+//! Applying bundles to the local HAProxy and reporting what its workers run.
+//!
+//! One apply at a time (a lock held for the whole apply): a second request
+//! waits, then is judged against what the first left, so a request carrying
+//! a token older than the one just applied is refused rather than undoing it.
+//!
+//! What a worker runs is learned from HAProxy: its `description` (the id of
+//! the file it started from), plus the runtime changes this agent applied
+//! to that very process, remembered on disk so an agent restart keeps them.
+
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use tokio::sync::Mutex;
+use tracing::Instrument as _;
+
+use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
+use super::haproxy::{CliError, Haproxy, RuntimeError};
+use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, ResultLabel, RoleLabels};
+use super::plan::{Plan, plan};
+use super::wire::{
+    ApplyMode, ApplyRequest, ApplyResponse, Bundle, FencingToken, PodState, WorkerRole, WorkerState,
+};
+use crate::validate::{self, CONFIG_FILE, ValidationError, Validator};
+
+/// Limits on what one apply may carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Configuration plus file contents, in bytes.
+    pub max_bundle_bytes: usize,
+    pub max_files: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bundle_bytes: 64 * 1024 * 1024,
+            max_files: 10_000,
+        }
+    }
+}
+
+/// Why an apply was refused or failed. In every case but
+/// [`ApplyError::ReloadFailed`] nothing changed; after a failed reload the
+/// previous worker keeps serving and the last good files are back on disk.
+#[derive(Debug, Error)]
+pub enum ApplyError {
+    /// The id is not the content's hash.
+    #[error(
+        "bundle id {claimed} does not match its content (sha256 of it is {computed}); the bundle was altered or built wrongly"
+    )]
+    BadId { claimed: String, computed: String },
+    /// A file path leaves the configuration directory or clashes.
+    #[error("{0}")]
+    BadPath(String),
+    /// The bundle is larger than this agent takes.
+    #[error(
+        "bundle has {actual} {what}, more than the {limit} this agent takes (raise --max-bundle-bytes / --max-files if this is intended)"
+    )]
+    TooLarge {
+        what: &'static str,
+        actual: usize,
+        limit: usize,
+    },
+    /// The bundle sets what the agent owns.
+    #[error("{0}")]
+    Reserved(String),
+    /// The token is older than the newest accepted: a deposed leader.
+    #[error(
+        "fencing token {offered} is older than {newest}, the newest this agent accepted; a newer leader has taken over"
+    )]
+    StaleToken {
+        offered: FencingToken,
+        newest: FencingToken,
+    },
+    /// The newest token came again with other content.
+    #[error(
+        "fencing token {token} was already used for bundle {applied}; every render needs a new sequence number"
+    )]
+    TokenReused {
+        token: FencingToken,
+        applied: String,
+    },
+    /// `haproxy -c` refused the bundle.
+    #[error("HAProxy refused the bundle; the running configuration keeps serving:\n{0}")]
+    Refused(String),
+    /// The master did not start a worker from the new files.
+    #[error("{0}")]
+    ReloadFailed(String),
+    /// HAProxy's sockets could not be used.
+    #[error(transparent)]
+    Haproxy(#[from] CliError),
+    /// haproxy could not be run for validation.
+    #[error(transparent)]
+    Validator(ValidationError),
+    /// The configuration directory could not be written.
+    #[error("writing the configuration directory {dir}: {source}")]
+    Disk {
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ApplyError {
+    /// The stable code of the error body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApplyError::BadId { .. } => "bad-id",
+            ApplyError::BadPath(_) => "bad-path",
+            ApplyError::TooLarge { .. } => "too-large",
+            ApplyError::Reserved(_) => "bad-request",
+            ApplyError::StaleToken { .. } | ApplyError::TokenReused { .. } => "stale-token",
+            ApplyError::Refused(_) => "refused",
+            ApplyError::ReloadFailed(_) => "reload-failed",
+            ApplyError::Haproxy(_) => "haproxy-unavailable",
+            ApplyError::Validator(_) | ApplyError::Disk { .. } => "internal",
+        }
+    }
+}
+
+/// The agent's core: the local HAProxy, its directory, its state.
+#[derive(Debug)]
+pub struct Applier {
+    haproxy: Haproxy,
+    dir: ConfigDir,
+    validator: Validator,
+    limits: Limits,
+    reload_timeout: Duration,
+    haproxy_version: String,
+    /// Held for a whole apply, and the state it guards with it.
+    state: Mutex<AgentState>,
+    pub metrics: Metrics,
+}
+
+/// What the workers run right now.
+struct Observed {
+    state: PodState,
+    reloads_failed: u64,
+}
+
+impl Applier {
+    pub fn new(
+        haproxy: Haproxy,
+        dir: ConfigDir,
+        validator: Validator,
+        limits: Limits,
+        reload_timeout: Duration,
+    ) -> Result<Self, ApplyError> {
+        let haproxy_version = validator.version().map_err(ApplyError::Validator)?;
+        let state = dir
+            .load_state()
+            .map_err(|source| disk_error(&dir, source))?;
+        Ok(Self {
+            haproxy,
+            dir,
+            validator,
+            limits,
+            reload_timeout,
+            haproxy_version,
+            state: Mutex::new(state),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// The pod's state, learned from HAProxy.
+    pub async fn state(&self) -> Result<PodState, ApplyError> {
+        let state = self.state.lock().await;
+        Ok(self.observe(&state).await?.state)
+    }
+
+    /// Waits until every live worker runs `id` or `timeout` passes, and
+    /// returns the state then (the caller reads `converged`).
+    pub async fn wait_converged(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<PodState, ApplyError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = self.state().await?;
+            if state.converged.as_deref() == Some(id) || Instant::now() >= deadline {
+                return Ok(state);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Ready once the current worker runs a bundle (not the bootstrap).
+    pub async fn ready(&self) -> bool {
+        self.state().await.is_ok_and(|state| {
+            state
+                .current_worker()
+                .is_some_and(|w| w.config_id != BOOTSTRAP_ID)
+        })
+    }
+
+    /// Checks and applies `request`; see the module docs.
+    pub async fn apply(&self, request: ApplyRequest) -> Result<ApplyResponse, ApplyError> {
+        let started = Instant::now();
+        let span =
+            tracing::info_span!("apply", bundle = %request.bundle.id, token = %request.token);
+        let result = self.apply_inner(request).instrument(span).await;
+        match &result {
+            Ok(response) => {
+                self.metrics
+                    .applies
+                    .get_or_create(&ApplyLabels {
+                        mode: response.mode.into(),
+                        result: ResultLabel::Applied,
+                    })
+                    .inc();
+                self.metrics
+                    .apply_seconds
+                    .get_or_create(&ModeLabels {
+                        mode: response.mode.into(),
+                    })
+                    .observe(started.elapsed().as_secs_f64());
+            }
+            Err(
+                error @ (ApplyError::ReloadFailed(_)
+                | ApplyError::Haproxy(_)
+                | ApplyError::Disk { .. }
+                | ApplyError::Validator(_)),
+            ) => {
+                tracing::warn!(error = %error, "apply failed");
+                self.metrics
+                    .applies
+                    .get_or_create(&ApplyLabels {
+                        mode: super::metrics::ModeLabel::Reload,
+                        result: ResultLabel::Failed,
+                    })
+                    .inc();
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "bundle refused");
+                self.metrics
+                    .refused
+                    .get_or_create(&ReasonLabels {
+                        reason: error.code().to_owned(),
+                    })
+                    .inc();
+            }
+        }
+        result
+    }
+
+    async fn apply_inner(&self, request: ApplyRequest) -> Result<ApplyResponse, ApplyError> {
+        let ApplyRequest { token, bundle } = request;
+        self.check(&bundle)?;
+        let mut state = self.state.lock().await;
+        match state.newest_token {
+            Some(newest) if token < newest => {
+                return Err(ApplyError::StaleToken {
+                    offered: token,
+                    newest,
+                });
+            }
+            Some(newest) if token == newest => {
+                if let Some(applied) = self
+                    .dir
+                    .current()
+                    .filter(|c| c.token == token && c.id != bundle.id)
+                {
+                    return Err(ApplyError::TokenReused {
+                        token,
+                        applied: applied.id,
+                    });
+                }
+            }
+            _ => {
+                state.newest_token = Some(token);
+                self.save(&state)?;
+            }
+        }
+        let observed = self.observe(&state).await?;
+        let Some(current) = observed.state.current_worker().cloned() else {
+            return Err(CliError::Unexpected {
+                command: "show proc".into(),
+                answer: "no current worker: HAProxy is starting or stopping".into(),
+            }
+            .into());
+        };
+        if current.config_id == bundle.id {
+            // Already running (a retry, or a skipped deploy confirming state);
+            // make sure the disk says so too.
+            self.install(&bundle, token)?;
+            drop(state);
+            return Ok(ApplyResponse {
+                id: bundle.id,
+                mode: ApplyMode::Unchanged,
+                state: self.state().await?,
+            });
+        }
+
+        let running = self.dir.read_bundle(&current.config_id).map(|(b, _)| b);
+        let decision = match &running {
+            Some(running) => plan(running, &bundle, &self.haproxy.loaded_maps().await?),
+            None => Plan::Reload(format!(
+                "the running bundle {} is not on disk",
+                current.config_id
+            )),
+        };
+        let reason = match decision {
+            Plan::Reload(reason) => reason,
+            Plan::Unchanged | Plan::Runtime(_) => {
+                let commands = match decision {
+                    Plan::Runtime(commands) => commands,
+                    _ => Vec::new(),
+                };
+                match self
+                    .apply_runtime(&mut state, &current, &bundle, token, &commands)
+                    .await
+                {
+                    Ok(()) => {
+                        tracing::info!(commands = commands.len(), "applied at runtime");
+                        drop(state);
+                        return Ok(ApplyResponse {
+                            id: bundle.id,
+                            mode: ApplyMode::Runtime,
+                            state: self.state().await?,
+                        });
+                    }
+                    Err(error) => format!("the runtime apply failed ({error})"),
+                }
+            }
+        };
+        tracing::info!(%reason, "reloading");
+        self.apply_reload(&mut state, &bundle, token, observed)
+            .await?;
+        drop(state);
+        Ok(ApplyResponse {
+            id: bundle.id,
+            mode: ApplyMode::Reload,
+            state: self.state().await?,
+        })
+    }
+
+    /// Refuses what no HAProxy should be given, before anything is touched.
+    fn check(&self, bundle: &Bundle) -> Result<(), ApplyError> {
+        if bundle.files.len() > self.limits.max_files {
+            return Err(ApplyError::TooLarge {
+                what: "files",
+                actual: bundle.files.len(),
+                limit: self.limits.max_files,
+            });
+        }
+        if bundle.size() > self.limits.max_bundle_bytes {
+            return Err(ApplyError::TooLarge {
+                what: "bytes",
+                actual: bundle.size(),
+                limit: self.limits.max_bundle_bytes,
+            });
+        }
+        let computed = Bundle::content_id(&bundle.config, &bundle.files);
+        if computed != bundle.id {
+            return Err(ApplyError::BadId {
+                claimed: bundle.id.clone(),
+                computed,
+            });
+        }
+        let files: Vec<(String, String)> = bundle
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), String::new()))
+            .collect();
+        validate::check_paths(&files).map_err(|e| ApplyError::BadPath(e.to_string()))?;
+        if let Some(file) = bundle
+            .files
+            .iter()
+            .find(|f| f.path.trim_start_matches("./") == super::disk::METADATA_FILE)
+        {
+            return Err(ApplyError::BadPath(format!(
+                "auxiliary file path `{}` is reserved for the agent's own records",
+                file.path
+            )));
+        }
+        let mut in_global = false;
+        for line in bundle.config.lines() {
+            if !line.starts_with(char::is_whitespace) && !line.trim().is_empty() {
+                in_global = line.trim() == "global";
+            } else if in_global && line.split_whitespace().next() == Some("description") {
+                return Err(ApplyError::Reserved(
+                    "the configuration sets `description` in `global`, which the agent owns: it records the bundle id there to learn what each worker runs; remove that line".to_owned(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Commands on the current worker, then the files for the next reload.
+    async fn apply_runtime(
+        &self,
+        state: &mut AgentState,
+        current: &WorkerState,
+        bundle: &Bundle,
+        token: FencingToken,
+        commands: &[super::haproxy::RuntimeCommand],
+    ) -> Result<(), RuntimeError> {
+        if !commands.is_empty() {
+            let pid = self.haproxy.apply_runtime(commands).await?;
+            if pid != current.pid {
+                return Err(RuntimeError::Refused {
+                    command: "show info".into(),
+                    answer: format!(
+                        "worker {pid} answered instead of {}: HAProxy reloaded meanwhile",
+                        current.pid
+                    ),
+                });
+            }
+        }
+        // The worker routes per the bundle now; record that before anything
+        // else can fail, then write the files a reload would start from.
+        state.workers.retain(|w| w.pid != current.pid);
+        state.workers.push(WorkerRecord {
+            pid: current.pid,
+            start_time: current.started_at,
+            loaded_id: current.loaded_id.clone(),
+            config_id: bundle.id.clone(),
+        });
+        self.install(bundle, token)
+            .and_then(|()| self.save(state))
+            .map_err(|error| RuntimeError::Refused {
+                command: "writing the files".into(),
+                answer: error.to_string(),
+            })
+    }
+
+    /// Validate, switch `current`, reload, wait for the new worker.
+    async fn apply_reload(
+        &self,
+        state: &mut AgentState,
+        bundle: &Bundle,
+        token: FencingToken,
+        before: Observed,
+    ) -> Result<(), ApplyError> {
+        let dir = self
+            .dir
+            .write_bundle(bundle, token)
+            .map_err(|source| disk_error(&self.dir, source))?;
+        if let Err(error) = self.validator.check_dir(&dir, CONFIG_FILE) {
+            let in_use = self.dir.current().is_some_and(|c| c.id == bundle.id)
+                || before
+                    .state
+                    .workers
+                    .iter()
+                    .any(|w| w.loaded_id == bundle.id);
+            if !in_use {
+                let _ = self.dir.remove_bundle(&bundle.id);
+            }
+            return Err(match error {
+                ValidationError::Refused { .. } => ApplyError::Refused(error.to_string()),
+                other => ApplyError::Validator(other),
+            });
+        }
+        let previous = self.dir.last_good().or_else(|| self.dir.current());
+        self.dir
+            .set_current(&bundle.id)
+            .map_err(|source| disk_error(&self.dir, source))?;
+        let old_pids: Vec<u32> = before.state.workers.iter().map(|w| w.pid).collect();
+        let outcome = match self.haproxy.reload().await {
+            Ok(()) => {
+                self.wait_for_worker(&bundle.id, &old_pids, before.reloads_failed)
+                    .await
+            }
+            Err(error) => Err(ApplyError::Haproxy(error)),
+        };
+        match outcome {
+            Ok(()) => {
+                self.dir
+                    .set_last_good(&bundle.id)
+                    .map_err(|source| disk_error(&self.dir, source))?;
+                let observed = self.observe(state).await?;
+                self.forget_dead_workers(state, &observed.state);
+                self.save(state)?;
+                let mut keep: Vec<&str> = vec![bundle.id.as_str()];
+                keep.extend(observed.state.workers.iter().map(|w| w.loaded_id.as_str()));
+                keep.extend(observed.state.workers.iter().map(|w| w.config_id.as_str()));
+                if let Err(error) = self.dir.prune(&keep) {
+                    tracing::warn!(%error, "could not remove old bundles");
+                }
+                tracing::info!(reloads = before.state.reloads + 1, "reloaded");
+                Ok(())
+            }
+            Err(error) => {
+                if let Some(previous) = previous
+                    && let Err(restore) = self.dir.set_current(&previous.id)
+                {
+                    tracing::error!(%restore, "could not restore the last good files");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Polls `show proc` until a new current worker reports `id`, the
+    /// master counts a failed reload, or the reload timeout passes.
+    async fn wait_for_worker(
+        &self,
+        id: &str,
+        old_pids: &[u32],
+        failed_before: u64,
+    ) -> Result<(), ApplyError> {
+        let deadline = Instant::now() + self.reload_timeout;
+        let mut last_error = None;
+        loop {
+            match self.haproxy.show_proc().await {
+                Ok(procs) if procs.failed_reloads > failed_before => {
+                    return Err(ApplyError::ReloadFailed(format!(
+                        "HAProxy's master could not start a worker from bundle {id} (failed reloads: {}); the previous worker keeps serving and the last good files were restored. `haproxy -c` accepted the bundle, so the cause is at start-up, such as an address already in use: HAProxy's own output (the haproxy container's log) names it",
+                        procs.failed_reloads
+                    )));
+                }
+                Ok(procs) => {
+                    for pid in procs.current.iter().filter(|p| !old_pids.contains(p)) {
+                        if let Ok(info) = self.haproxy.worker_info(*pid).await
+                            && info.description == id
+                        {
+                            return Ok(());
+                        }
+                    }
+                }
+                // The master re-executes itself during a reload and may
+                // drop connections meanwhile.
+                Err(error) => last_error = Some(error),
+            }
+            if Instant::now() >= deadline {
+                return Err(ApplyError::ReloadFailed(format!(
+                    "no HAProxy worker reported bundle {id} within {:?} of the reload{}; the last good files were restored",
+                    self.reload_timeout,
+                    last_error
+                        .map(|e| format!(" (last error: {e})"))
+                        .unwrap_or_default()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Writes `bundle`, which a worker runs, and points `current` and
+    /// `last-good` at it.
+    fn install(&self, bundle: &Bundle, token: FencingToken) -> Result<(), ApplyError> {
+        let disk = |source| disk_error(&self.dir, source);
+        self.dir.write_bundle(bundle, token).map_err(disk)?;
+        if self.dir.current().is_none_or(|c| c.id != bundle.id) {
+            self.dir.set_current(&bundle.id).map_err(disk)?;
+        }
+        if self.dir.last_good().is_none_or(|c| c.id != bundle.id) {
+            self.dir.set_last_good(&bundle.id).map_err(disk)?;
+        }
+        Ok(())
+    }
+
+    async fn observe(&self, state: &AgentState) -> Result<Observed, CliError> {
+        let procs = self.haproxy.show_proc().await?;
+        let mut workers = Vec::with_capacity(procs.current.len() + procs.leaving.len());
+        let roles = procs
+            .current
+            .iter()
+            .map(|pid| (*pid, WorkerRole::Current))
+            .chain(procs.leaving.iter().map(|pid| (*pid, WorkerRole::Leaving)));
+        for (pid, role) in roles {
+            let info = match self.haproxy.worker_info(pid).await {
+                Ok(info) => info,
+                // A leaving worker may exit between the two questions.
+                Err(_) if role == WorkerRole::Leaving => continue,
+                Err(error) => return Err(error),
+            };
+            let config_id = state
+                .workers
+                .iter()
+                .find(|r| {
+                    r.pid == info.pid
+                        && r.start_time == info.start_time
+                        && r.loaded_id == info.description
+                })
+                .map_or_else(|| info.description.clone(), |r| r.config_id.clone());
+            workers.push(WorkerState {
+                pid,
+                role,
+                started_at: info.start_time,
+                loaded_id: info.description,
+                config_id,
+            });
+        }
+        let converged = workers
+            .first()
+            .map(|w| w.config_id.clone())
+            .filter(|id| workers.iter().all(|w| &w.config_id == id));
+        for (role, name) in [
+            (WorkerRole::Current, "current"),
+            (WorkerRole::Leaving, "leaving"),
+        ] {
+            let count = workers.iter().filter(|w| w.role == role).count();
+            self.metrics
+                .workers
+                .get_or_create(&RoleLabels { role: name })
+                .set(count as i64);
+        }
+        Ok(Observed {
+            reloads_failed: procs.failed_reloads,
+            state: PodState {
+                haproxy_version: self.haproxy_version.clone(),
+                applied: self.dir.current(),
+                last_good: self.dir.last_good(),
+                newest_token: state.newest_token,
+                workers,
+                converged,
+                reloads: procs.reloads,
+                failed_reloads: procs.failed_reloads,
+            },
+        })
+    }
+
+    fn forget_dead_workers(&self, state: &mut AgentState, seen: &PodState) {
+        state.workers.retain(|r| {
+            seen.workers
+                .iter()
+                .any(|w| w.pid == r.pid && w.started_at == r.start_time)
+        });
+    }
+
+    fn save(&self, state: &AgentState) -> Result<(), ApplyError> {
+        self.dir
+            .save_state(state)
+            .map_err(|source| disk_error(&self.dir, source))
+    }
+}
+
+fn disk_error(dir: &ConfigDir, source: std::io::Error) -> ApplyError {
+    ApplyError::Disk {
+        dir: dir.root().display().to_string(),
+        source,
+    }
+}

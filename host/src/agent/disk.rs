@@ -1,0 +1,394 @@
+//! The configuration directory HAProxy and the agent share, laid out so
+//! that a crash at any instant leaves HAProxy a complete, validated set:
+//!
+//! ```text
+//! <dir>/bundles/<hash>/haproxy.cfg   the bundle's configuration + the agent's `global` lines
+//! <dir>/bundles/<hash>/<files...>    its maps, certificates, error pages
+//! <dir>/bundles/<hash>/.haptic-bundle.json   id, fencing token, file list
+//! <dir>/current   -> bundles/<hash>  what HAProxy starts and reloads from (`-f current/haproxy.cfg`)
+//! <dir>/last-good -> bundles/<hash>  the newest bundle a worker was seen running
+//! <dir>/agent-state.json             newest fencing token, runtime changes per worker
+//! ```
+//!
+//! A bundle directory is written under a staging name, synced, then renamed
+//! into place; `current` and `last-good` are symlinks replaced by rename.
+//! Both renames are atomic, so HAProxy never reads half of one bundle and
+//! half of another.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::wire::{Bundle, BundleFile, BundleRef, FencingToken};
+use crate::validate::CONFIG_FILE;
+
+/// The id of the configuration HAProxy starts with before any bundle came.
+pub const BOOTSTRAP_ID: &str = "bootstrap";
+/// File names inside a bundle directory that belong to the agent.
+pub const METADATA_FILE: &str = ".haptic-bundle.json";
+/// Where the agent's own lines start in a written `haproxy.cfg`.
+const AGENT_MARKER: &str =
+    "# ---- haptic agent: the lines below are the agent's, not the bundle's\n";
+const CURRENT: &str = "current";
+const LAST_GOOD: &str = "last-good";
+const STATE_FILE: &str = "agent-state.json";
+
+/// The configuration used before the first bundle: no listeners, only the
+/// sockets the agent needs. HAProxy serves nothing until a real bundle comes.
+const BOOTSTRAP_CONFIG: &str = "global\n    default-path config\n";
+
+/// What the agent remembers across its own restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    pub newest_token: Option<FencingToken>,
+    /// Workers that took runtime changes: they route per `config_id`, not
+    /// per the `description` they started with.
+    pub workers: Vec<WorkerRecord>,
+}
+
+/// A worker process the agent changed at runtime. A record counts only for
+/// the very process it names (pid, start time and loaded id all match), so
+/// a restarted HAProxy that reuses a pid is never mistaken for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    pub pid: u32,
+    pub start_time: u64,
+    pub loaded_id: String,
+    pub config_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Metadata {
+    id: String,
+    token: FencingToken,
+    files: Vec<String>,
+}
+
+/// The shared configuration directory.
+#[derive(Debug, Clone)]
+pub struct ConfigDir {
+    root: PathBuf,
+    worker_socket: PathBuf,
+}
+
+impl ConfigDir {
+    /// `worker_socket` is written into every configuration as HAProxy's
+    /// admin stats socket.
+    pub fn new(root: PathBuf, worker_socket: PathBuf) -> Self {
+        Self {
+            root,
+            worker_socket,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The path HAProxy is started with.
+    pub fn current_config(&self) -> PathBuf {
+        self.root.join(CURRENT).join(CONFIG_FILE)
+    }
+
+    /// The directory of bundle `id`.
+    pub fn bundle_dir(&self, id: &str) -> PathBuf {
+        self.root.join("bundles").join(dir_name(id))
+    }
+
+    /// Makes sure `current` names a complete bundle, writing the bootstrap
+    /// configuration when there is none (a new pod). An existing one is
+    /// kept: a restarted HAProxy starts from the last applied files.
+    pub fn ensure_bootstrap(&self) -> std::io::Result<()> {
+        if self.current().is_some() {
+            return Ok(());
+        }
+        let bootstrap = Bundle {
+            id: BOOTSTRAP_ID.to_owned(),
+            config: BOOTSTRAP_CONFIG.to_owned(),
+            files: Vec::new(),
+        };
+        self.write_bundle(&bootstrap, FencingToken::default())?;
+        self.point(CURRENT, BOOTSTRAP_ID)
+    }
+
+    /// Writes `bundle` into its own directory (once: an existing complete
+    /// directory is the same content, its name being the content hash).
+    pub fn write_bundle(&self, bundle: &Bundle, token: FencingToken) -> std::io::Result<PathBuf> {
+        let target = self.bundle_dir(&bundle.id);
+        if self.is_complete(&bundle.id) {
+            return Ok(target);
+        }
+        let bundles = self.root.join("bundles");
+        fs::create_dir_all(&bundles)?;
+        let staging = bundles.join(format!(
+            ".staging-{}-{}",
+            dir_name(&bundle.id),
+            std::process::id()
+        ));
+        if staging.exists() {
+            fs::remove_dir_all(&staging)?;
+        }
+        fs::create_dir_all(&staging)?;
+        write_synced(
+            &staging.join(CONFIG_FILE),
+            self.with_agent_lines(bundle).as_bytes(),
+        )?;
+        for file in &bundle.files {
+            write_synced(&staging.join(&file.path), file.content.as_bytes())?;
+        }
+        let metadata = Metadata {
+            id: bundle.id.clone(),
+            token,
+            files: bundle.files.iter().map(|f| f.path.clone()).collect(),
+        };
+        write_synced(&staging.join(METADATA_FILE), &to_json(&metadata)?)?;
+        sync_tree(&staging)?;
+        if target.exists() {
+            // An incomplete leftover of a crash.
+            fs::remove_dir_all(&target)?;
+        }
+        fs::rename(&staging, &target)?;
+        sync_dir(&bundles)?;
+        Ok(target)
+    }
+
+    /// Reads bundle `id` back as it was sent (without the agent's lines).
+    pub fn read_bundle(&self, id: &str) -> Option<(Bundle, FencingToken)> {
+        let dir = self.bundle_dir(id);
+        let metadata: Metadata =
+            serde_json::from_slice(&fs::read(dir.join(METADATA_FILE)).ok()?).ok()?;
+        if metadata.id != id {
+            return None;
+        }
+        let written = fs::read_to_string(dir.join(CONFIG_FILE)).ok()?;
+        let config = written[..written.rfind(&format!("\n{AGENT_MARKER}"))?].to_owned();
+        let mut files = Vec::with_capacity(metadata.files.len());
+        for path in metadata.files {
+            let content = fs::read_to_string(dir.join(&path)).ok()?;
+            files.push(BundleFile { path, content });
+        }
+        Some((
+            Bundle {
+                id: metadata.id,
+                config,
+                files,
+            },
+            metadata.token,
+        ))
+    }
+
+    /// Removes bundle `id`'s directory (a bundle HAProxy refused).
+    pub fn remove_bundle(&self, id: &str) -> std::io::Result<()> {
+        match fs::remove_dir_all(self.bundle_dir(id)) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// What `current` names.
+    pub fn current(&self) -> Option<BundleRef> {
+        self.linked(CURRENT)
+    }
+
+    /// What `last-good` names.
+    pub fn last_good(&self) -> Option<BundleRef> {
+        self.linked(LAST_GOOD)
+    }
+
+    pub fn set_current(&self, id: &str) -> std::io::Result<()> {
+        self.point(CURRENT, id)
+    }
+
+    pub fn set_last_good(&self, id: &str) -> std::io::Result<()> {
+        self.point(LAST_GOOD, id)
+    }
+
+    /// Deletes every bundle directory except those in `keep` (and leftover
+    /// staging directories).
+    pub fn prune(&self, keep: &[&str]) -> std::io::Result<()> {
+        let keep: Vec<String> = keep.iter().map(|id| dir_name(id)).collect();
+        let Ok(entries) = fs::read_dir(self.root.join("bundles")) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !keep.contains(&name) {
+                fs::remove_dir_all(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent's state, or the empty state on a new pod.
+    pub fn load_state(&self) -> std::io::Result<AgentState> {
+        match fs::read(self.root.join(STATE_FILE)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(AgentState::default()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Replaces the agent's state atomically.
+    pub fn save_state(&self, state: &AgentState) -> std::io::Result<()> {
+        fs::create_dir_all(&self.root)?;
+        let staging = self.root.join(format!(".{STATE_FILE}.tmp"));
+        write_synced(&staging, &to_json(state)?)?;
+        fs::rename(&staging, self.root.join(STATE_FILE))?;
+        sync_dir(&self.root)
+    }
+
+    fn with_agent_lines(&self, bundle: &Bundle) -> String {
+        // A second `global` section is legal and merges into the first; being
+        // last, its `description` is the one `show info` reports.
+        format!(
+            "{}\n{AGENT_MARKER}global\n    description {}\n    stats socket {} mode 600 level admin\n",
+            bundle.config,
+            bundle.id,
+            self.worker_socket.display()
+        )
+    }
+
+    fn is_complete(&self, id: &str) -> bool {
+        self.bundle_dir(id).join(METADATA_FILE).is_file()
+    }
+
+    /// What `link` points at, read from the bundle's metadata (the
+    /// directory name alone drops the `sha256:` prefix); `None` when the
+    /// link or the bundle is missing or incomplete.
+    fn linked(&self, link: &str) -> Option<BundleRef> {
+        let target = fs::read_link(self.root.join(link)).ok()?;
+        let metadata = self.root.join(target).join(METADATA_FILE);
+        let metadata: Metadata = serde_json::from_slice(&fs::read(metadata).ok()?).ok()?;
+        Some(BundleRef {
+            id: metadata.id,
+            token: metadata.token,
+        })
+    }
+
+    fn point(&self, link: &str, id: &str) -> std::io::Result<()> {
+        let staging = self.root.join(format!(".{link}.tmp"));
+        let _ = fs::remove_file(&staging);
+        std::os::unix::fs::symlink(Path::new("bundles").join(dir_name(id)), &staging)?;
+        fs::rename(&staging, self.root.join(link))?;
+        sync_dir(&self.root)
+    }
+}
+
+/// A bundle's directory name: its hash without the algorithm prefix.
+fn dir_name(id: &str) -> String {
+    id.strip_prefix("sha256:").unwrap_or(id).to_owned()
+}
+
+fn to_json(value: &impl Serialize) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec_pretty(value).map_err(std::io::Error::other)
+}
+
+/// Writes `path` (creating its parent) with mode 0600, flushed to disk:
+/// certificates and keys live here too.
+fn write_synced(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(content)?;
+    file.sync_all()
+}
+
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    fs::File::open(path)?.sync_all()
+}
+
+/// Syncs `dir` and its subdirectories, so the entries of a staged bundle
+/// are durable before it is renamed into place.
+fn sync_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> (tempfile::TempDir, ConfigDir) {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let config = ConfigDir::new(temp.path().to_owned(), temp.path().join("worker.sock"));
+        (temp, config)
+    }
+
+    fn bundle(config: &str) -> Bundle {
+        Bundle::new(
+            config.to_owned(),
+            vec![BundleFile {
+                path: "maps/a.map".into(),
+                content: "k v\n".into(),
+            }],
+        )
+    }
+
+    #[test]
+    fn bundles_round_trip_without_the_agents_lines() {
+        let (_temp, dir) = dir();
+        let token = FencingToken {
+            epoch: 2,
+            sequence: 7,
+        };
+        for config in ["global\n    log stdout\n", "no trailing newline"] {
+            let b = bundle(config);
+            let path = dir.write_bundle(&b, token).expect("write");
+            let written = fs::read_to_string(path.join(CONFIG_FILE)).expect("read");
+            assert!(written.contains(&format!("description {}", b.id)));
+            assert_eq!(dir.read_bundle(&b.id), Some((b, token)));
+        }
+    }
+
+    #[test]
+    fn links_name_bundles_and_bootstrap_keeps_what_exists() {
+        let (_temp, dir) = dir();
+        dir.ensure_bootstrap().expect("bootstrap");
+        assert_eq!(dir.current().map(|r| r.id).as_deref(), Some(BOOTSTRAP_ID));
+        let b = bundle("global\n");
+        dir.write_bundle(&b, FencingToken::default())
+            .expect("write");
+        dir.set_current(&b.id).expect("link");
+        dir.ensure_bootstrap().expect("bootstrap again");
+        assert_eq!(dir.current().map(|r| r.id), Some(b.id.clone()));
+        assert!(dir.current_config().is_file());
+        dir.prune(&[&b.id]).expect("prune");
+        assert!(!dir.bundle_dir(BOOTSTRAP_ID).exists());
+        assert!(dir.bundle_dir(&b.id).exists());
+    }
+
+    #[test]
+    fn state_round_trips_and_starts_empty() {
+        let (_temp, dir) = dir();
+        assert_eq!(dir.load_state().expect("empty"), AgentState::default());
+        let state = AgentState {
+            newest_token: Some(FencingToken {
+                epoch: 1,
+                sequence: 3,
+            }),
+            workers: vec![WorkerRecord {
+                pid: 9,
+                start_time: 100,
+                loaded_id: "a".into(),
+                config_id: "b".into(),
+            }],
+        };
+        dir.save_state(&state).expect("save");
+        assert_eq!(dir.load_state().expect("load"), state);
+    }
+}

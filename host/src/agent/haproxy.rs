@@ -1,0 +1,552 @@
+//! Talking to a running HAProxy (2.6, master-worker mode) over its sockets.
+//!
+//! Two sockets, because each does what the other cannot (checked on 2.6.12):
+//! - the **master CLI** (`-S master.sock`) lists processes (`show proc`),
+//!   reaches any worker by pid (`@!<pid> show info`, old ones included) and
+//!   reloads; but it relays only the first command of `@1 c1; c2`, and it
+//!   answers only once the client shuts its write side;
+//! - the **worker stats socket** (`stats socket ... level admin`, written by
+//!   the agent into every configuration) always reaches the current worker
+//!   and takes a whole batch on one connection in interactive mode, which is
+//!   how runtime changes are applied.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::UnixStream;
+
+/// How long one CLI exchange may take before HAProxy counts as unreachable.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The master socket refuses connections for a moment while the master
+/// re-executes itself during a reload; connecting is retried this long.
+const CONNECT_RETRY_FOR: Duration = Duration::from_secs(3);
+
+/// A failed exchange with HAProxy.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// The socket could not be reached.
+    #[error("cannot connect to HAProxy's {which} socket {}: {source}; is HAProxy running with it (see `haptic haproxy --help`)?", path.display())]
+    Connect {
+        which: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The exchange broke or timed out.
+    #[error("talking to HAProxy's {which} socket {}: {detail}", path.display())]
+    Exchange {
+        which: &'static str,
+        path: PathBuf,
+        detail: String,
+    },
+    /// HAProxy answered something this agent cannot read.
+    #[error("unexpected answer from HAProxy to `{command}`: {answer}")]
+    Unexpected { command: String, answer: String },
+}
+
+/// The processes `show proc` lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcList {
+    pub master_pid: u32,
+    /// Workers taking new connections (one, except for a moment in a reload).
+    pub current: Vec<u32>,
+    /// Workers left by a reload, still serving their last connections.
+    pub leaving: Vec<u32>,
+    pub reloads: u64,
+    pub failed_reloads: u64,
+}
+
+/// What a worker says of itself in `show info`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    pub pid: u32,
+    /// The `description` in `global`: the config id the worker was started from.
+    pub description: String,
+    pub start_time: u64,
+}
+
+/// One command of a runtime batch, applied to the current worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeCommand {
+    /// `set server <backend>/<server> addr <ip> port <port>`.
+    ServerAddress {
+        backend: String,
+        server: String,
+        address: String,
+        port: u16,
+    },
+    /// `set server <backend>/<server> weight <weight>`.
+    ServerWeight {
+        backend: String,
+        server: String,
+        weight: u32,
+    },
+    /// `set server <backend>/<server> state ready|maint`.
+    ServerState {
+        backend: String,
+        server: String,
+        enabled: bool,
+    },
+    /// Replace a loaded map's entries atomically and in file order:
+    /// `prepare map`, `add map @<version>` with the file as payload, `commit map`.
+    ReplaceMap { map: String, content: String },
+}
+
+/// The sockets of one HAProxy.
+#[derive(Debug, Clone)]
+pub struct Haproxy {
+    pub master_socket: PathBuf,
+    pub worker_socket: PathBuf,
+}
+
+impl Haproxy {
+    /// `show proc` through the master.
+    pub async fn show_proc(&self) -> Result<ProcList, CliError> {
+        let answer = self.master("show proc").await?;
+        parse_show_proc(&answer).ok_or(CliError::Unexpected {
+            command: "show proc".into(),
+            answer,
+        })
+    }
+
+    /// `show info` of the worker `pid`, current or leaving, through the master.
+    pub async fn worker_info(&self, pid: u32) -> Result<WorkerInfo, CliError> {
+        let command = format!("@!{pid} show info");
+        let answer = self.master(&command).await?;
+        parse_show_info(&answer).ok_or(CliError::Unexpected { command, answer })
+    }
+
+    /// Asks the master to reload. HAProxy 2.6 answers nothing; the caller
+    /// watches `show proc` for the new worker or a failed-reload count.
+    pub async fn reload(&self) -> Result<(), CliError> {
+        self.master("reload").await.map(drop)
+    }
+
+    /// The map files the current worker loaded, by the name the
+    /// configuration gave them (relative paths stay relative).
+    pub async fn loaded_maps(&self) -> Result<Vec<String>, CliError> {
+        let answers = self.worker_session(&["show map".to_owned()]).await?;
+        let answer = answers.into_iter().next().unwrap_or_default();
+        // `0 (maps/host.map) pattern loaded from file ...`
+        Ok(answer
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| {
+                let open = line.find('(')?;
+                let close = line[open..].find(") ")? + open;
+                Some(line[open + 1..close].to_owned())
+            })
+            .collect())
+    }
+
+    /// Applies `commands` to the current worker on one connection and
+    /// returns the worker that took them. Fails at the first command the
+    /// worker refuses, with its answer; earlier commands stay applied, which
+    /// is safe because each one sets a value rather than changing it by a
+    /// step, so applying the batch again converges.
+    pub async fn apply_runtime(&self, commands: &[RuntimeCommand]) -> Result<u32, RuntimeError> {
+        // First exchange: who answers, and a version for every map to replace.
+        let mut first = vec!["show info".to_owned()];
+        first.extend(commands.iter().filter_map(|c| match c {
+            RuntimeCommand::ReplaceMap { map, .. } => Some(format!("prepare map {map}")),
+            _ => None,
+        }));
+        let mut session = WorkerSession::open(&self.worker_socket).await?;
+        let answers = session.exchange(&first).await?;
+        let info = parse_show_info(&answers[0]).ok_or_else(|| CliError::Unexpected {
+            command: "show info".into(),
+            answer: answers[0].clone(),
+        })?;
+        let mut versions = answers[1..].iter();
+        let mut lines = Vec::with_capacity(commands.len());
+        let mut checks = Vec::with_capacity(commands.len());
+        for command in commands {
+            match command {
+                RuntimeCommand::ServerAddress {
+                    backend,
+                    server,
+                    address,
+                    port,
+                } => {
+                    lines.push(format!(
+                        "set server {backend}/{server} addr {address} port {port}"
+                    ));
+                    checks.push(Expect::AddressChanged);
+                }
+                RuntimeCommand::ServerWeight {
+                    backend,
+                    server,
+                    weight,
+                } => {
+                    lines.push(format!("set server {backend}/{server} weight {weight}"));
+                    checks.push(Expect::Empty);
+                }
+                RuntimeCommand::ServerState {
+                    backend,
+                    server,
+                    enabled,
+                } => {
+                    let state = if *enabled { "ready" } else { "maint" };
+                    lines.push(format!("set server {backend}/{server} state {state}"));
+                    checks.push(Expect::Empty);
+                }
+                RuntimeCommand::ReplaceMap { map, content } => {
+                    let answer = versions.next().cloned().unwrap_or_default();
+                    let version = answer
+                        .trim()
+                        .strip_prefix("New version created: ")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .ok_or_else(|| RuntimeError::Refused {
+                            command: format!("prepare map {map}"),
+                            answer: answer.trim().to_owned(),
+                        })?;
+                    lines.push(format!(
+                        "add map @{version} {map} <<\n{}",
+                        map_payload(content)
+                    ));
+                    checks.push(Expect::Empty);
+                    lines.push(format!("commit map @{version} {map}"));
+                    checks.push(Expect::Empty);
+                }
+            }
+        }
+        let answers = session.exchange(&lines).await?;
+        for ((line, answer), check) in lines.iter().zip(&answers).zip(&checks) {
+            if !check.accepts(answer) {
+                let command = line.lines().next().unwrap_or_default().to_owned();
+                return Err(RuntimeError::Refused {
+                    command,
+                    answer: answer.trim().to_owned(),
+                });
+            }
+        }
+        session.close().await;
+        Ok(info.pid)
+    }
+
+    async fn master(&self, command: &str) -> Result<String, CliError> {
+        let path = &self.master_socket;
+        let exchange_error = |detail: String| CliError::Exchange {
+            which: "master",
+            path: path.clone(),
+            detail,
+        };
+        let mut stream = connect_with_retry("master", path).await?;
+        let exchange = async {
+            stream.write_all(format!("{command}\n").as_bytes()).await?;
+            // The master answers only after the client's end of input.
+            stream.shutdown().await?;
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await?;
+            Ok::<_, std::io::Error>(answer)
+        };
+        match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(error)) => Err(exchange_error(error.to_string())),
+            Err(_) => Err(exchange_error(format!(
+                "no answer to `{command}` within {EXCHANGE_TIMEOUT:?}"
+            ))),
+        }
+    }
+
+    async fn worker_session(&self, commands: &[String]) -> Result<Vec<String>, CliError> {
+        let mut session = WorkerSession::open(&self.worker_socket).await?;
+        let answers = session.exchange(commands).await?;
+        session.close().await;
+        Ok(answers)
+    }
+}
+
+/// A runtime batch that did not apply.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Cli(#[from] CliError),
+    /// The worker refused a command.
+    #[error("HAProxy refused `{command}`: {answer}")]
+    Refused { command: String, answer: String },
+}
+
+/// What a successful answer looks like.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    Empty,
+    /// `IP changed from ...`, `port changed from ...` or `no need to change the addr...`.
+    AddressChanged,
+}
+
+impl Expect {
+    fn accepts(self, answer: &str) -> bool {
+        let answer = answer.trim();
+        match self {
+            Expect::Empty => answer.is_empty(),
+            Expect::AddressChanged => {
+                answer.is_empty()
+                    || answer.contains("changed from")
+                    || answer.starts_with("no need to change")
+            }
+        }
+    }
+}
+
+/// The payload of `add map ... <<`: the file's entry lines, ended by an
+/// empty line (which a payload cannot contain, so blank lines are dropped).
+fn map_payload(content: &str) -> String {
+    let mut payload = String::with_capacity(content.len() + 1);
+    for line in content.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        payload.push_str(line);
+        payload.push('\n');
+    }
+    payload.push('\n');
+    payload
+}
+
+/// An interactive (`prompt`) session on the worker socket: commands are
+/// written in one go and answers split on the prompt that ends each one.
+struct WorkerSession {
+    stream: UnixStream,
+    path: PathBuf,
+    buffer: String,
+}
+
+const PROMPT: &str = "\n> ";
+
+impl WorkerSession {
+    async fn open(path: &Path) -> Result<Self, CliError> {
+        let stream = connect_with_retry("worker stats", path).await?;
+        let mut session = Self {
+            stream,
+            path: path.to_owned(),
+            buffer: String::new(),
+        };
+        // `prompt` answers with the first prompt and nothing else.
+        session.exchange(&["prompt".to_owned()]).await?;
+        Ok(session)
+    }
+
+    /// Sends `commands` and returns one answer per command, in order.
+    async fn exchange(&mut self, commands: &[String]) -> Result<Vec<String>, CliError> {
+        let mut text = String::new();
+        for command in commands {
+            text.push_str(command);
+            if !command.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        let exchange = async {
+            self.stream.write_all(text.as_bytes()).await?;
+            let mut answers = Vec::with_capacity(commands.len());
+            let mut chunk = vec![0u8; 64 * 1024];
+            while answers.len() < commands.len() {
+                if let Some(end) = self.buffer.find(PROMPT) {
+                    let answer: String = self.buffer.drain(..end + PROMPT.len()).collect();
+                    answers.push(clean_answer(&answer[..end]));
+                    continue;
+                }
+                let read = self.stream.read(&mut chunk).await?;
+                if read == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "HAProxy closed the connection after {} of {} answers",
+                            answers.len(),
+                            commands.len()
+                        ),
+                    ));
+                }
+                self.buffer
+                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
+            }
+            Ok(answers)
+        };
+        match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
+            Ok(Ok(answers)) => Ok(answers),
+            Ok(Err(error)) => Err(CliError::Exchange {
+                which: "worker stats",
+                path: self.path.clone(),
+                detail: error.to_string(),
+            }),
+            Err(_) => Err(CliError::Exchange {
+                which: "worker stats",
+                path: self.path.clone(),
+                detail: format!("no answer within {EXCHANGE_TIMEOUT:?}"),
+            }),
+        }
+    }
+
+    async fn close(mut self) {
+        // Best effort: the answers are in; HAProxy closes on `quit` or EOF.
+        let _ = self.stream.write_all(b"quit\n").await;
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Drops the `+ ` prompts HAProxy prints for payload lines.
+fn clean_answer(answer: &str) -> String {
+    let mut rest = answer;
+    while let Some(stripped) = rest.strip_prefix("+ ") {
+        rest = stripped;
+    }
+    rest.strip_prefix('\n').unwrap_or(rest).to_owned()
+}
+
+async fn connect_with_retry(which: &'static str, path: &Path) -> Result<UnixStream, CliError> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match UnixStream::connect(path).await {
+            Ok(stream) => return Ok(stream),
+            Err(source) => {
+                let transient = matches!(
+                    source.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+                );
+                if !transient || started.elapsed() > CONNECT_RETRY_FOR {
+                    return Err(CliError::Connect {
+                        which,
+                        path: path.to_owned(),
+                        source,
+                    });
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Parses 2.6's `show proc`:
+///
+/// ```text
+/// #<PID>          <type>          <reloads>       <uptime>        <version>
+/// 3188            master          2 [failed: 0]   0d00h10m45s     2.6.12-1+deb12u4
+/// # workers
+/// 11334           worker          0               0d00h00m00s     2.6.12-1+deb12u4
+/// # old workers
+/// 11010           worker          1               0d00h00m16s     2.6.12-1+deb12u4
+/// # programs
+/// ```
+pub fn parse_show_proc(answer: &str) -> Option<ProcList> {
+    #[derive(PartialEq)]
+    enum Part {
+        Master,
+        Workers,
+        Old,
+        Other,
+    }
+    let mut list = ProcList::default();
+    let mut part = Part::Master;
+    let mut saw_master = false;
+    for line in answer.lines() {
+        let line = line.trim();
+        match line {
+            "# workers" => part = Part::Workers,
+            "# old workers" => part = Part::Old,
+            _ if line.starts_with('#') => {
+                if !line.starts_with("#<PID>") {
+                    part = Part::Other;
+                }
+            }
+            "" => {}
+            _ => {
+                let mut fields = line.split_whitespace();
+                let Some(pid) = fields.next().and_then(|p| p.parse::<u32>().ok()) else {
+                    continue;
+                };
+                match part {
+                    Part::Master if fields.next() == Some("master") => {
+                        saw_master = true;
+                        list.master_pid = pid;
+                        list.reloads = fields.next()?.parse().ok()?;
+                        if let Some(failed) = line.split("[failed: ").nth(1) {
+                            list.failed_reloads = failed.split(']').next()?.trim().parse().ok()?;
+                        }
+                    }
+                    Part::Workers if fields.next() == Some("worker") => list.current.push(pid),
+                    Part::Old if fields.next() == Some("worker") => list.leaving.push(pid),
+                    _ => {}
+                }
+            }
+        }
+    }
+    saw_master.then_some(list)
+}
+
+/// Reads `Pid`, `description` and `Start_time_sec` from `show info`.
+pub fn parse_show_info(answer: &str) -> Option<WorkerInfo> {
+    let mut pid = None;
+    let mut description = String::new();
+    let mut start_time = None;
+    for line in answer.lines() {
+        if let Some(value) = line.strip_prefix("Pid: ") {
+            pid = value.trim().parse().ok();
+        } else if let Some(value) = line.strip_prefix("description: ") {
+            value.trim().clone_into(&mut description);
+        } else if let Some(value) = line.strip_prefix("Start_time_sec: ") {
+            start_time = value.trim().parse().ok();
+        }
+    }
+    Some(WorkerInfo {
+        pid: pid?,
+        description,
+        start_time: start_time?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_proc_with_old_workers_and_failed_reloads() {
+        let answer = "#<PID>          <type>          <reloads>       <uptime>        <version>      \n\
+            3188            master          2 [failed: 1]   0d00h10m45s     2.6.12-1+deb12u4\n\
+            # workers\n\
+            11334           worker          0               0d00h00m00s     2.6.12-1+deb12u4\n\
+            # old workers\n\
+            11010           worker          1               0d00h00m16s     2.6.12-1+deb12u4\n\
+            11000           worker          2               0d00h00m36s     2.6.12-1+deb12u4\n\
+            # programs\n\n";
+        assert_eq!(
+            parse_show_proc(answer),
+            Some(ProcList {
+                master_pid: 3188,
+                current: vec![11334],
+                leaving: vec![11010, 11000],
+                reloads: 2,
+                failed_reloads: 1,
+            })
+        );
+        assert_eq!(parse_show_proc("Unknown command\n"), None);
+    }
+
+    #[test]
+    fn show_info_fields() {
+        let answer = "Name: HAProxy\nPid: 42\nUptime_sec: 3\ndescription: sha256:ab\nStart_time_sec: 1796116461\n";
+        assert_eq!(
+            parse_show_info(answer),
+            Some(WorkerInfo {
+                pid: 42,
+                description: "sha256:ab".into(),
+                start_time: 1796116461,
+            })
+        );
+        assert_eq!(parse_show_info("Name: HAProxy\n"), None);
+    }
+
+    #[test]
+    fn payload_answers_and_map_payloads() {
+        assert_eq!(clean_answer("+ + + "), "");
+        assert_eq!(clean_answer("No such server.\n"), "No such server.\n");
+        assert_eq!(map_payload("a 1\n\n# c\nb 2"), "a 1\nb 2\n\n");
+        assert!(Expect::AddressChanged.accepts("IP changed from '10.0.0.1' to '10.0.0.2'\n"));
+        assert!(!Expect::AddressChanged.accepts("No such server.\n"));
+        assert!(!Expect::Empty.accepts("Proxy is disabled.\n"));
+    }
+}
