@@ -16,7 +16,7 @@ use tracing::Instrument as _;
 
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
 use super::haproxy::{CliError, Haproxy, RuntimeError};
-use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, ResultLabel, RoleLabels};
+use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
 use super::plan::{Plan, plan};
 use super::wire::{
     ApplyMode, ApplyRequest, ApplyResponse, Bundle, FencingToken, PodState, WorkerRole, WorkerState,
@@ -178,11 +178,12 @@ impl Applier {
     ) -> Result<PodState, ApplyError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let state = self.state().await?;
-            if state.converged.as_deref() == Some(id) || Instant::now() >= deadline {
-                return Ok(state);
+            // HAProxy may be restarting: keep asking until the deadline.
+            match self.state().await {
+                Ok(state) if state.converged.as_deref() == Some(id) => return Ok(state),
+                result if Instant::now() >= deadline => return result,
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -206,14 +207,14 @@ impl Applier {
                 self.metrics
                     .applies
                     .get_or_create(&ApplyLabels {
-                        mode: response.mode.into(),
-                        result: ResultLabel::Applied,
+                        mode: response.mode.as_str(),
+                        result: "applied",
                     })
                     .inc();
                 self.metrics
                     .apply_seconds
                     .get_or_create(&ModeLabels {
-                        mode: response.mode.into(),
+                        mode: response.mode.as_str(),
                     })
                     .observe(started.elapsed().as_secs_f64());
             }
@@ -227,8 +228,10 @@ impl Applier {
                 self.metrics
                     .applies
                     .get_or_create(&ApplyLabels {
-                        mode: super::metrics::ModeLabel::Reload,
-                        result: ResultLabel::Failed,
+                        // Failures after the checks happen on the reload
+                        // path (a failed runtime apply falls back to it).
+                        mode: ApplyMode::Reload.as_str(),
+                        result: "failed",
                     })
                     .inc();
             }

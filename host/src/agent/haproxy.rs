@@ -40,6 +40,8 @@ pub enum CliError {
         which: &'static str,
         path: PathBuf,
         detail: String,
+        /// HAProxy dropped the connection (it does while re-executing).
+        reset: bool,
     },
     /// HAProxy answered something this agent cannot read.
     #[error("unexpected answer from HAProxy to `{command}`: {answer}")]
@@ -226,12 +228,29 @@ impl Haproxy {
         Ok(info.pid)
     }
 
+    /// One command on the master CLI, retried while the master is
+    /// re-executing itself (it refuses or resets connections meanwhile).
     async fn master(&self, command: &str) -> Result<String, CliError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.master_once(command).await {
+                Err(CliError::Exchange { reset: true, .. })
+                    if started.elapsed() < CONNECT_RETRY_FOR =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn master_once(&self, command: &str) -> Result<String, CliError> {
         let path = &self.master_socket;
-        let exchange_error = |detail: String| CliError::Exchange {
+        let exchange_error = |detail: String, reset: bool| CliError::Exchange {
             which: "master",
             path: path.clone(),
             detail,
+            reset,
         };
         let mut stream = connect_with_retry("master", path).await?;
         let exchange = async {
@@ -244,10 +263,17 @@ impl Haproxy {
         };
         match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(error)) => Err(exchange_error(error.to_string())),
-            Err(_) => Err(exchange_error(format!(
-                "no answer to `{command}` within {EXCHANGE_TIMEOUT:?}"
-            ))),
+            Ok(Err(error)) => Err(exchange_error(
+                error.to_string(),
+                matches!(
+                    error.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ),
+            )),
+            Err(_) => Err(exchange_error(
+                format!("no answer to `{command}` within {EXCHANGE_TIMEOUT:?}"),
+                false,
+            )),
         }
     }
 
@@ -371,11 +397,13 @@ impl WorkerSession {
                 which: "worker stats",
                 path: self.path.clone(),
                 detail: error.to_string(),
+                reset: false,
             }),
             Err(_) => Err(CliError::Exchange {
                 which: "worker stats",
                 path: self.path.clone(),
                 detail: format!("no answer within {EXCHANGE_TIMEOUT:?}"),
+                reset: false,
             }),
         }
     }

@@ -6,47 +6,24 @@
 //! the readiness gate), and `refused_bundles_total` (a controller sending
 //! what this pod will not take).
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::wire::ApplyMode;
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum ModeLabel {
-    Unchanged,
-    Runtime,
-    Reload,
-}
-
-impl From<ApplyMode> for ModeLabel {
-    fn from(mode: ApplyMode) -> Self {
-        match mode {
-            ApplyMode::Unchanged => ModeLabel::Unchanged,
-            ApplyMode::Runtime => ModeLabel::Runtime,
-            ApplyMode::Reload => ModeLabel::Reload,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum ResultLabel {
-    Applied,
-    Failed,
-}
-
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApplyLabels {
-    pub mode: ModeLabel,
-    pub result: ResultLabel,
+    /// [`super::wire::ApplyMode::as_str`].
+    pub mode: &'static str,
+    /// `applied` or `failed`.
+    pub result: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
-    pub mode: ModeLabel,
+    pub mode: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -1,0 +1,462 @@
+//! A proxy pod on loopback, as the chart runs it: HAProxy started by the
+//! real `haptic haproxy`, the real `haptic agent` beside it, backends that
+//! answer with their own name, and a blocking HTTP client that never
+//! retries. Shared by the agent's tests and its benchmark.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
+
+pub const TOKEN: &str = "test-token-4f2a";
+
+pub fn haptic_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_haptic"))
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Process(pub Child);
+
+impl Process {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One proxy pod: its directory, HAProxy, the agent and a client for it.
+pub struct Pod {
+    pub dir: tempfile::TempDir,
+    pub haproxy: Process,
+    pub agent: Option<Process>,
+    pub agent_port: u16,
+    pub http_port: u16,
+    pub client: AgentClient,
+    pub agent_args: Vec<String>,
+}
+
+impl Pod {
+    /// HAProxy from the bootstrap configuration and an agent with a token.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(agent_args: &[&str]) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("haptic-agent-")
+            .tempdir()
+            .expect("tempdir");
+        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).expect("token file");
+        let haproxy = start_haproxy(dir.path());
+        let agent_port = free_port();
+        let mut pod = Pod {
+            client: client(agent_port, Some(TOKEN)),
+            dir,
+            haproxy,
+            agent: None,
+            agent_port,
+            http_port: free_port(),
+            agent_args: agent_args.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        pod.start_agent();
+        pod
+    }
+
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("haproxy")
+    }
+
+    /// Starts (or restarts) the agent and waits until it answers.
+    pub fn start_agent(&mut self) {
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("agent.log"))
+            .expect("agent log");
+        let child = Command::new(haptic_binary())
+            .arg("agent")
+            .arg("--config-dir")
+            .arg(self.config_dir())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.agent_port))
+            .arg("--token-file")
+            .arg(self.dir.path().join("token"))
+            .args(&self.agent_args)
+            .env("HAPTIC_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("haptic agent starts");
+        self.agent = Some(Process(child));
+        wait_for_port(self.agent_port);
+    }
+
+    /// `kill -9` of the agent.
+    pub fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            agent.kill();
+        }
+    }
+
+    /// Kills HAProxy (master and workers) and starts it again the way its
+    /// container would restart.
+    pub fn restart_haproxy(&mut self) {
+        let workers = haproxy_children(self.haproxy.pid());
+        self.haproxy.kill();
+        for pid in workers {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+        self.haproxy = start_haproxy(self.dir.path());
+    }
+
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    pub fn haproxy_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("haproxy.log")).unwrap_or_default()
+    }
+
+    /// Everything under the configuration directory, with contents, to
+    /// prove a refused request changed nothing.
+    pub fn disk_snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut entries = Vec::new();
+        snapshot(&self.config_dir(), &mut entries);
+        entries.sort();
+        entries
+    }
+}
+
+fn snapshot(dir: &Path, into: &mut Vec<(PathBuf, Vec<u8>)>) {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in read.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            into.push((path, target.into_os_string().into_encoded_bytes()));
+        } else if kind.is_dir() {
+            snapshot(&path, into);
+        } else if path.extension().is_none_or(|e| e != "sock") {
+            into.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+}
+
+fn haproxy_children(master: u32) -> Vec<u32> {
+    let output = Command::new("pgrep")
+        .arg("-P")
+        .arg(master.to_string())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    output
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn start_haproxy(pod_dir: &Path) -> Process {
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(pod_dir.join("haproxy.log"))
+        .expect("haproxy log");
+    let child = Command::new(haptic_binary())
+        .arg("haproxy")
+        .arg("--config-dir")
+        .arg(pod_dir.join("haproxy"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("haptic haproxy starts (apt-get install haproxy)");
+    let process = Process(child);
+    let master = haptic::agent::default_master_socket(&pod_dir.join("haproxy"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&master).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "HAProxy's master socket never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    process
+}
+
+pub fn client(port: u16, token: Option<&str>) -> AgentClient {
+    AgentClient::new(
+        format!("http://127.0.0.1:{port}"),
+        token.map(str::to_owned),
+        None,
+        Duration::from_secs(60),
+    )
+    .expect("client")
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on port {port}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn wait_for_http(port: u16, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if get(port, "localhost", path).is_ok() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing answered on port {port}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Backends that answer every request with their name, on 127.0.0.x.
+pub struct Backends {
+    stop: Arc<AtomicBool>,
+    pub addresses: Vec<SocketAddr>,
+}
+
+impl Backends {
+    pub fn start(names: &[&str]) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut addresses = Vec::new();
+        for name in names {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
+            addresses.push(listener.local_addr().expect("address"));
+            let name = (*name).to_owned();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let name = name.clone();
+                    std::thread::spawn(move || serve_backend(stream, &name));
+                }
+            });
+        }
+        Self { stop, addresses }
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for address in &self.addresses {
+            let _ = TcpStream::connect(address);
+        }
+    }
+}
+
+/// Keep-alive HTTP/1.1: answers every request on the connection.
+fn serve_backend(stream: TcpStream, name: &str) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut writer = stream;
+    loop {
+        let mut line = String::new();
+        let mut content_length = 0usize;
+        // Request line and headers.
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                content_length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; content_length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{name}",
+            name.len()
+        );
+        if writer.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// One response: status and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+    pub close: bool,
+}
+
+/// A keep-alive client connection that never retries: a request that
+/// fails is an error for the caller to count.
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Connection {
+    pub fn open(port: u16) -> std::io::Result<Self> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+
+    pub fn request(&mut self, host: &str, path: &str) -> std::io::Result<Response> {
+        write!(
+            self.writer,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: haptic-test\r\n\r\n"
+        )?;
+        read_response(&mut self.reader)
+    }
+}
+
+fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+    let broken =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what.to_owned());
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(broken("connection closed before a response"));
+    }
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| broken("no status line"))?;
+    let mut content_length = 0usize;
+    let mut close = false;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(broken("connection closed in the headers"));
+        }
+        if line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("connection:") && lower.contains("close") {
+            close = true;
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body)?;
+    Ok(Response {
+        status,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        close,
+    })
+}
+
+/// One request on a fresh connection.
+pub fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
+    Connection::open(port)?.request(host, path)
+}
+
+/// A configuration like the bundled libraries render: `backends` each with
+/// its servers (`name`, address, enabled), routed by host `<backend>.test`.
+pub fn config(
+    http_port: u16,
+    backends: &[(&str, Vec<(&str, SocketAddr, bool)>)],
+    extra: &str,
+) -> String {
+    let mut text = format!(
+        "global\n    default-path config\n    hard-stop-after 30s\n\n\
+         defaults\n    mode http\n    option idle-close-on-response\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n    timeout http-keep-alive 30s\n\n\
+         frontend http\n    bind 127.0.0.1:{http_port}\n    use_backend %[req.hdr(host),field(1,:),lower,map_str(maps/hosts.map)] if {{ req.hdr(host),field(1,:),lower,map_str(maps/hosts.map) -m found }}\n    default_backend not-found\n{extra}\n\
+         backend not-found\n    http-request return status 404 content-type text/plain string 'no route'\n"
+    );
+    for (backend, servers) in backends {
+        text.push_str(&format!("\nbackend {backend}\n    balance roundrobin\n"));
+        for (name, address, enabled) in servers {
+            text.push_str(&format!(
+                "    server {name} {address}{}\n",
+                if *enabled { "" } else { " disabled" }
+            ));
+        }
+    }
+    text
+}
+
+/// The host map routing `<backend>.test` to each backend.
+pub fn hosts_map(backends: &[&str]) -> BundleFile {
+    BundleFile {
+        path: "maps/hosts.map".into(),
+        content: backends.iter().map(|b| format!("{b}.test {b}\n")).collect(),
+    }
+}
+
+pub fn bundle(config: String, files: Vec<BundleFile>) -> Bundle {
+    Bundle::new(config, files)
+}
+
+/// Apply requests with increasing fencing tokens.
+#[derive(Debug, Default)]
+pub struct Tokens {
+    pub epoch: u64,
+    pub sequence: u64,
+}
+
+impl Tokens {
+    /// The token the last request carried.
+    pub fn last(&self) -> FencingToken {
+        FencingToken {
+            epoch: self.epoch.max(1),
+            sequence: self.sequence,
+        }
+    }
+
+    pub fn request(&mut self, bundle: &Bundle) -> ApplyRequest {
+        self.sequence += 1;
+        ApplyRequest {
+            token: FencingToken {
+                epoch: self.epoch.max(1),
+                sequence: self.sequence,
+            },
+            bundle: bundle.clone(),
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! `haptic agent` against the real HAProxy on loopback: real sockets, real
+//! reloads, real HTTP. Each test is a proxy pod of its own (see `harness`).
+
+mod harness;
+
+mod applying;
+mod connections;
+mod restarts;
+mod security;
