@@ -396,11 +396,14 @@ pub fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
     Connection::open(port)?.request(host, path)
 }
 
+/// A server line: name, address, enabled.
+pub type Server<'a> = (&'a str, SocketAddr, bool);
+
 /// A configuration like the bundled libraries render: `backends` each with
 /// its servers (`name`, address, enabled), routed by host `<backend>.test`.
 pub fn config(
     http_port: u16,
-    backends: &[(&str, Vec<(&str, SocketAddr, bool)>)],
+    backends: &[(&str, Vec<Server<'_>>)],
     extra: &str,
 ) -> String {
     let mut text = format!(
