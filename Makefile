@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render test lint unit-test fixtures e2e-test testbed-binaries testbed-up bench setup
+.PHONY: build render test lint unit-test fixtures e2e-test testbed-binaries testbed-up bench bench-agent setup
 
 setup:
 	@command -v haproxy >/dev/null || { apt-get update -qq && apt-get install -y -qq haproxy; }
@@ -49,3 +49,6 @@ testbed-up: testbed-binaries
 
 bench:
 	$(CARGO) bench -p haptic --bench render
+
+bench-agent:
+	$(CARGO) bench -p haptic --bench agent

@@ -228,9 +228,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Agent(args) => run_agent(args),
         Command::Haproxy { paths, extra } => {
-            let binary = paths.validator()?.binary;
             let error = agent::launch::exec_haproxy(
-                &binary,
+                &paths.validator()?,
                 &paths.config_dir(),
                 &paths.master_socket(),
                 &extra,

@@ -10,10 +10,15 @@
 //! <dir>/agent-state.json             newest fencing token, runtime changes per worker
 //! ```
 //!
-//! A bundle directory is written under a staging name, synced, then renamed
-//! into place; `current` and `last-good` are symlinks replaced by rename.
-//! Both renames are atomic, so HAProxy never reads half of one bundle and
-//! half of another.
+//! A bundle directory is written under a staging name, then renamed into
+//! place; `current` and `last-good` are symlinks replaced by rename. Both
+//! renames are atomic, so a process killed at any instant (agent or
+//! HAProxy) leaves either the old set or the new one, never a mix.
+//!
+//! Nothing is fsynced, on purpose: the directory is a pod's `emptyDir`,
+//! which a process crash leaves intact (the page cache survives it) and a
+//! node crash deletes with the pod. Durability against power loss would buy
+//! nothing and cost milliseconds on every endpoint flip.
 
 use std::fs;
 use std::io::Write as _;
@@ -131,26 +136,24 @@ impl ConfigDir {
             fs::remove_dir_all(&staging)?;
         }
         fs::create_dir_all(&staging)?;
-        write_synced(
+        write_file(
             &staging.join(CONFIG_FILE),
             self.with_agent_lines(bundle).as_bytes(),
         )?;
         for file in &bundle.files {
-            write_synced(&staging.join(&file.path), file.content.as_bytes())?;
+            write_file(&staging.join(&file.path), file.content.as_bytes())?;
         }
         let metadata = Metadata {
             id: bundle.id.clone(),
             token,
             files: bundle.files.iter().map(|f| f.path.clone()).collect(),
         };
-        write_synced(&staging.join(METADATA_FILE), &to_json(&metadata)?)?;
-        sync_tree(&staging)?;
+        write_file(&staging.join(METADATA_FILE), &to_json(&metadata)?)?;
         if target.exists() {
             // An incomplete leftover of a crash.
             fs::remove_dir_all(&target)?;
         }
         fs::rename(&staging, &target)?;
-        sync_dir(&bundles)?;
         Ok(target)
     }
 
@@ -235,9 +238,8 @@ impl ConfigDir {
     pub fn save_state(&self, state: &AgentState) -> std::io::Result<()> {
         fs::create_dir_all(&self.root)?;
         let staging = self.root.join(format!(".{STATE_FILE}.tmp"));
-        write_synced(&staging, &to_json(state)?)?;
-        fs::rename(&staging, self.root.join(STATE_FILE))?;
-        sync_dir(&self.root)
+        write_file(&staging, &to_json(state)?)?;
+        fs::rename(&staging, self.root.join(STATE_FILE))
     }
 
     fn with_agent_lines(&self, bundle: &Bundle) -> String {
@@ -272,8 +274,7 @@ impl ConfigDir {
         let staging = self.root.join(format!(".{link}.tmp"));
         let _ = fs::remove_file(&staging);
         std::os::unix::fs::symlink(Path::new("bundles").join(dir_name(id)), &staging)?;
-        fs::rename(&staging, self.root.join(link))?;
-        sync_dir(&self.root)
+        fs::rename(&staging, self.root.join(link))
     }
 }
 
@@ -286,9 +287,9 @@ fn to_json(value: &impl Serialize) -> std::io::Result<Vec<u8>> {
     serde_json::to_vec_pretty(value).map_err(std::io::Error::other)
 }
 
-/// Writes `path` (creating its parent) with mode 0600, flushed to disk:
-/// certificates and keys live here too.
-fn write_synced(path: &Path, content: &[u8]) -> std::io::Result<()> {
+/// Writes `path` (creating its parent) with mode 0600: certificates and
+/// keys live here too.
+fn write_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
@@ -299,24 +300,7 @@ fn write_synced(path: &Path, content: &[u8]) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(content)?;
-    file.sync_all()
-}
-
-fn sync_dir(path: &Path) -> std::io::Result<()> {
-    fs::File::open(path)?.sync_all()
-}
-
-/// Syncs `dir` and its subdirectories, so the entries of a staged bundle
-/// are durable before it is renamed into place.
-fn sync_tree(dir: &Path) -> std::io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            sync_tree(&entry.path())?;
-        }
-    }
-    sync_dir(dir)
+    file.write_all(content)
 }
 
 #[cfg(test)]

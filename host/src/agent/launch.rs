@@ -1,14 +1,16 @@
 //! `haptic haproxy`: the HAProxy container's entry point. It makes sure the
-//! configuration directory holds a complete bundle (the bootstrap one on a
-//! new pod, the last applied one after a restart), then replaces itself
-//! with HAProxy in master-worker mode, so HAProxy is the container's main
+//! configuration directory holds a complete bundle HAProxy accepts (the
+//! bootstrap one on a new pod, the last applied one after a restart, the
+//! last good one if the applied one is refused), then replaces itself with
+//! HAProxy in master-worker mode, so HAProxy is the container's main
 //! process and no haptic code stays between it and its signals.
 
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::disk::ConfigDir;
+use crate::validate::{CONFIG_FILE, Validator};
 
 /// The command line HAProxy runs with: master-worker (`-W`), in the
 /// foreground (`-db`), with the master CLI on `master_socket`.
@@ -26,12 +28,13 @@ pub fn haproxy_command(haproxy: &Path, dir: &ConfigDir, master_socket: &Path) ->
 
 /// Prepares `dir` and execs HAProxy; returns only if that fails.
 pub fn exec_haproxy(
-    haproxy: &Path,
+    validator: &Validator,
     dir: &ConfigDir,
     master_socket: &Path,
     extra: &[String],
 ) -> std::io::Error {
-    if let Err(error) = dir.ensure_bootstrap() {
+    let haproxy = &validator.binary;
+    if let Err(error) = prepare(validator, dir) {
         return std::io::Error::new(
             error.kind(),
             format!(
@@ -45,6 +48,29 @@ pub fn exec_haproxy(
         .exec();
     std::io::Error::new(
         error.kind(),
-        format!("starting {}: {error}", PathBuf::from(haproxy).display()),
+        format!("starting {}: {error}", haproxy.display()),
     )
+}
+
+/// A complete bundle in `current/`, and one HAProxy accepts: the agent
+/// validates beside the reload, so a refused bundle can sit in `current/`
+/// for the moment the master takes to refuse it. A start in that moment
+/// must not be a crash loop.
+fn prepare(validator: &Validator, dir: &ConfigDir) -> std::io::Result<()> {
+    dir.ensure_bootstrap()?;
+    let (Some(current), Some(last_good)) = (dir.current(), dir.last_good()) else {
+        return Ok(());
+    };
+    if current.id != last_good.id
+        && validator
+            .check_dir(&dir.bundle_dir(&current.id), CONFIG_FILE)
+            .is_err()
+    {
+        eprintln!(
+            "haptic haproxy: HAProxy refuses bundle {}; starting from the last good bundle {}",
+            current.id, last_good.id
+        );
+        dir.set_current(&last_good.id)?;
+    }
+    Ok(())
 }

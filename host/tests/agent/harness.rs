@@ -401,11 +401,7 @@ pub type Server<'a> = (&'a str, SocketAddr, bool);
 
 /// A configuration like the bundled libraries render: `backends` each with
 /// its servers (`name`, address, enabled), routed by host `<backend>.test`.
-pub fn config(
-    http_port: u16,
-    backends: &[(&str, Vec<Server<'_>>)],
-    extra: &str,
-) -> String {
+pub fn config(http_port: u16, backends: &[(&str, Vec<Server<'_>>)], extra: &str) -> String {
     let mut text = format!(
         "global\n    default-path config\n    hard-stop-after 30s\n\n\
          defaults\n    mode http\n    option idle-close-on-response\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n    timeout http-keep-alive 30s\n\n\

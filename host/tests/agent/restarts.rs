@@ -198,3 +198,48 @@ async fn haproxy_restarts_from_the_last_applied_files() {
         "two"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn haproxy_never_starts_from_refused_files() {
+    let mut pod = Pod::start();
+    let backends = Backends::start(&["one"]);
+    let servers = vec![("one", backends.addresses[0], true)];
+    let mut tokens = Tokens::default();
+    let good = bundle(
+        config(pod.http_port, &[("web", servers.clone())], ""),
+        vec![hosts_map(&["web"])],
+    );
+    pod.client
+        .apply(&tokens.request(&good))
+        .await
+        .expect("good");
+
+    // What `current/` holds for a moment while the master refuses a bundle.
+    let bad = bundle(
+        config(pod.http_port, &[("web", servers)], "    frobnicate\n"),
+        vec![hosts_map(&["web"])],
+    );
+    let dir = haptic::agent::disk::ConfigDir::new(
+        pod.config_dir(),
+        haptic::agent::default_worker_socket(&pod.config_dir()),
+    );
+    dir.write_bundle(&bad, tokens.last()).expect("write");
+    dir.set_current(&bad.id).expect("link");
+
+    pod.restart_haproxy();
+    let state = pod
+        .client
+        .wait_converged(&good.id, Duration::from_secs(10))
+        .await
+        .expect("state");
+    assert_eq!(
+        state.converged.as_deref(),
+        Some(good.id.as_str()),
+        "{state:?}"
+    );
+    assert_eq!(state.applied.map(|a| a.id), Some(good.id.clone()));
+    assert!(
+        pod.haproxy_log()
+            .contains("starting from the last good bundle")
+    );
+}

@@ -1,0 +1,165 @@
+//! The agent benchmark: the real `haptic agent` and HAProxy on loopback.
+//! Prints figures; asserts only that each apply took effect.
+//!
+//! `cargo bench -p haptic --bench agent` (or `make bench-agent`).
+//! - runtime apply, 1 and 101 changed servers: request in -> the apply
+//!   answers (the current worker has taken the commands) -> a request
+//!   through HAProxy shows the new server state;
+//! - reload apply at 3,000 routes (3,000 backends, a 3,000-entry host map):
+//!   request in -> the new worker answers `show info` with the new id;
+//! - the agent's resident memory (current and peak).
+//!
+//! `HAPTIC_BENCH_ROUNDS` sets the runtime rounds (default 200; reloads are a
+//! tenth of that, at least 10).
+
+#[path = "../tests/agent/harness.rs"]
+mod harness;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use haptic::agent::{ApplyMode, BundleFile};
+use harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map};
+
+fn main() {
+    let rounds: usize = std::env::var("HAPTIC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "haptic agent benchmark ({} cores, {})",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        haptic::validate::haproxy_version().unwrap_or_else(|e| e.to_string())
+    );
+    let pod = Pod::start();
+    let backends = Backends::start(&["A", "B"]);
+    let (a, b) = (backends.addresses[0], backends.addresses[1]);
+    let mut tokens = Tokens::default();
+
+    for changed in [1usize, 100] {
+        // `changed` servers to A, one to B; each round flips which side is enabled.
+        let render = |a_side: bool| {
+            let mut servers: Vec<(String, SocketAddr, bool)> =
+                (0..changed).map(|i| (format!("a{i}"), a, a_side)).collect();
+            servers.push(("b".to_owned(), b, !a_side));
+            let servers: Vec<_> = servers
+                .iter()
+                .map(|(n, addr, on)| (n.as_str(), *addr, *on))
+                .collect();
+            bundle(
+                config(pod.http_port, &[("web", servers)], ""),
+                vec![hosts_map(&["web"])],
+            )
+        };
+        let (on_a, on_b) = (render(true), render(false));
+        runtime
+            .block_on(pod.client.apply(&tokens.request(&on_a)))
+            .expect("seed");
+        let mut samples = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let (next, expect) = if round % 2 == 0 {
+                (&on_b, "B")
+            } else {
+                (&on_a, "A")
+            };
+            let request = tokens.request(next);
+            let started = Instant::now();
+            let applied = runtime.block_on(pod.client.apply(&request)).expect("apply");
+            let answer = get(pod.http_port, "web.test", "/").expect("request");
+            samples.push(started.elapsed());
+            assert_eq!(applied.mode, ApplyMode::Runtime);
+            assert_eq!(answer.body, expect, "traffic follows the runtime apply");
+        }
+        report(
+            &format!("runtime apply, {} changed servers", changed + 1),
+            &mut samples,
+        );
+    }
+
+    // 3,000 routes: a backend and a host-map entry each.
+    let routes = 3000;
+    let names: Vec<String> = (0..routes).map(|i| format!("route{i}")).collect();
+    let render = |generation: usize| {
+        let backends: Vec<(&str, Vec<(&str, SocketAddr, bool)>)> = names
+            .iter()
+            .map(|n| (n.as_str(), vec![("s", a, true)]))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let map: BundleFile = hosts_map(&refs);
+        bundle(
+            config(
+                pod.http_port,
+                &backends,
+                &format!("    # generation {generation}\n"),
+            ),
+            vec![map],
+        )
+    };
+    let first = render(0);
+    println!(
+        "\n3,000 routes: {} config lines, {} KiB bundle",
+        first.config.lines().count(),
+        first.size() / 1024
+    );
+    runtime
+        .block_on(pod.client.apply(&tokens.request(&first)))
+        .expect("seed");
+    let mut samples = Vec::new();
+    for generation in 1..=(rounds / 10).max(10) {
+        let next = render(generation);
+        let request = tokens.request(&next);
+        let started = Instant::now();
+        let applied = runtime.block_on(pod.client.apply(&request)).expect("apply");
+        samples.push(started.elapsed());
+        assert_eq!(applied.mode, ApplyMode::Reload);
+        assert_eq!(
+            applied.state.current_worker().map(|w| w.config_id.as_str()),
+            Some(next.id.as_str())
+        );
+        assert_eq!(
+            get(pod.http_port, "route2999.test", "/")
+                .expect("request")
+                .body,
+            "A"
+        );
+    }
+    report(
+        "reload apply, 3,000 routes (request -> new worker runs the id)",
+        &mut samples,
+    );
+
+    if let Some(agent) = &pod.agent {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+                .unwrap_or_default()
+        };
+        println!(
+            "\nagent resident memory: {} KiB now, {} KiB peak",
+            field("VmRSS:"),
+            field("VmHWM:")
+        );
+    }
+}
+
+fn report(what: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "{what}: n={} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        samples.len(),
+        ms(at(0.50)),
+        ms(at(0.99)),
+        ms(samples[samples.len() - 1])
+    );
+}
