@@ -85,7 +85,7 @@ fn main() {
     let routes = 3000;
     let names: Vec<String> = (0..routes).map(|i| format!("route{i}")).collect();
     let render = |generation: usize| {
-        let backends: Vec<(&str, Vec<(&str, SocketAddr, bool)>)> = names
+        let backends: Vec<(&str, Vec<harness::Server<'_>>)> = names
             .iter()
             .map(|n| (n.as_str(), vec![("s", a, true)]))
             .collect();
