@@ -11,14 +11,19 @@ EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
 .PHONY: build render test lint unit-test fixtures e2e-test testbed-binaries testbed-up bench bench-agent setup
 
+# A new user's first command must do its own set-up: the pinned toolchain may
+# already be installed without the wasm target (rustup adds the targets of
+# rust-toolchain.toml only when it installs the toolchain), and haproxy is
+# needed to validate every render.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup:
-	@command -v haproxy >/dev/null || { apt-get update -qq && apt-get install -y -qq haproxy; }
+	@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 build:
 	$(CARGO) build
 
-render: build
+render: setup build
 	$(CARGO) run -q -- render examples/cluster
 
 lint:

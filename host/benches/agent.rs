@@ -132,6 +132,27 @@ fn main() {
         "reload apply, 3,000 routes (request -> new worker runs the id)",
         &mut samples,
     );
+    // The agent's own figure: files written -> the new worker reports the id.
+    let mut inside: Vec<Duration> = pod
+        .agent_log()
+        .lines()
+        .filter_map(|l| {
+            l.split("reload_ms=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .map(Duration::from_millis)
+        .collect();
+    if inside.len() > 1 {
+        inside.remove(0); // the seed, from the previous section's bundle
+        report(
+            "  of which files written -> new worker (agent log)",
+            &mut inside,
+        );
+    }
 
     if let Some(agent) = &pod.agent {
         let status =

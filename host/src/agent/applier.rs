@@ -441,6 +441,7 @@ impl Applier {
             .dir
             .write_bundle(bundle, token)
             .map_err(|source| disk_error(&self.dir, source))?;
+        let written = Instant::now();
         let previous = self.dir.last_good().or_else(|| self.dir.current());
         let old_pids: Vec<u32> = before.state.workers.iter().map(|w| w.pid).collect();
         // `haproxy -c` runs beside the reload rather than before it: the
@@ -496,7 +497,11 @@ impl Applier {
                 if let Err(error) = self.dir.prune(&keep) {
                     tracing::warn!(%error, "could not remove old bundles");
                 }
-                tracing::info!(reloads = before.state.reloads + 1, "reloaded");
+                tracing::info!(
+                    reloads = before.state.reloads + 1,
+                    reload_ms = written.elapsed().as_millis() as u64,
+                    "reloaded"
+                );
                 Ok(())
             }
             Err(error) => {
@@ -558,7 +563,7 @@ impl Applier {
                         .unwrap_or_default()
                 )));
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 

@@ -237,7 +237,7 @@ impl Haproxy {
                 Err(CliError::Exchange { reset: true, .. })
                     if started.elapsed() < CONNECT_RETRY_FOR =>
                 {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                 }
                 result => return result,
             }
@@ -426,7 +426,9 @@ fn clean_answer(answer: &str) -> String {
 
 async fn connect_with_retry(which: &'static str, path: &Path) -> Result<UnixStream, CliError> {
     let started = tokio::time::Instant::now();
-    let mut pause = Duration::from_millis(2);
+    // Short pauses: a reload is waiting on this connection, and the
+    // master's socket comes back within tens of milliseconds.
+    let mut pause = Duration::from_millis(1);
     loop {
         match UnixStream::connect(path).await {
             Ok(stream) => return Ok(stream),
@@ -443,7 +445,7 @@ async fn connect_with_retry(which: &'static str, path: &Path) -> Result<UnixStre
                     });
                 }
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
+                pause = (pause * 2).min(Duration::from_millis(5));
             }
         }
     }
