@@ -15,8 +15,11 @@
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
 //!   bundles, reports what every worker runs.
+//! - [`controller`]: the controller's side of the data plane (the fleet of
+//!   agents and deploys to it).
 
 pub mod agent;
+pub mod controller;
 pub mod fixtures;
 pub mod library;
 pub mod manifests;

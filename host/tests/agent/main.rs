@@ -5,5 +5,6 @@ mod harness;
 
 mod applying;
 mod connections;
+mod fleet;
 mod restarts;
 mod security;

@@ -1,0 +1,304 @@
+//! The fleet: every HAProxy pod's agent, what each one runs, and pushing a
+//! render to all of them at once.
+//!
+//! The fleet is converged on render N only when every pod it knows reports
+//! every live worker on N (the agent's `converged`). A pod that does not
+//! answer, or answers with an error, holds convergence, and with it the
+//! readiness gate, until it runs N or leaves the fleet. A pod whose agent
+//! already reports N is not pushed to again; that confirmation counts as
+//! deployed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use crate::agent::tls::ClientTls;
+use crate::agent::{AgentClient, ApplyMode, ApplyRequest, Bundle, ClientError, FencingToken};
+
+/// How the fleet reaches agents.
+#[derive(Debug, Clone)]
+pub struct FleetSettings {
+    /// The agents' bearer token.
+    pub token: Option<String>,
+    pub tls: Option<ClientTls>,
+    /// One call to one agent (an apply includes its reload).
+    pub timeout: Duration,
+    /// Attempts per pod and push for errors that may pass (unreachable, 503).
+    pub attempts: u32,
+    /// Pause before the second attempt, doubled for each further one.
+    pub backoff: Duration,
+}
+
+impl Default for FleetSettings {
+    fn default() -> Self {
+        Self {
+            token: None,
+            tls: None,
+            timeout: Duration::from_secs(35),
+            attempts: 3,
+            backoff: Duration::from_millis(200),
+        }
+    }
+}
+
+/// An HAProxy pod, as discovery found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyPod {
+    /// `namespace/name`, for logs and status.
+    pub name: String,
+    /// `http(s)://<pod IP>:<agent port>`.
+    pub endpoint: String,
+}
+
+/// A render ready to deploy: the bundle and the fencing token it goes with.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    pub token: FencingToken,
+    pub bundle: Arc<Bundle>,
+}
+
+/// What one push did to one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodOutcome {
+    /// The agent already reported the bundle on every worker: not pushed.
+    Confirmed,
+    /// Applied with this mode.
+    Applied(ApplyMode),
+    /// Not applied: the last error (the agent's message when it gave one).
+    Failed(String),
+}
+
+/// One pod's share of a deploy.
+#[derive(Debug, Clone)]
+pub struct PodReport {
+    pub pod: String,
+    pub outcome: PodOutcome,
+    /// Every live worker of the pod runs the bundle.
+    pub converged: bool,
+}
+
+/// The result of pushing one render to the fleet.
+#[derive(Debug, Clone)]
+pub struct DeployReport {
+    pub id: String,
+    pub pods: Vec<PodReport>,
+}
+
+impl DeployReport {
+    /// Every pod took the bundle (some may still drain old workers).
+    pub fn applied_everywhere(&self) -> bool {
+        !self.pods.is_empty()
+            && self
+                .pods
+                .iter()
+                .all(|p| !matches!(p.outcome, PodOutcome::Failed(_)))
+    }
+}
+
+/// What the fleet knows of one pod.
+#[derive(Debug, Clone)]
+pub struct PodView {
+    pub pod: String,
+    pub endpoint: String,
+    /// The id every live worker runs, as last reported.
+    pub converged: Option<String>,
+    pub last_error: Option<String>,
+}
+
+struct Member {
+    endpoint: String,
+    client: AgentClient,
+    converged: Option<String>,
+    last_error: Option<String>,
+}
+
+/// The HAProxy pods of one installation.
+pub struct Fleet {
+    settings: FleetSettings,
+    members: BTreeMap<String, Member>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("pods", &self.members.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    pub fn new(settings: FleetSettings) -> Self {
+        Self {
+            settings,
+            members: BTreeMap::new(),
+        }
+    }
+
+    /// Makes the fleet exactly `pods`. A new pod (or one at a new address)
+    /// starts as running nothing, so it holds convergence until it has been
+    /// given the current render.
+    pub fn set_pods(
+        &mut self,
+        pods: impl IntoIterator<Item = ProxyPod>,
+    ) -> Result<(), ClientError> {
+        let mut next = BTreeMap::new();
+        for pod in pods {
+            let member = match self.members.remove(&pod.name) {
+                Some(member) if member.endpoint == pod.endpoint => member,
+                _ => Member {
+                    client: AgentClient::new(
+                        pod.endpoint.clone(),
+                        self.settings.token.clone(),
+                        self.settings.tls.as_ref(),
+                        self.settings.timeout,
+                    )?,
+                    endpoint: pod.endpoint,
+                    converged: None,
+                    last_error: None,
+                },
+            };
+            next.insert(pod.name, member);
+        }
+        self.members = next;
+        Ok(())
+    }
+
+    /// The pods, with what each was last seen running.
+    pub fn pods(&self) -> Vec<PodView> {
+        self.members
+            .iter()
+            .map(|(name, m)| PodView {
+                pod: name.clone(),
+                endpoint: m.endpoint.clone(),
+                converged: m.converged.clone(),
+                last_error: m.last_error.clone(),
+            })
+            .collect()
+    }
+
+    /// Every pod reports every worker on `id` (and there is at least one pod).
+    pub fn converged_on(&self, id: &str) -> bool {
+        !self.members.is_empty()
+            && self
+                .members
+                .values()
+                .all(|m| m.converged.as_deref() == Some(id))
+    }
+
+    /// Pushes `deployment` to every pod concurrently.
+    pub async fn deploy(&mut self, deployment: &Deployment) -> DeployReport {
+        let settings = &self.settings;
+        let pushes = self.members.iter().map(|(name, member)| async move {
+            let outcome = push(
+                settings,
+                &member.client,
+                member.converged.as_deref(),
+                deployment,
+            )
+            .await;
+            (name.clone(), outcome)
+        });
+        let results = join_all(pushes).await;
+        let mut pods = Vec::with_capacity(results.len());
+        for (name, (outcome, converged)) in results {
+            if let Some(member) = self.members.get_mut(&name) {
+                if let Some(converged) = &converged {
+                    member.converged = converged.clone();
+                }
+                member.last_error = match &outcome {
+                    PodOutcome::Failed(error) => Some(error.clone()),
+                    _ => None,
+                };
+                pods.push(PodReport {
+                    pod: name,
+                    converged: member.converged.as_deref() == Some(deployment.bundle.id.as_str()),
+                    outcome,
+                });
+            }
+        }
+        DeployReport {
+            id: deployment.bundle.id.clone(),
+            pods,
+        }
+    }
+
+    /// Waits up to `wait` for every pod not yet on `id` to converge on it
+    /// (old workers finishing their connections), asking all at once.
+    /// Returns whether the whole fleet is converged.
+    pub async fn await_convergence(&mut self, id: &str, wait: Duration) -> bool {
+        let waits = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.converged.as_deref() != Some(id))
+            .map(
+                |(name, m)| async move { (name.clone(), m.client.wait_converged(id, wait).await) },
+            );
+        for (name, result) in join_all(waits).await {
+            if let Some(member) = self.members.get_mut(&name) {
+                match result {
+                    Ok(state) => {
+                        member.converged = state.converged;
+                        member.last_error = None;
+                    }
+                    Err(error) => {
+                        member.converged = None;
+                        member.last_error = Some(error.to_string());
+                    }
+                }
+            }
+        }
+        self.converged_on(id)
+    }
+}
+
+/// One pod: confirm or apply, with retries for errors that may pass.
+/// Returns the outcome and, when the agent answered, what it now runs.
+async fn push(
+    settings: &FleetSettings,
+    client: &AgentClient,
+    known: Option<&str>,
+    deployment: &Deployment,
+) -> (PodOutcome, Option<Option<String>>) {
+    let id = deployment.bundle.id.as_str();
+    if known == Some(id)
+        && let Ok(state) = client.state().await
+        && state.converged.as_deref() == Some(id)
+    {
+        return (PodOutcome::Confirmed, Some(state.converged));
+    }
+    let request = ApplyRequest {
+        token: deployment.token,
+        bundle: (*deployment.bundle).clone(),
+    };
+    let mut pause = settings.backoff;
+    let mut last_error = String::new();
+    for attempt in 1..=settings.attempts.max(1) {
+        match client.apply(&request).await {
+            Ok(response) => {
+                return (
+                    PodOutcome::Applied(response.mode),
+                    Some(response.state.converged),
+                );
+            }
+            Err(error) => {
+                last_error = error.to_string();
+                // The agent judged the bundle or the token: asking again
+                // gets the same answer.
+                if error
+                    .code()
+                    .is_some_and(|code| code != "haproxy-unavailable" && code != "internal")
+                {
+                    break;
+                }
+                tracing::warn!(pod = client.endpoint(), attempt, error = %last_error, "push failed");
+                if attempt < settings.attempts {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+            }
+        }
+    }
+    (PodOutcome::Failed(last_error), Some(None))
+}
