@@ -1,9 +1,13 @@
-//! The controller's parts that talk to the data plane.
+//! The controller's parts that act on the outside world.
 //!
 //! - [`fleet`]: every HAProxy pod's agent; pushing a render to all of them
 //!   concurrently and knowing when the whole fleet runs it, the fact the
 //!   `deployed` status variant and the readiness gate wait for.
+//! - [`status`]: status patches written by server-side apply, one field
+//!   manager per variant, skipping what already holds.
 
 pub mod fleet;
+pub mod status;
 
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
+pub use status::{StatusApplier, field_manager};

@@ -1,0 +1,257 @@
+//! The status applier: writes the libraries' status patches to the API
+//! server by server-side apply, one field manager per variant.
+//!
+//! Each variant's manager (`haptic-rendered`, `haptic-deployed`,
+//! `haptic-render-failed`, `haptic-deploy-failed`) owns exactly the fields
+//! its patches set. For a Pod's `status.conditions`, a list keyed by `type`,
+//! that is one entry: the readiness gate's condition, written under
+//! `haptic-deployed`, never disturbs the kubelet's conditions or another
+//! controller's. When a variant may be written is the caller's decision
+//! (`deployed` only once the fleet runs the render); this module only
+//! writes, and skips what is already so.
+
+use std::collections::HashMap;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+use crate::library::types::{StatusPatch, StatusVariant};
+
+/// The field manager of a variant.
+pub fn field_manager(variant: StatusVariant) -> &'static str {
+    match variant {
+        StatusVariant::Rendered => "haptic-rendered",
+        StatusVariant::Deployed => "haptic-deployed",
+        StatusVariant::RenderFailed => "haptic-render-failed",
+        StatusVariant::DeployFailed => "haptic-deploy-failed",
+    }
+}
+
+/// One patch that could not be written.
+#[derive(Debug, Clone)]
+pub struct PatchFailure {
+    /// `Kind namespace/name` and the variant.
+    pub object: String,
+    pub error: String,
+}
+
+/// What one [`StatusApplier::apply`] did.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyReport {
+    pub written: usize,
+    /// Already true on the object, or written before with the same content.
+    pub skipped: usize,
+    pub failed: Vec<PatchFailure>,
+}
+
+/// Writes status patches; remembers what it wrote so an unchanged patch is
+/// not sent again on every render.
+pub struct StatusApplier {
+    client: kube::Client,
+    /// The status last written per (variant, object).
+    written: HashMap<(StatusVariant, String, String, String, String), String>,
+}
+
+impl std::fmt::Debug for StatusApplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusApplier")
+            .field("written", &self.written.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StatusApplier {
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            written: HashMap::new(),
+        }
+    }
+
+    /// Writes `patches`, skipping those already written and those
+    /// `current_status` shows already hold (the object's status as the
+    /// watch last saw it, e.g. a pod whose gate condition is already True,
+    /// so a restarted controller does not patch 10,000 pods again).
+    pub async fn apply<'a>(
+        &mut self,
+        patches: impl IntoIterator<Item = &'a StatusPatch>,
+        current_status: impl Fn(&StatusPatch) -> Option<Value>,
+    ) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        for patch in patches {
+            let key = (
+                patch.variant,
+                patch.api_version.clone(),
+                patch.kind.clone(),
+                patch.namespace.clone(),
+                patch.name.clone(),
+            );
+            if self.written.get(&key) == Some(&patch.status) {
+                report.skipped += 1;
+                continue;
+            }
+            let status: Value = match serde_json::from_str(&patch.status) {
+                Ok(status) => status,
+                Err(error) => {
+                    report
+                        .failed
+                        .push(failure(patch, format!("the patch is not JSON: {error}")));
+                    continue;
+                }
+            };
+            if current_status(patch).is_some_and(|current| holds(&status, &current)) {
+                self.written.insert(key, patch.status.clone());
+                report.skipped += 1;
+                continue;
+            }
+            match self.write(patch, status).await {
+                Ok(()) => {
+                    self.written.insert(key, patch.status.clone());
+                    report.written += 1;
+                }
+                Err(error) => report.failed.push(failure(patch, error)),
+            }
+        }
+        report
+    }
+
+    /// Forgets what was written to an object (it was deleted, or its
+    /// status changed under another manager), so the next patch is sent.
+    pub fn forget(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+        self.written.retain(|(_, v, k, ns, n), _| {
+            !(v == api_version && k == kind && ns == namespace && n == name)
+        });
+    }
+
+    async fn write(&self, patch: &StatusPatch, status: Value) -> Result<(), String> {
+        let (group, version) = match patch.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", patch.api_version.as_str()),
+        };
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &patch.kind));
+        let api: Api<DynamicObject> = if patch.namespace.is_empty() {
+            Api::all_with(self.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &patch.namespace, &resource)
+        };
+        let mut metadata = serde_json::json!({ "name": patch.name });
+        if !patch.namespace.is_empty() {
+            metadata["namespace"] = Value::String(patch.namespace.clone());
+        }
+        let body = serde_json::json!({
+            "apiVersion": patch.api_version,
+            "kind": patch.kind,
+            "metadata": metadata,
+            "status": status,
+        });
+        // `force`: the variant's manager is the only writer of these
+        // fields by design; a conflict means another installation of the
+        // same controller, which the docs say not to run.
+        let params = PatchParams::apply(field_manager(patch.variant)).force();
+        api.patch_status(&patch.name, &params, &Patch::Apply(&body))
+            .await
+            .map(drop)
+            .map_err(|error| match error {
+                kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+                other => other.to_string(),
+            })
+    }
+}
+
+fn failure(patch: &StatusPatch, error: String) -> PatchFailure {
+    PatchFailure {
+        object: format!(
+            "{} {}/{} ({})",
+            patch.kind,
+            patch.namespace,
+            patch.name,
+            field_manager(patch.variant)
+        ),
+        error,
+    }
+}
+
+/// Whether `current` already holds everything `patch` sets, with the
+/// merge rules server-side apply uses for status: objects field by field,
+/// lists of objects with a `type` key entry by entry (conditions), other
+/// values by equality. A condition's timestamps and message are its
+/// writer's to keep, so a True condition with other timestamps holds.
+pub fn holds(patch: &Value, current: &Value) -> bool {
+    match (patch, current) {
+        (Value::Object(patch), Value::Object(current)) => patch.iter().all(|(key, value)| {
+            if key == "lastTransitionTime" || key == "lastProbeTime" {
+                return true;
+            }
+            current.get(key).is_some_and(|c| holds(value, c))
+        }),
+        (Value::Array(patch), Value::Array(current)) if keyed_by_type(patch) => {
+            patch.iter().all(|entry| {
+                let kind = entry.get("type");
+                current
+                    .iter()
+                    .find(|c| c.get("type") == kind)
+                    .is_some_and(|c| holds(entry, c))
+            })
+        }
+        _ => patch == current,
+    }
+}
+
+fn keyed_by_type(list: &[Value]) -> bool {
+    !list.is_empty()
+        && list
+            .iter()
+            .all(|e| e.get("type").is_some_and(Value::is_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_condition_holds_when_its_entry_matches_whatever_else_is_there() {
+        let patch = json!({"conditions": [{"type": "haproxy-haptic.org/load-balancer-ready", "status": "True"}]});
+        let current = json!({
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False"},
+                {"type": "haproxy-haptic.org/load-balancer-ready", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+            ]
+        });
+        assert!(holds(&patch, &current));
+        let unset = json!({"conditions": [{"type": "Ready", "status": "False"}]});
+        assert!(!holds(&patch, &unset));
+        let false_ = json!({"conditions": [{"type": "haproxy-haptic.org/load-balancer-ready", "status": "False"}]});
+        assert!(!holds(&patch, &false_));
+        assert!(!holds(&patch, &json!({})));
+    }
+
+    #[test]
+    fn other_lists_compare_whole() {
+        let patch = json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}});
+        assert!(holds(
+            &patch,
+            &json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}})
+        ));
+        assert!(!holds(
+            &patch,
+            &json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.2"}]}})
+        ));
+        assert!(!holds(
+            &patch,
+            &json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}]}})
+        ));
+    }
+
+    #[test]
+    fn every_variant_has_its_own_manager() {
+        let managers: std::collections::BTreeSet<_> = StatusVariant::ALL
+            .iter()
+            .map(|v| field_manager(*v))
+            .collect();
+        assert_eq!(managers.len(), 4);
+        assert_eq!(field_manager(StatusVariant::Deployed), "haptic-deployed");
+    }
+}
