@@ -5,9 +5,13 @@
 //!   `deployed` status variant and the readiness gate wait for.
 //! - [`status`]: status patches written by server-side apply, one field
 //!   manager per variant, skipping what already holds.
+//! - [`leader`]: leader election on a Lease; the epoch is the fencing token
+//!   the agents check.
 
 pub mod fleet;
+pub mod leader;
 pub mod status;
 
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
+pub use leader::{ElectionSettings, Elector, Leadership};
 pub use status::{StatusApplier, field_manager};
