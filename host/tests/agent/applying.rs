@@ -5,7 +5,7 @@ use std::time::Duration;
 use haptic::agent::ApplyMode;
 use haptic::agent::wire::WorkerRole;
 
-use crate::harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map};
+use crate::harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map, web_bundle};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reload_then_runtime_flip_then_structural_reload() {
@@ -169,25 +169,15 @@ async fn map_entries_change_at_runtime() {
 async fn a_bundle_haproxy_refuses_changes_nothing() {
     let pod = Pod::start();
     let backends = Backends::start(&["one"]);
-    let servers = vec![("one", backends.addresses[0], true)];
+    let server = backends.addresses[0];
     let mut tokens = Tokens::default();
-    let good = bundle(
-        config(pod.http_port, &[("web", servers.clone())], ""),
-        vec![hosts_map(&["web"])],
-    );
+    let good = web_bundle(pod.http_port, server, "");
     pod.client
         .apply(&tokens.request(&good))
         .await
         .expect("good");
 
-    let bad = bundle(
-        config(
-            pod.http_port,
-            &[("web", servers)],
-            "    http-request frobnicate\n",
-        ),
-        vec![hosts_map(&["web"])],
-    );
+    let bad = web_bundle(pod.http_port, server, "    http-request frobnicate\n");
     let before = pod.disk_snapshot();
     let error = pod
         .client
@@ -222,12 +212,9 @@ async fn a_bundle_haproxy_refuses_changes_nothing() {
 async fn a_reload_that_fails_at_start_up_restores_the_last_good_files() {
     let pod = Pod::start();
     let backends = Backends::start(&["one"]);
-    let servers = vec![("one", backends.addresses[0], true)];
+    let server = backends.addresses[0];
     let mut tokens = Tokens::default();
-    let good = bundle(
-        config(pod.http_port, &[("web", servers.clone())], ""),
-        vec![hosts_map(&["web"])],
-    );
+    let good = web_bundle(pod.http_port, server, "");
     pod.client
         .apply(&tokens.request(&good))
         .await
@@ -237,13 +224,10 @@ async fn a_reload_that_fails_at_start_up_restores_the_last_good_files() {
     // the reload then fails in the master.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("address").port();
-    let clash = bundle(
-        config(
-            pod.http_port,
-            &[("web", servers)],
-            &format!("    bind 127.0.0.1:{port}\n"),
-        ),
-        vec![hosts_map(&["web"])],
+    let clash = web_bundle(
+        pod.http_port,
+        server,
+        &format!("    bind 127.0.0.1:{port}\n"),
     );
     let error = pod
         .client

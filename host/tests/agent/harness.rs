@@ -428,6 +428,15 @@ pub fn hosts_map(backends: &[&str]) -> BundleFile {
     }
 }
 
+/// The bundle most tests use: host `web.test` routed to backend `web`
+/// with the one server `one` at `server`, plus `extra` frontend lines.
+pub fn web_bundle(http_port: u16, server: SocketAddr, extra: &str) -> Bundle {
+    bundle(
+        config(http_port, &[("web", vec![("one", server, true)])], extra),
+        vec![hosts_map(&["web"])],
+    )
+}
+
 pub fn bundle(config: String, files: Vec<BundleFile>) -> Bundle {
     Bundle::new(config, files)
 }

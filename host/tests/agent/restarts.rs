@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use haptic::agent::ApplyMode;
 
-use crate::harness::{Backends, Connection, Pod, Tokens, bundle, config, get, hosts_map};
+use crate::harness::{
+    Backends, Connection, Pod, Tokens, bundle, config, get, hosts_map, web_bundle,
+};
 
 /// Requests on keep-alive connections until stopped; counts failures.
 struct Load {
@@ -203,22 +205,16 @@ async fn haproxy_restarts_from_the_last_applied_files() {
 async fn haproxy_never_starts_from_refused_files() {
     let mut pod = Pod::start();
     let backends = Backends::start(&["one"]);
-    let servers = vec![("one", backends.addresses[0], true)];
+    let server = backends.addresses[0];
     let mut tokens = Tokens::default();
-    let good = bundle(
-        config(pod.http_port, &[("web", servers.clone())], ""),
-        vec![hosts_map(&["web"])],
-    );
+    let good = web_bundle(pod.http_port, server, "");
     pod.client
         .apply(&tokens.request(&good))
         .await
         .expect("good");
 
     // What `current/` holds for a moment while the master refuses a bundle.
-    let bad = bundle(
-        config(pod.http_port, &[("web", servers)], "    frobnicate\n"),
-        vec![hosts_map(&["web"])],
-    );
+    let bad = web_bundle(pod.http_port, server, "    frobnicate\n");
     let dir = haptic::agent::disk::ConfigDir::new(
         pod.config_dir(),
         haptic::agent::default_worker_socket(&pod.config_dir()),

@@ -7,30 +7,24 @@ use std::time::Duration;
 use haptic::agent::tls::ClientTls;
 use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
-use crate::harness::{Backends, Pod, TOKEN, Tokens, bundle, client, config, get, hosts_map};
+use crate::harness::{Backends, Pod, TOKEN, Tokens, client, get, hosts_map, web_bundle};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_are_refused_and_change_nothing() {
     let pod = Pod::start_with(&["--max-bundle-bytes", "100000"]);
     let backends = Backends::start(&["one"]);
-    let servers = vec![("one", backends.addresses[0], true)];
+    let server = backends.addresses[0];
     let mut tokens = Tokens {
         epoch: 5,
         sequence: 10,
     };
-    let good = bundle(
-        config(pod.http_port, &[("web", servers.clone())], ""),
-        vec![hosts_map(&["web"])],
-    );
+    let good = web_bundle(pod.http_port, server, "");
     pod.client
         .apply(&tokens.request(&good))
         .await
         .expect("good");
     let before = pod.disk_snapshot();
-    let next = bundle(
-        config(pod.http_port, &[("web", servers)], "    # next\n"),
-        vec![hosts_map(&["web"])],
-    );
+    let next = web_bundle(pod.http_port, server, "    # next\n");
 
     // No token, a wrong token: 401 and nothing else.
     for token in [None, Some("wrong"), Some("test-token-4f2")] {
