@@ -128,8 +128,13 @@ pub struct Applier {
     limits: Limits,
     reload_timeout: Duration,
     haproxy_version: String,
-    /// Held for a whole apply, and the state it guards with it.
-    state: Mutex<AgentState>,
+    /// Held for a whole apply: applies are serialized.
+    applying: Mutex<()>,
+    /// The agent's records, as last saved. Only an apply changes them (on
+    /// a copy, saved and published here), so reading the pod's state never
+    /// waits for an apply: probes and convergence polls stay fast during a
+    /// long reload.
+    state: std::sync::Mutex<AgentState>,
     pub metrics: Metrics,
 }
 
@@ -158,14 +163,15 @@ impl Applier {
             limits,
             reload_timeout,
             haproxy_version,
-            state: Mutex::new(state),
+            applying: Mutex::new(()),
+            state: std::sync::Mutex::new(state),
             metrics: Metrics::default(),
         })
     }
 
     /// The pod's state, learned from HAProxy.
     pub async fn state(&self) -> Result<PodState, ApplyError> {
-        let state = self.state.lock().await;
+        let state = self.snapshot();
         Ok(self.observe(&state).await?.state)
     }
 
@@ -251,7 +257,8 @@ impl Applier {
     async fn apply_inner(&self, request: ApplyRequest) -> Result<ApplyResponse, ApplyError> {
         let ApplyRequest { token, bundle } = request;
         self.check(&bundle)?;
-        let mut state = self.state.lock().await;
+        let _applying = self.applying.lock().await;
+        let mut state = self.snapshot();
         match state.newest_token {
             Some(newest) if token < newest => {
                 return Err(ApplyError::StaleToken {
@@ -288,7 +295,6 @@ impl Applier {
             // Already running (a retry, or a skipped deploy confirming state);
             // make sure the disk says so too.
             self.install(&bundle, token)?;
-            drop(state);
             return Ok(ApplyResponse {
                 id: bundle.id,
                 mode: ApplyMode::Unchanged,
@@ -304,34 +310,35 @@ impl Applier {
                 current.config_id
             )),
         };
-        let reason = match decision {
-            Plan::Reload(reason) => reason,
-            Plan::Unchanged | Plan::Runtime(_) => {
-                let commands = match decision {
-                    Plan::Runtime(commands) => commands,
-                    _ => Vec::new(),
-                };
-                match self
-                    .apply_runtime(&mut state, &current, &bundle, token, &commands)
-                    .await
-                {
-                    Ok(()) => {
-                        tracing::info!(commands = commands.len(), "applied at runtime");
-                        drop(state);
-                        return Ok(ApplyResponse {
-                            id: bundle.id,
-                            mode: ApplyMode::Runtime,
-                            state: self.state().await?,
-                        });
-                    }
-                    Err(error) => format!("the runtime apply failed ({error})"),
+        let commands = match decision {
+            Plan::Reload(reason) => Err(reason),
+            // Same content under another id cannot happen (the id is its
+            // hash); treat it as a runtime apply of nothing.
+            Plan::Unchanged => Ok(Vec::new()),
+            Plan::Runtime(commands) => Ok(commands),
+        };
+        let reason = match commands {
+            Err(reason) => reason,
+            Ok(commands) => match self
+                .apply_runtime(&mut state, &current, &bundle, token, &commands)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(commands = commands.len(), "applied at runtime");
+                    return Ok(ApplyResponse {
+                        id: bundle.id,
+                        mode: ApplyMode::Runtime,
+                        state: self.state().await?,
+                    });
                 }
-            }
+                // The reload below starts the worker from the files, which
+                // undoes whatever part of the batch did apply.
+                Err(error) => format!("the runtime apply failed ({error})"),
+            },
         };
         tracing::info!(%reason, "reloading");
         self.apply_reload(&mut state, &bundle, token, observed)
             .await?;
-        drop(state);
         Ok(ApplyResponse {
             id: bundle.id,
             mode: ApplyMode::Reload,
@@ -650,10 +657,23 @@ impl Applier {
         });
     }
 
+    fn snapshot(&self) -> AgentState {
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// Saves `state` to disk, then publishes it to readers.
     fn save(&self, state: &AgentState) -> Result<(), ApplyError> {
         self.dir
             .save_state(state)
-            .map_err(|source| disk_error(&self.dir, source))
+            .map_err(|source| disk_error(&self.dir, source))?;
+        *self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = state.clone();
+        Ok(())
     }
 }
 
