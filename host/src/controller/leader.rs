@@ -94,11 +94,7 @@ impl Elector {
     /// Waits until this replica holds the Lease, and returns the epoch.
     pub async fn acquire(&self) -> Result<Leadership, LeaderError> {
         loop {
-            let leading = self
-                .manager
-                .changed()
-                .await
-                .map_err(|source| lease_error(&self.settings, source))?;
+            let leading = self.changed().await?;
             if !leading {
                 continue;
             }
@@ -125,16 +121,21 @@ impl Elector {
     /// (another replica took it, or renewing failed past the Lease's term).
     pub async fn lost(&self) -> Result<(), LeaderError> {
         loop {
-            let leading = self
-                .manager
-                .changed()
-                .await
-                .map_err(|source| lease_error(&self.settings, source))?;
+            let leading = self.changed().await?;
             if !leading {
                 tracing::warn!(identity = %self.settings.identity, "lost the Lease");
                 return Ok(());
             }
         }
+    }
+
+    /// Renews or waits, until this replica's leadership changes; whether
+    /// it leads now.
+    async fn changed(&self) -> Result<bool, LeaderError> {
+        self.manager
+            .changed()
+            .await
+            .map_err(|source| lease_error(&self.settings, source))
     }
 
     /// Gives the Lease up (on shutdown), so a follower takes over at once.

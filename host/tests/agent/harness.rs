@@ -437,6 +437,24 @@ pub fn web_bundle(http_port: u16, server: SocketAddr, extra: &str) -> Bundle {
     )
 }
 
+/// Backend `web` with servers `one` and `two`, each enabled or not: the
+/// bundle of the tests that flip server states.
+pub fn pair_bundle(
+    http_port: u16,
+    one: (SocketAddr, bool),
+    two: (SocketAddr, bool),
+    extra: &str,
+) -> Bundle {
+    bundle(
+        config(
+            http_port,
+            &[("web", vec![("one", one.0, one.1), ("two", two.0, two.1)])],
+            extra,
+        ),
+        vec![hosts_map(&["web"])],
+    )
+}
+
 pub fn bundle(config: String, files: Vec<BundleFile>) -> Bundle {
     Bundle::new(config, files)
 }

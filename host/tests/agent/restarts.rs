@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use haptic::agent::ApplyMode;
 
-use crate::harness::{
-    Backends, Connection, Pod, Tokens, bundle, config, get, hosts_map, web_bundle,
-};
+use crate::harness::{Backends, Connection, Pod, Tokens, get, pair_bundle, web_bundle};
 
 /// Requests on keep-alive connections until stopped; counts failures.
 struct Load {
@@ -86,16 +84,7 @@ async fn agent_restarts_never_touch_haproxy_and_keep_runtime_state() {
     let [one, two] = [0, 1].map(|i| backends.addresses[i]);
     let mut tokens = Tokens::default();
     let http_port = pod.http_port;
-    let render = |one_on, two_on| {
-        bundle(
-            config(
-                http_port,
-                &[("web", vec![("one", one, one_on), ("two", two, two_on)])],
-                "",
-            ),
-            vec![hosts_map(&["web"])],
-        )
-    };
+    let render = |one_on, two_on| pair_bundle(http_port, (one, one_on), (two, two_on), "");
     let first = render(true, false);
     pod.client
         .apply(&tokens.request(&first))
@@ -156,16 +145,7 @@ async fn haproxy_restarts_from_the_last_applied_files() {
     let [one, two] = [0, 1].map(|i| backends.addresses[i]);
     let mut tokens = Tokens::default();
     let http_port = pod.http_port;
-    let render = |one_on, two_on| {
-        bundle(
-            config(
-                http_port,
-                &[("web", vec![("one", one, one_on), ("two", two, two_on)])],
-                "",
-            ),
-            vec![hosts_map(&["web"])],
-        )
-    };
+    let render = |one_on, two_on| pair_bundle(http_port, (one, one_on), (two, two_on), "");
     pod.client
         .apply(&tokens.request(&render(true, false)))
         .await
