@@ -1,0 +1,213 @@
+{{/* Names ---------------------------------------------------------------- */}}
+
+{{- define "haptic.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's full name: resource names start with it (max 63 - "-controller"). */}}
+{{- define "haptic.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "haptic.controller.fullname" -}}
+{{- printf "%s-controller" (include "haptic.fullname" .) }}
+{{- end }}
+
+{{- define "haptic.haproxy.fullname" -}}
+{{- printf "%s-haproxy" (include "haptic.fullname" .) }}
+{{- end }}
+
+{{- define "haptic.leaseName" -}}
+{{- include "haptic.controller.fullname" . }}
+{{- end }}
+
+{{- define "haptic.controller.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "haptic.controller.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "haptic.agentTokenSecretName" -}}
+{{- default (printf "%s-agent-token" (include "haptic.fullname" .)) .Values.agent.token.existingSecret }}
+{{- end }}
+
+{{/* Labels --------------------------------------------------------------- */}}
+
+{{- define "haptic.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "haptic.labels" -}}
+helm.sh/chart: {{ include "haptic.chart" . }}
+app.kubernetes.io/name: {{ include "haptic.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "controller") */}}
+{{- define "haptic.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "haptic.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "haptic.componentLabels" -}}
+{{ include "haptic.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The controller's --proxy-selector: the HAProxy pods of this release. */}}
+{{- define "haptic.proxySelector" -}}
+{{- printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component=haproxy" (include "haptic.name" .) .Release.Name }}
+{{- end }}
+
+{{- define "haptic.image" -}}
+{{- $repo := .Values.image.repository }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repo .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Libraries ------------------------------------------------------------ */}}
+
+{{- define "haptic.libs" -}}
+{{- .Values.controller.templateLibraries | default dict | toYaml }}
+{{- end }}
+
+{{/* "true" when the named library (camelCase) is enabled; a library without
+     an `enabled` key is enabled, as the controller treats it. */}}
+{{- define "haptic.libEnabled" -}}
+{{- $libs := .root.Values.controller.templateLibraries | default dict }}
+{{- $lib := get $libs .name }}
+{{- if kindIs "map" $lib }}
+{{- if hasKey $lib "enabled" }}{{ $lib.enabled }}{{ else }}true{{ end }}
+{{- else }}true{{ end }}
+{{- end }}
+
+{{- define "haptic.gateEnabled" -}}
+{{- $kb := get (.Values.controller.templateLibraries | default dict) "kubernetesBackends" | default dict }}
+{{- $gate := get $kb "podReadinessGate" | default dict }}
+{{- if and (kindIs "map" $gate) (eq (toString (get $gate "enabled")) "true") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* The file given to --values: the whole templateLibraries tree. */}}
+{{- define "haptic.valuesFile" -}}
+templateLibraries:
+{{- with .Values.controller.templateLibraries }}
+{{ toYaml . | indent 2 }}
+{{- else }} {}
+{{- end }}
+{{- end }}
+
+{{/* The port at the end of a raw HAProxy bind (":8080", "${POD_IP}:8080",
+     "\"[::]:8080\""): (dict "bind" $bind "key" "frontends.http.bind") */}}
+{{- define "haptic.bindPort" -}}
+{{- $bind := trimAll "\" " (toString .bind) }}
+{{- $port := regexFind "[0-9]+$" (regexReplaceAll "\\s.*$" $bind "") }}
+{{- if not $port }}
+{{- fail (printf "controller.templateLibraries.base.%s is %q: the chart needs it to end in :<port> to open that container port" .key (toString .bind)) }}
+{{- end }}
+{{- $port }}
+{{- end }}
+
+{{- define "haptic.httpPort" -}}
+{{- include "haptic.bindPort" (dict "bind" .Values.controller.templateLibraries.base.frontends.http.bind "key" "frontends.http.bind") }}
+{{- end }}
+
+{{/* Checks that hold across values the schema cannot relate. */}}
+{{- define "haptic.validate" -}}
+{{- $gate := eq (include "haptic.gateEnabled" .) "true" }}
+{{- if $gate }}
+{{- if ne (include "haptic.libEnabled" (dict "root" . "name" "kubernetesBackends")) "true" }}
+{{- fail "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true needs controller.templateLibraries.kubernetesBackends.enabled=true: the gate's condition says HAProxy routes to the pod, and kubernetes-backends renders those servers" }}
+{{- end }}
+{{- if ne (include "haptic.libEnabled" (dict "root" . "name" "statusPatches150PodReadinessGate")) "true" }}
+{{- fail "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true needs controller.templateLibraries.statusPatches150PodReadinessGate.enabled=true: that library sets the condition; without it gated pods never become Ready" }}
+{{- end }}
+{{- end }}
+{{- if ne (include "haptic.libEnabled" (dict "root" . "name" "base")) "true" }}
+{{- fail "controller.templateLibraries.base.enabled=false: base writes the global, defaults and http sections every configuration needs; the chart cannot run HAProxy without it" }}
+{{- end }}
+{{- if and (not .Values.agent.token.enabled) (not .Values.agent.tls.enabled) }}
+{{- fail "agent.token.enabled=false and agent.tls.enabled=false: the agents need credentials; keep the token or enable mutual TLS" }}
+{{- end }}
+{{- if and .Values.agent.tls.enabled (not .Values.agent.tls.secretName) }}
+{{- fail "agent.tls.enabled=true needs agent.tls.secretName: a Secret with ca.crt, tls.crt and tls.key" }}
+{{- end }}
+{{- $names := dict }}
+{{- range .Values.controller.customLibraries }}
+{{- if hasKey $names .name }}
+{{- fail (printf "controller.customLibraries: %q is listed twice" .name) }}
+{{- end }}
+{{- $_ := set $names .name true }}
+{{- end }}
+{{- end }}
+
+{{/* RBAC ----------------------------------------------------------------- */}}
+
+{{/* The cluster-wide rules the enabled libraries need: what they watch, and
+     the status they patch. Keep this in step with the libraries' plans. */}}
+{{- define "haptic.clusterRules" -}}
+{{- $ingress := eq (include "haptic.libEnabled" (dict "root" . "name" "ingress")) "true" }}
+{{- $backends := eq (include "haptic.libEnabled" (dict "root" . "name" "kubernetesBackends")) "true" }}
+{{- $statusGate := eq (include "haptic.libEnabled" (dict "root" . "name" "statusPatches150PodReadinessGate")) "true" }}
+{{- $gate := eq (include "haptic.gateEnabled" .) "true" }}
+{{- $rules := list }}
+{{- if or $ingress $backends }}
+{{- /* ingress resolves named Service ports; kubernetes-backends renders Services */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if $backends }}
+{{- $rules = append $rules (dict "apiGroups" (list "discovery.k8s.io") "resources" (list "endpointslices") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if $ingress }}
+{{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses" "ingressclasses") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses/status") "verbs" (list "patch")) }}
+{{- end }}
+{{- if and $gate (or $backends $statusGate) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if and $gate $statusGate }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/status") "verbs" (list "patch")) }}
+{{- end }}
+{{- range .Values.controller.customLibraries }}
+{{- range .rbac }}
+{{- $rules = append $rules . }}
+{{- end }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
+{{/* The rules in the release namespace: the HAProxy pods, the Lease, Events. */}}
+{{- define "haptic.namespaceRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "haptic.leaseName" . | quote }}]
+  verbs: [get, update, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
