@@ -9,6 +9,8 @@
 //! - [`library`]: loading, sandboxing and calling template libraries.
 //! - [`render`]: feeding libraries their objects and merging their output
 //!   into one HAProxy configuration, files and status patches.
+//! - [`engine`]: the render core every caller shares: the library set,
+//!   values, rendering and validation.
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
@@ -20,6 +22,7 @@
 
 pub mod agent;
 pub mod controller;
+pub mod engine;
 pub mod fixtures;
 pub mod library;
 pub mod manifests;

@@ -11,7 +11,7 @@ mod merge;
 mod store;
 
 pub use merge::{LibraryItems, MergeCache, MergeError, PlannedPatch, Rendered, merge};
-pub use store::{ClusterChange, ClusterObject, ObjectRef};
+pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -123,30 +123,23 @@ pub struct Renderer {
 impl Renderer {
     /// A renderer for `libraries` (merged in ascending `order`, then name),
     /// configured with the whole `templateLibraries` values tree.
-    pub fn new(mut libraries: Vec<LoadedLibrary>, values: serde_json::Value) -> Self {
-        libraries.sort_by(|a, b| {
-            (a.info().order, &a.info().name).cmp(&(b.info().order, &b.info().name))
-        });
-        let slots = libraries
-            .into_iter()
-            .map(|library| LibrarySlot {
-                name: Arc::from(library.info().name.as_str()),
-                library,
-                instance: None,
-                plan: Plan::default(),
-                objects: BTreeSet::new(),
-                items: BTreeMap::new(),
-                stale: true,
-                fed: false,
-            })
-            .collect();
+    pub fn new(libraries: Vec<LoadedLibrary>, values: serde_json::Value) -> Self {
         Self {
-            slots,
+            slots: slots(libraries),
             values,
             cluster: ClusterStore::default(),
             merge_cache: MergeCache::default(),
             timings: RenderTimings::default(),
         }
+    }
+
+    /// Replaces the set of libraries and the values tree (values that
+    /// enable or disable a library), keeping the cluster view: every library
+    /// starts fresh on the next render, which hands each the whole view.
+    pub fn replace_libraries(&mut self, libraries: Vec<LoadedLibrary>, values: serde_json::Value) {
+        self.slots = slots(libraries);
+        self.values = values;
+        self.merge_cache = MergeCache::default();
     }
 
     /// The libraries in merge order.
@@ -180,6 +173,11 @@ impl Renderer {
     /// The objects in the cluster view.
     pub fn cluster(&self) -> impl Iterator<Item = &ClusterObject> {
         self.cluster.objects()
+    }
+
+    /// One object of the cluster view.
+    pub fn object(&self, reference: &ObjectRef) -> Option<&ClusterObject> {
+        self.cluster.get(reference)
     }
 
     /// Applies `changes` to the cluster view and renders. On error the
@@ -259,6 +257,25 @@ impl Renderer {
         }
         Ok(())
     }
+}
+
+/// One slot per library, in merge order (ascending `order`, then name).
+fn slots(mut libraries: Vec<LoadedLibrary>) -> Vec<LibrarySlot> {
+    libraries
+        .sort_by(|a, b| (a.info().order, &a.info().name).cmp(&(b.info().order, &b.info().name)));
+    libraries
+        .into_iter()
+        .map(|library| LibrarySlot {
+            name: Arc::from(library.info().name.as_str()),
+            library,
+            instance: None,
+            plan: Plan::default(),
+            objects: BTreeSet::new(),
+            items: BTreeMap::new(),
+            stale: true,
+            fed: false,
+        })
+        .collect()
 }
 
 impl LibrarySlot {

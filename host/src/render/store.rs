@@ -1,7 +1,12 @@
 //! The host's view of the cluster, and which part of it each library sees.
 //!
-//! Objects are stored once, untrimmed; each library gets them filtered by its
-//! watches and trimmed by each watch's `ignore-fields`, under its own keys.
+//! Objects are stored once, as JSON text trimmed at ingest by the fields
+//! every watch of their kind ignores (the source knows those from the plans,
+//! [`ingest_trims`]); each library gets them filtered by its watches and
+//! trimmed further by what its own watch ignores beyond that, under its own
+//! keys. Text rather than `serde_json::Value` trees: a parsed tree costs
+//! several times its text in memory, and the common case (a library's watch
+//! ignores exactly what was trimmed at ingest) hands the text over as is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,13 +30,24 @@ pub struct ClusterObject {
     pub reference: ObjectRef,
     pub resource_version: String,
     pub labels: BTreeMap<String, String>,
-    pub value: serde_json::Value,
+    /// The object as JSON, without the `trimmed` paths.
+    json: Box<str>,
+    /// The `ignore-fields` paths removed at ingest.
+    trimmed: Arc<[String]>,
 }
 
 impl ClusterObject {
-    /// Builds the stored form of an object; `None` when it lacks apiVersion,
-    /// kind or metadata.name (sources reject those before they get here).
+    /// Builds the stored form of an object, whole; `None` when it lacks
+    /// apiVersion, kind or metadata.name (sources reject those before they
+    /// get here).
     pub fn from_value(value: serde_json::Value) -> Option<Self> {
+        Self::trimmed(&value, Arc::from(Vec::new()))
+    }
+
+    /// Builds the stored form without the fields at `paths` (dotted
+    /// `ignore-fields` paths), so the store never holds what no watch of the
+    /// kind reads.
+    pub fn trimmed(value: &serde_json::Value, paths: Arc<[String]>) -> Option<Self> {
         let text = |pointer: &str| {
             value
                 .pointer(pointer)
@@ -55,13 +71,50 @@ impl ClusterObject {
                     .collect()
             })
             .unwrap_or_default();
+        // Serializing a value cannot fail: its keys are strings.
+        let json = serde_json::to_string(&Trimmed {
+            value,
+            ignored: &IgnoreTree::new(&paths),
+        })
+        .unwrap_or_default()
+        .into_boxed_str();
         Some(Self {
             reference,
             resource_version,
             labels,
-            value,
+            json,
+            trimmed: paths,
         })
     }
+
+    /// The stored JSON text (trimmed at ingest).
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The stored object parsed (trimmed at ingest).
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.json).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// For each (apiVersion, kind) the watches name, the `ignore-fields` paths
+/// every one of them ignores: what the store may drop at ingest.
+pub fn ingest_trims<'a>(
+    watches: impl IntoIterator<Item = &'a Watch>,
+) -> BTreeMap<(String, String), Arc<[String]>> {
+    let mut common: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for watch in watches {
+        let paths: BTreeSet<String> = watch.ignore_fields.iter().cloned().collect();
+        common
+            .entry((watch.api_version.clone(), watch.kind.clone()))
+            .and_modify(|shared| shared.retain(|path| paths.contains(path)))
+            .or_insert(paths);
+    }
+    common
+        .into_iter()
+        .map(|(kind, paths)| (kind, paths.into_iter().collect::<Vec<_>>().into()))
+        .collect()
 }
 
 /// A change to the cluster view.
@@ -69,6 +122,15 @@ impl ClusterObject {
 pub enum ClusterChange {
     Applied(ClusterObject),
     Deleted(ObjectRef),
+    /// A watch's (re-)list: every stored object of this apiVersion and kind
+    /// is replaced by `objects`; the ones not among them are deleted (a
+    /// watch that reconnects after missing events learns of deletions only
+    /// this way).
+    Relisted {
+        api_version: String,
+        kind: String,
+        objects: Vec<ClusterObject>,
+    },
 }
 
 #[derive(Default)]
@@ -79,6 +141,10 @@ pub(super) struct ClusterStore {
 impl ClusterStore {
     pub(super) fn objects(&self) -> impl Iterator<Item = &ClusterObject> {
         self.objects.values().map(Arc::as_ref)
+    }
+
+    pub(super) fn get(&self, reference: &ObjectRef) -> Option<&ClusterObject> {
+        self.objects.get(reference).map(Arc::as_ref)
     }
 
     /// Applies changes and returns the references that changed.
@@ -94,6 +160,39 @@ impl ClusterStore {
                 ClusterChange::Deleted(reference) => {
                     self.objects.remove(&reference);
                     changed.insert(reference);
+                }
+                ClusterChange::Relisted {
+                    api_version,
+                    kind,
+                    objects,
+                } => {
+                    let listed: BTreeSet<&ObjectRef> =
+                        objects.iter().map(|object| &object.reference).collect();
+                    let gone: Vec<ObjectRef> = self
+                        .objects
+                        .keys()
+                        .filter(|r| r.api_version == api_version && r.kind == kind)
+                        .filter(|r| !listed.contains(r))
+                        .cloned()
+                        .collect();
+                    for reference in gone {
+                        self.objects.remove(&reference);
+                        changed.insert(reference);
+                    }
+                    for object in objects {
+                        // An unchanged object (same resourceVersion and
+                        // content) is no change for the libraries.
+                        if self
+                            .objects
+                            .get(&object.reference)
+                            .is_some_and(|stored| **stored == object)
+                        {
+                            continue;
+                        }
+                        changed.insert(object.reference.clone());
+                        self.objects
+                            .insert(object.reference.clone(), Arc::new(object));
+                    }
                 }
             }
         }
@@ -177,12 +276,22 @@ fn selects(watch: &Watch, selector: &manifests::LabelSelector, object: &ClusterO
 }
 
 fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObject) -> Object {
-    // Serializing a value cannot fail: its keys are strings.
-    let json = serde_json::to_string(&Trimmed {
-        value: &object.value,
-        ignored,
-    })
-    .unwrap_or_default();
+    // What the watch ignores beyond what ingest already removed; usually
+    // nothing, and then the stored text is the library's as is.
+    let json = if ignored
+        .whole
+        .iter()
+        .all(|path| object.trimmed.iter().any(|t| t == path))
+    {
+        object.json.to_string()
+    } else {
+        // Serializing a value cannot fail: its keys are strings.
+        serde_json::to_string(&Trimmed {
+            value: &object.value(),
+            ignored,
+        })
+        .unwrap_or_default()
+    };
     Object {
         key: ObjectKey {
             watch: watch.name.clone(),

@@ -1,0 +1,276 @@
+//! The render core every caller shares: `haptic render`, the controller and
+//! `haptic run` differ only in where objects come from and where renders go.
+//!
+//! An [`Engine`] owns the library set (bundled and custom, disabled ones
+//! included so their values keys stay valid), the values tree, and one
+//! [`Renderer`] over the libraries the values enable. It turns changes into
+//! a [`Rendered`] configuration, validates one with the real `haproxy -c`
+//! (each complaint naming the library that wrote the line), and tells the
+//! caller which object a library blamed when it failed.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::library::types::Watch;
+use crate::library::{LibraryError, LibraryRuntime, LoadedLibrary};
+use crate::render::{ClusterChange, ClusterObject, ObjectRef, RenderError, Rendered, Renderer};
+use crate::validate::{self, ValidationError};
+use crate::values::{Values, ValuesError};
+
+/// Why the engine could not produce or accept a configuration.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// The values could not be read or name an unknown library.
+    #[error(transparent)]
+    Values(#[from] ValuesError),
+    /// A library could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LibraryError),
+    /// Two libraries have the same name.
+    #[error(
+        "two template libraries are named `{name}` ({first} and {second}); rename the custom one"
+    )]
+    DuplicateLibrary {
+        name: String,
+        first: String,
+        second: String,
+    },
+    /// Rendering failed; `object` is the object the library blamed, when
+    /// it named one that is in the cluster view.
+    #[error("{error}")]
+    Render {
+        error: RenderError,
+        object: Option<ObjectRef>,
+    },
+    /// HAProxy refused the rendered configuration; `report` holds its
+    /// messages, each with the library that wrote the line.
+    #[error("HAProxy refused the rendered configuration:\n{report}")]
+    Refused {
+        report: String,
+        /// The libraries that wrote the refused lines.
+        libraries: Vec<String>,
+        error: ValidationError,
+    },
+    /// HAProxy could not be run.
+    #[error(transparent)]
+    Validate(ValidationError),
+}
+
+/// Loads the bundled libraries plus `custom` ones, refusing two of the same
+/// name. Disabled ones are loaded too: their names make the values' keys
+/// valid; the engine leaves them out of renders.
+pub fn load_libraries(
+    runtime: &LibraryRuntime,
+    custom: &[PathBuf],
+) -> Result<Vec<LoadedLibrary>, EngineError> {
+    let mut libraries = runtime.load_bundled()?;
+    for path in custom {
+        let library = runtime.load_file(path)?;
+        if let Some(existing) = libraries
+            .iter()
+            .find(|l| l.info().name == library.info().name)
+        {
+            return Err(EngineError::DuplicateLibrary {
+                name: library.info().name.clone(),
+                first: existing.origin().to_owned(),
+                second: library.origin().to_owned(),
+            });
+        }
+        libraries.push(library);
+    }
+    Ok(libraries)
+}
+
+/// The library set, the values, and the renderer over what they enable.
+pub struct Engine {
+    libraries: Vec<LoadedLibrary>,
+    values: Values,
+    renderer: Renderer,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("libraries", &self.libraries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over `libraries` (every loaded one) configured by `values`;
+    /// the enabled libraries are configured at once, so their watches are
+    /// known before the first object arrives.
+    pub fn new(libraries: Vec<LoadedLibrary>, values: Values) -> Result<Self, EngineError> {
+        let (enabled, tree) = enabled(&libraries, &values)?;
+        let mut engine = Self {
+            libraries,
+            values,
+            renderer: Renderer::new(enabled, tree),
+        };
+        engine.prepare()?;
+        Ok(engine)
+    }
+
+    /// New values: libraries they enable start rendering, those they
+    /// disable stop, every enabled one is reconfigured. The cluster view is
+    /// kept. Watches may change: callers re-read [`Self::watches`].
+    pub fn set_values(&mut self, values: Values) -> Result<(), EngineError> {
+        let (enabled, tree) = enabled(&self.libraries, &values)?;
+        self.renderer.replace_libraries(enabled, tree);
+        self.values = values;
+        self.prepare()
+    }
+
+    /// The values in force.
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    fn prepare(&mut self) -> Result<(), EngineError> {
+        self.renderer
+            .prepare()
+            .map_err(|error| EngineError::Render {
+                error,
+                object: None,
+            })
+    }
+
+    /// Every watch of every enabled library: (library, watch).
+    pub fn watches(&self) -> impl Iterator<Item = (&str, &Watch)> {
+        self.renderer.watches()
+    }
+
+    /// What the store may drop at ingest for each (apiVersion, kind): the
+    /// fields every watch of that kind ignores.
+    pub fn ingest_trims(&self) -> BTreeMap<(String, String), Arc<[String]>> {
+        crate::render::ingest_trims(self.watches().map(|(_, watch)| watch))
+    }
+
+    /// One object of the cluster view (trimmed at ingest).
+    pub fn object(&self, reference: &ObjectRef) -> Option<&ClusterObject> {
+        self.renderer.object(reference)
+    }
+
+    /// The renderer, for timings and the cluster view.
+    pub fn renderer(&self) -> &Renderer {
+        &self.renderer
+    }
+
+    /// Applies `changes` and renders. On error the previous good outputs are
+    /// kept for the next attempt and the error names the blamed object when
+    /// the library named one.
+    pub fn render(&mut self, changes: Vec<ClusterChange>) -> Result<Rendered, EngineError> {
+        self.renderer
+            .render(changes)
+            .map_err(|error| EngineError::Render {
+                object: self.blamed_object(&error),
+                error,
+            })
+    }
+
+    /// The cluster object a library's error names, if it is in the view.
+    fn blamed_object(&self, error: &RenderError) -> Option<ObjectRef> {
+        let (library, key) = error.object()?;
+        let (_, watch) = self
+            .watches()
+            .find(|(name, watch)| *name == library && watch.name == key.watch)?;
+        let reference = ObjectRef {
+            api_version: watch.api_version.clone(),
+            kind: watch.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        };
+        self.object(&reference).map(|_| reference)
+    }
+}
+
+/// The libraries `values` enable and the values tree they are configured with.
+fn enabled(
+    libraries: &[LoadedLibrary],
+    values: &Values,
+) -> Result<(Vec<LoadedLibrary>, serde_json::Value), EngineError> {
+    let defaults: Vec<(String, serde_json::Value)> = libraries
+        .iter()
+        .map(|library| {
+            (
+                library.info().name.clone(),
+                library.info().default_values.clone(),
+            )
+        })
+        .collect();
+    let tree = values.library_tree(&defaults)?;
+    let enabled = libraries
+        .iter()
+        .filter(|library| values.is_enabled(&library.info().name))
+        .cloned()
+        .collect();
+    Ok((enabled, tree))
+}
+
+/// Validates with `haproxy -c`, naming the library behind each complaint.
+/// Returns HAProxy's warnings about an accepted configuration.
+pub fn validate(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
+    let files: Vec<(String, String)> = rendered
+        .files
+        .iter()
+        .map(|(path, content)| (path.clone(), content.clone()))
+        .collect();
+    match validate::validate(&rendered.config, &files) {
+        Ok(validation) => Ok(validation
+            .warnings
+            .iter()
+            .map(|message| annotate(rendered, message).0)
+            .collect()),
+        Err(error @ ValidationError::Refused { .. }) => {
+            let mut report = String::new();
+            let mut libraries = Vec::new();
+            if let ValidationError::Refused { messages, .. } = &error {
+                for message in messages {
+                    let (text, library) = annotate(rendered, message);
+                    let _ = writeln!(report, "  {text}");
+                    if let Some(library) = library
+                        && !libraries.contains(&library)
+                    {
+                        libraries.push(library);
+                    }
+                }
+            }
+            Err(EngineError::Refused {
+                report,
+                libraries,
+                error,
+            })
+        }
+        Err(error) => Err(EngineError::Validate(error)),
+    }
+}
+
+/// HAProxy's message with the line and library it is about.
+fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option<String>) {
+    // Line numbers in messages about map or certificate files are theirs.
+    let about_config = message.file.as_deref() == Some(validate::CONFIG_FILE);
+    match message.line.filter(|_| about_config).and_then(|line| {
+        rendered
+            .library_at_line(line)
+            .map(|library| (line, library))
+    }) {
+        Some((line, library)) => (
+            format!(
+                "{} (line {line}: `{}`, written by library `{library}`)",
+                message,
+                rendered
+                    .config
+                    .lines()
+                    .nth(line.saturating_sub(1))
+                    .unwrap_or("")
+                    .trim()
+            ),
+            Some(library.to_owned()),
+        ),
+        None => (message.to_string(), None),
+    }
+}
