@@ -211,3 +211,34 @@ templateLibraries:
   resources: [events]
   verbs: [create, patch]
 {{- end }}
+
+{{/* Pod affinity: the user's, else a preference to spread the component's
+     replicas across nodes: (dict "root" $ "component" "haproxy" "affinity" ...) */}}
+{{- define "haptic.affinity" -}}
+{{- if .affinity }}
+{{- toYaml .affinity }}
+{{- else -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "haptic.selectorLabels" . | nindent 12 }}
+{{- end }}
+{{- end }}
+
+{{/* The custom components as the cluster holds them now (empty under
+     `helm template`): a changed component restarts the controller on upgrade. */}}
+{{- define "haptic.customLibrariesDigest" -}}
+{{- range .Values.controller.customLibraries }}
+{{- $cm := lookup "v1" "ConfigMap" $.Release.Namespace .configMap.name }}
+{{- $key := .configMap.key | default (printf "%s.wasm" .name) }}
+{{- $data := "" }}
+{{- if $cm }}
+{{- $data = index ($cm.binaryData | default dict) $key | default (index ($cm.data | default dict) $key) | default "" }}
+{{- end }}
+{{ .name }}={{ .configMap.name }}/{{ $key }}:{{ $data | sha256sum }}
+{{- end }}
+{{- end }}
