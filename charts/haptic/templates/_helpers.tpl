@@ -149,12 +149,26 @@ templateLibraries:
 {{- fail "agent.tls.enabled=true needs agent.tls.secretName: a Secret with ca.crt, tls.crt and tls.key" }}
 {{- end }}
 {{- $names := dict }}
+{{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true }}
 {{- range .Values.controller.customLibraries }}
 {{- if hasKey $names .name }}
 {{- fail (printf "controller.customLibraries: %q is listed twice" .name) }}
 {{- end }}
 {{- $_ := set $names .name true }}
+{{- $_ := set $known (include "haptic.camelCase" .name) true }}
 {{- end }}
+{{- range $key, $_ := .Values.controller.templateLibraries }}
+{{- if not (hasKey $known $key) }}
+{{- fail (printf "controller.templateLibraries.%s: no such library. Bundled: base, ingress, kubernetesBackends, statusPatches150PodReadinessGate; a custom library's values need its entry in controller.customLibraries (key: the camelCase of its name)" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* kebab-case to camelCase: status-patches-150-pod-readiness-gate -> statusPatches150PodReadinessGate */}}
+{{- define "haptic.camelCase" -}}
+{{- $parts := splitList "-" . }}
+{{- first $parts }}
+{{- range rest $parts }}{{ title . }}{{ end }}
 {{- end }}
 
 {{/* RBAC ----------------------------------------------------------------- */}}
