@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Template tests of the haptic chart (run through run.sh).
+
+Each case renders the chart with `helm template` (or expects it to fail) and
+asserts on the rendered objects. Every failed assertion is printed with its
+case; the exit status is 1 when any failed.
+"""
+
+import argparse
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import yaml
+
+GATE = "haproxy-haptic.org/load-balancer-ready"
+GATE_SET = "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true"
+# The user guide's commands, verbatim but for the chart reference.
+GUIDE_PATCH = (
+    "kubectl patch deployment my-app --type=json \\\n"
+    "       -p '[{\"op\":\"add\",\"path\":\"/spec/template/spec/readinessGates\","
+    "\"value\":[{\"conditionType\":\"haproxy-haptic.org/load-balancer-ready\"}]}]'"
+)
+GUIDE_CHECK = (
+    "kubectl get pods -l app=my-app \\\n"
+    "       -o custom-columns='NAME:.metadata.name,GATE:.status.conditions"
+    "[?(@.type==\"haproxy-haptic.org/load-balancer-ready\")].status'"
+)
+
+
+class Failed(Exception):
+    pass
+
+
+class Case:
+    def __init__(self, name):
+        self.name = name
+        self.failures = []
+
+    def check(self, ok, message):
+        if not ok:
+            self.failures.append(message)
+        return ok
+
+    def equal(self, got, want, what):
+        return self.check(got == want, f"{what}: got {got!r}, want {want!r}")
+
+
+class Chart:
+    def __init__(self, helm, chart):
+        self.helm = helm
+        self.chart = chart
+        self.tmp = tempfile.mkdtemp(prefix="haptic-chart-test-")
+
+    def run(self, *args):
+        return subprocess.run(
+            [self.helm, *args], capture_output=True, text=True, env=dict(os.environ, HELM_NAMESPACE="")
+        )
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def template_args(self, values_files=(), sets=(), release="haptic", namespace="haptic", chart=None):
+        args = ["template", release, chart or self.chart, "--namespace", namespace]
+        for f in values_files:
+            args += ["-f", f]
+        for s in sets:
+            args += ["--set", s]
+        return args
+
+    def render(self, **kw):
+        proc = self.run(*self.template_args(**kw))
+        if proc.returncode != 0:
+            raise Failed(f"helm template failed ({proc.returncode}):\n{proc.stderr.strip()}")
+        return Objects(proc.stdout)
+
+    def render_error(self, **kw):
+        proc = self.run(*self.template_args(**kw))
+        if proc.returncode == 0:
+            raise Failed(f"helm template succeeded, expected it to fail (args {kw})")
+        return proc.stderr
+
+    def notes(self, **kw):
+        """NOTES.txt as `helm install` would print it: helm template skips
+        NOTES, so a copy of the chart renders it into a ConfigMap."""
+        copy = os.path.join(self.tmp, "notes-chart")
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(self.chart, copy, ignore=shutil.ignore_patterns("tests"))
+        notes = os.path.join(copy, "templates", "NOTES.txt")
+        with open(notes) as f:
+            text = f.read()
+        os.remove(notes)
+        with open(os.path.join(copy, "templates", "_test_notes.tpl"), "w") as f:
+            f.write('{{- define "haptic.test.notes" -}}\n' + text + "{{- end }}\n")
+        with open(os.path.join(copy, "templates", "zz-test-notes.yaml"), "w") as f:
+            f.write(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: test-notes\n"
+                'data:\n  notes: {{ include "haptic.test.notes" . | quote }}\n'
+            )
+        objs = self.render(chart=copy, **kw)
+        return objs.one("ConfigMap", "test-notes")["data"]["notes"]
+
+
+class Objects:
+    def __init__(self, text):
+        self.docs = [d for d in yaml.safe_load_all(text) if d]
+
+    def all(self, kind):
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def find(self, kind, name):
+        found = [d for d in self.all(kind) if d["metadata"]["name"] == name]
+        return found[0] if found else None
+
+    def one(self, kind, name):
+        obj = self.find(kind, name)
+        if obj is None:
+            have = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in self.docs)
+            raise Failed(f"no {kind}/{name} rendered; have {have}")
+        return obj
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def container(deploy, name):
+    for c in deploy["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == name:
+            return c
+    raise Failed(f"Deployment {deploy['metadata']['name']} has no container {name}")
+
+
+def flags(c):
+    """--flag=value (or --flag value) arguments as a dict of lists; the first
+    argument (the subcommand) under ''."""
+    args = list(c.get("args", []))
+    out = {"": [args[0]] if args else []}
+    i = 1
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and "=" in a:
+            k, v = a.split("=", 1)
+            out.setdefault(k, []).append(v)
+        elif a.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out.setdefault(a, []).append(args[i + 1])
+            i += 1
+        else:
+            out.setdefault(a, []).append(None)
+        i += 1
+    return out
+
+
+def mounts(c):
+    return {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+
+
+def volumes(deploy):
+    return {v["name"]: v for v in deploy["spec"]["template"]["spec"].get("volumes", [])}
+
+
+def grants(rules, group, resource, verb):
+    """Whether any rule grants verb on group/resource (names unrestricted)."""
+    for r in rules:
+        if (
+            (group in r.get("apiGroups", []) or "*" in r.get("apiGroups", []))
+            and (resource in r.get("resources", []) or "*" in r.get("resources", []))
+            and (verb in r.get("verbs", []) or "*" in r.get("verbs", []))
+            and not r.get("resourceNames")
+        ):
+            return True
+    return False
+
+
+def mentions(rules, group, resource):
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) for r in rules)
+
+
+def selector_matches(selector, labels):
+    for term in selector.split(","):
+        k, v = term.split("=", 1)
+        if labels.get(k) != v:
+            return False
+    return True
+
+
+def port_number(c, name):
+    for p in c.get("ports", []):
+        if p["name"] == name:
+            return p["containerPort"]
+    return None
+
+
+def cluster_rules(objs, release="haptic"):
+    name = "haptic-controller" if release == "haptic" else f"{release}-haptic-controller"
+    return objs.one("ClusterRole", name).get("rules") or []
+
+
+def values_file(objs, name="haptic-controller-values"):
+    return yaml.safe_load(objs.one("ConfigMap", name)["data"]["values.yaml"])
+
+
+# ---------------------------------------------------------------- cases
+
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+@case
+def lint(t, chart):
+    for extra in ([], ["--strict"], ["--strict", "--set", GATE_SET]):
+        proc = chart.run("lint", chart.chart, "--namespace", "haptic", *extra)
+        t.check(proc.returncode == 0, f"helm lint {' '.join(extra)} failed:\n{proc.stdout}{proc.stderr}")
+    # The chart's own values.yaml, given back whole (as `helm get values --all`
+    # exports it), passes the schema.
+    chart.render(values_files=[os.path.join(chart.chart, "values.yaml")])
+
+
+@case
+def defaults(t, chart):
+    objs = chart.render()
+    ctl = objs.one("Deployment", "haptic-controller")
+    hap = objs.one("Deployment", "haptic-haproxy")
+
+    # The controller: 2 replicas, leader-elected, every flag.
+    t.equal(ctl["spec"]["replicas"], 2, "controller replicas")
+    c = container(ctl, "controller")
+    f = flags(c)
+    t.equal(c["command"], ["/usr/local/bin/haptic"], "controller command")
+    t.equal(f[""], ["controller"], "controller subcommand")
+    t.equal(f.get("--namespace"), ["$(POD_NAMESPACE)"], "--namespace")
+    t.equal(f.get("--identity"), ["$(POD_NAME)"], "--identity")
+    selector = "app.kubernetes.io/name=haptic,app.kubernetes.io/instance=haptic,app.kubernetes.io/component=haproxy"
+    t.equal(f.get("--proxy-selector"), [selector], "--proxy-selector")
+    t.equal(f.get("--agent-port"), ["8450"], "--agent-port")
+    t.equal(f.get("--agent-token-file"), ["/etc/haptic/agent-token/token"], "--agent-token-file")
+    t.equal(f.get("--values"), ["/etc/haptic/values/values.yaml"], "--values")
+    t.equal(f.get("--lease-name"), ["haptic-controller"], "--lease-name")
+    t.equal(f.get("--lease-duration"), ["15"], "--lease-duration")
+    t.equal(f.get("--listen"), ["0.0.0.0:8451"], "--listen")
+    for absent in ("--agent-ca", "--agent-client-cert", "--agent-client-key", "--library-dir", "--library"):
+        t.check(absent not in f, f"controller has {absent} by default")
+    env = {e["name"]: e for e in c["env"]}
+    t.equal(env.get("POD_NAMESPACE", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE")
+    t.equal(env.get("POD_NAME", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME")
+    t.equal(port_number(c, "metrics"), 8451, "controller metrics port")
+    t.equal(c["readinessProbe"]["httpGet"]["path"], "/readyz", "controller readiness path")
+    t.equal(c["livenessProbe"]["httpGet"]["path"], "/healthz", "controller liveness path")
+    m = mounts(c)
+    vols = volumes(ctl)
+    t.equal(m.get("/etc/haptic/values"), "values", "values mount")
+    t.equal(vols.get("values", {}).get("configMap", {}).get("name"), "haptic-controller-values", "values volume")
+    t.equal(m.get("/etc/haptic/agent-token"), "agent-token", "controller token mount")
+    t.equal(vols.get("agent-token", {}).get("secret", {}).get("secretName"), "haptic-agent-token", "controller token volume")
+    t.equal(ctl["spec"]["template"]["spec"]["serviceAccountName"], "haptic-controller", "controller ServiceAccount")
+
+    # The values file: templateLibraries + the whole tree; the checksum on
+    # the pod template is the ConfigMap's content.
+    cm = objs.one("ConfigMap", "haptic-controller-values")["data"]["values.yaml"]
+    vf = yaml.safe_load(cm)
+    t.equal(sorted(vf), ["templateLibraries"], "values file top-level keys")
+    libs = vf["templateLibraries"]
+    for lib in ("base", "ingress", "kubernetesBackends", "statusPatches150PodReadinessGate"):
+        t.equal(libs.get(lib, {}).get("enabled"), True, f"templateLibraries.{lib}.enabled")
+    t.equal(libs["kubernetesBackends"]["podReadinessGate"], {"enabled": False}, "gate default")
+    t.equal(libs["base"]["frontends"]["http"]["bind"], ":8080", "base http bind")
+    annotation = ctl["spec"]["template"]["metadata"]["annotations"].get("checksum/values")
+    t.equal(annotation, hashlib.sha256(cm.rstrip("\n").encode()).hexdigest(), "checksum/values is the values file's sha256")
+
+    # Cluster-wide RBAC: what the default libraries watch and patch, no pods.
+    rules = cluster_rules(objs)
+    t.check(not mentions(rules, "", "pods"), f"ClusterRole has pods rules with the gate off: {rules}")
+    t.check(not mentions(rules, "", "pods/status"), f"ClusterRole has pods/status with the gate off: {rules}")
+    for res in ("ingresses", "ingressclasses"):
+        for verb in ("get", "list", "watch"):
+            t.check(grants(rules, "networking.k8s.io", res, verb), f"ClusterRole lacks {verb} {res}")
+    t.check(grants(rules, "networking.k8s.io", "ingresses/status", "patch"), "ClusterRole lacks patch ingresses/status")
+    for group, res in (("", "services"), ("discovery.k8s.io", "endpointslices")):
+        for verb in ("get", "list", "watch"):
+            t.check(grants(rules, group, res, verb), f"ClusterRole lacks {verb} {res}")
+    binding = objs.one("ClusterRoleBinding", "haptic-controller")
+    t.equal(binding["roleRef"]["name"], "haptic-controller", "ClusterRoleBinding roleRef")
+    t.equal(binding["subjects"], [{"kind": "ServiceAccount", "name": "haptic-controller", "namespace": "haptic"}], "ClusterRoleBinding subjects")
+
+    # Namespaced RBAC: the HAProxy pods, the Lease, Events.
+    role = objs.one("Role", "haptic-controller")
+    t.equal(role["metadata"]["namespace"], "haptic", "Role namespace")
+    rr = role["rules"]
+    for verb in ("get", "list", "watch"):
+        t.check(grants(rr, "", "pods", verb), f"Role lacks {verb} pods")
+    t.check(grants(rr, "coordination.k8s.io", "leases", "create"), "Role lacks create leases")
+    lease_rules = [r for r in rr if "leases" in r["resources"] and r.get("resourceNames")]
+    t.check(
+        any(r["resourceNames"] == ["haptic-controller"] and {"get", "update", "patch"} <= set(r["verbs"]) for r in lease_rules),
+        f"Role lacks get/update/patch on the Lease haptic-controller: {rr}",
+    )
+    for group in ("events.k8s.io", ""):
+        for verb in ("create", "patch"):
+            t.check(grants(rr, group, "events", verb), f"Role lacks {verb} events in group {group!r}")
+    rb = objs.one("RoleBinding", "haptic-controller")
+    t.equal(rb["subjects"][0]["name"], "haptic-controller", "RoleBinding subject")
+
+    # The agent token: generated, and both sides mount it.
+    secret = objs.one("Secret", "haptic-agent-token")
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    t.check(len(token) >= 32, f"agent token too short: {len(token)} characters")
+    t.check(token != chart.render().one("Secret", "haptic-agent-token")["data"]["token"], "two renders without a cluster produced the same token")
+
+    # HAProxy: 2 replicas, haproxy + agent sharing the config directory.
+    t.equal(hap["spec"]["replicas"], 2, "HAProxy replicas")
+    pod_labels = hap["spec"]["template"]["metadata"]["labels"]
+    t.check(selector_matches(selector, pod_labels), f"--proxy-selector does not select the HAProxy pods: {pod_labels}")
+    t.check(
+        not selector_matches(selector, ctl["spec"]["template"]["metadata"]["labels"]),
+        "--proxy-selector also selects the controller pods",
+    )
+    hc, ac = container(hap, "haproxy"), container(hap, "agent")
+    t.equal(hc["args"], ["haproxy", "--config-dir=/var/lib/haptic/haproxy"], "haproxy args")
+    af = flags(ac)
+    t.equal(af[""], ["agent"], "agent subcommand")
+    t.equal(af.get("--config-dir"), ["/var/lib/haptic/haproxy"], "agent --config-dir")
+    t.equal(af.get("--listen"), ["0.0.0.0:8450"], "agent --listen")
+    t.equal(af.get("--token-file"), ["/etc/haptic/agent-token/token"], "agent --token-file")
+    hv = volumes(hap)
+    shared = mounts(hc).get("/var/lib/haptic/haproxy")
+    t.check(shared is not None and shared == mounts(ac).get("/var/lib/haptic/haproxy"), "haproxy and agent do not share /var/lib/haptic/haproxy")
+    t.check("emptyDir" in hv.get(shared or "", {}), "the shared config directory is not an emptyDir")
+    t.equal(hv.get("agent-token", {}).get("secret", {}).get("secretName"), "haptic-agent-token", "agent token volume")
+    t.equal(port_number(hc, "http"), 8080, "haproxy http port")
+    t.equal(port_number(hc, "healthz"), 8081, "haproxy healthz port")
+    t.equal(port_number(hc, "stats"), None, "stats port with stats off")
+    t.equal(hc["readinessProbe"].get("httpGet"), {"path": "/healthz", "port": "healthz"}, "haproxy readiness probe")
+    t.equal(ac["livenessProbe"]["httpGet"]["path"], "/healthz", "agent liveness path")
+    t.equal(ac["readinessProbe"]["httpGet"]["path"], "/readyz", "agent readiness path")
+    t.equal(port_number(ac, "agent"), 8450, "agent port")
+    t.equal(hap["spec"]["template"]["spec"].get("automountServiceAccountToken"), False, "HAProxy pods mount an API token")
+
+    svc = objs.one("Service", "haptic-haproxy")
+    t.equal(svc["spec"]["type"], "ClusterIP", "HAProxy Service type")
+    t.equal(svc["spec"]["ports"], [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}], "HAProxy Service ports")
+    t.check(selector_matches(",".join(f"{k}={v}" for k, v in svc["spec"]["selector"].items()), pod_labels), "HAProxy Service does not select the HAProxy pods")
+
+    ic = objs.one("IngressClass", "haptic")
+    t.equal(ic["spec"]["controller"], "haproxy-haptic.org/controller", "IngressClass controller")
+    t.check("ingressclass.kubernetes.io/is-default-class" not in (ic["metadata"].get("annotations") or {}), "IngressClass is the default class by default")
+
+    # PDBs select their pods; security contexts are locked down.
+    for name, deploy in (("haptic-controller", ctl), ("haptic-haproxy", hap)):
+        pdb = objs.one("PodDisruptionBudget", name)
+        t.equal(pdb["spec"].get("maxUnavailable"), 1, f"PDB {name} maxUnavailable")
+        t.equal(pdb["spec"]["selector"]["matchLabels"], deploy["spec"]["selector"]["matchLabels"], f"PDB {name} selector")
+        spec = deploy["spec"]["template"]["spec"]
+        t.equal(spec["securityContext"].get("runAsNonRoot"), True, f"{name} runAsNonRoot")
+        t.equal(spec["securityContext"].get("seccompProfile"), {"type": "RuntimeDefault"}, f"{name} seccomp")
+        for c in spec["containers"]:
+            sc = c.get("securityContext", {})
+            t.equal(sc.get("readOnlyRootFilesystem"), True, f"{name}/{c['name']} readOnlyRootFilesystem")
+            t.equal(sc.get("allowPrivilegeEscalation"), False, f"{name}/{c['name']} allowPrivilegeEscalation")
+            t.equal(sc.get("capabilities"), {"drop": ["ALL"]}, f"{name}/{c['name']} capabilities")
+            t.check(c.get("resources", {}).get("requests"), f"{name}/{c['name']} has no resource requests")
+
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        t.equal(objs.all(kind), [], f"{kind} rendered by default")
+
+
+@case
+def gate_on_as_the_guide_upgrades(t, chart):
+    # `helm get values` of an installed release, then the guide's upgrade.
+    exported = chart.write("haptic-values.yaml", "haproxy:\n  service:\n    type: LoadBalancer\n")
+    off = chart.render(values_files=[exported])
+    on = chart.render(values_files=[exported], sets=[GATE_SET])
+    rules = cluster_rules(on)
+    for verb in ("get", "list", "watch"):
+        t.check(grants(rules, "", "pods", verb), f"gate on: ClusterRole lacks {verb} pods")
+    t.check(grants(rules, "", "pods/status", "patch"), "gate on: ClusterRole lacks patch pods/status")
+    t.check(not any("pods/status" in r["resources"] and set(r["verbs"]) - {"patch"} for r in rules), "gate on: pods/status has verbs besides patch")
+    t.check(not any("pods" in r["resources"] and set(r["verbs"]) - {"get", "list", "watch"} for r in rules), "gate on: pods has verbs besides get/list/watch")
+    t.check(not mentions(cluster_rules(off), "", "pods"), "gate off: ClusterRole has pods")
+    t.equal(values_file(on)["templateLibraries"]["kubernetesBackends"]["podReadinessGate"]["enabled"], True, "gate in the values file")
+    t.equal(on.one("Service", "haptic-haproxy")["spec"]["type"], "LoadBalancer", "exported values kept")
+    ann = lambda o: o.one("Deployment", "haptic-controller")["spec"]["template"]["metadata"]["annotations"]["checksum/values"]
+    t.check(ann(on) != ann(off), "enabling the gate does not change checksum/values (the controller would not restart)")
+
+
+@case
+def gate_needs_its_libraries(t, chart):
+    err = chart.render_error(sets=[GATE_SET, "controller.templateLibraries.statusPatches150PodReadinessGate.enabled=false"])
+    t.check("statusPatches150PodReadinessGate.enabled=true" in err, f"unclear error for gate without its status library:\n{err}")
+    err = chart.render_error(sets=[GATE_SET, "controller.templateLibraries.kubernetesBackends.enabled=false"])
+    t.check("kubernetesBackends.enabled=true" in err, f"unclear error for gate without kubernetes-backends:\n{err}")
+
+
+@case
+def ingress_disabled(t, chart):
+    objs = chart.render(sets=["controller.templateLibraries.ingress.enabled=false"])
+    rules = cluster_rules(objs)
+    for res in ("ingresses", "ingressclasses", "ingresses/status"):
+        t.check(not mentions(rules, "networking.k8s.io", res), f"ingress off: ClusterRole still has {res}")
+    t.check(grants(rules, "", "services", "watch"), "ingress off: kubernetes-backends lost services")
+    t.equal(objs.all("IngressClass"), [], "ingress off: IngressClass rendered")
+    t.equal(values_file(objs)["templateLibraries"]["ingress"]["enabled"], False, "ingress off in the values file")
+
+    objs = chart.render(sets=["controller.templateLibraries.ingress.enabled=false", "controller.templateLibraries.kubernetesBackends.enabled=false"])
+    t.equal(cluster_rules(objs), [], "ingress and kubernetes-backends off: ClusterRole rules")
+
+
+@case
+def ingress_class(t, chart):
+    objs = chart.render(sets=["ingressClass.default=true", "controller.templateLibraries.ingress.className=edge"])
+    ic = objs.one("IngressClass", "edge")
+    t.equal(ic["metadata"].get("annotations", {}).get("ingressclass.kubernetes.io/is-default-class"), "true", "default-class annotation")
+    t.equal(chart.render(sets=["ingressClass.create=false"]).all("IngressClass"), [], "ingressClass.create=false")
+
+
+@case
+def custom_library(t, chart):
+    vals = chart.write(
+        "custom.yaml",
+        """
+controller:
+  customLibraries:
+    - name: my-library
+      configMap: {name: my-library-wasm, key: lib.wasm}
+      rbac:
+        - apiGroups: [""]
+          resources: [configmaps]
+          verbs: [get, list, watch]
+    - name: other
+      configMap: {name: other}
+  templateLibraries:
+    myLibrary: {enabled: true, greeting: hello}
+""",
+    )
+    objs = chart.render(values_files=[vals])
+    ctl = objs.one("Deployment", "haptic-controller")
+    c = container(ctl, "controller")
+    t.equal(flags(c).get("--library-dir"), ["/etc/haptic/libraries"], "--library-dir")
+    t.equal(mounts(c).get("/etc/haptic/libraries"), "libraries", "libraries mount")
+    sources = volumes(ctl).get("libraries", {}).get("projected", {}).get("sources", [])
+    t.equal(
+        [(s["configMap"]["name"], s["configMap"]["items"]) for s in sources],
+        [("my-library-wasm", [{"key": "lib.wasm", "path": "my-library.wasm"}]), ("other", [{"key": "other.wasm", "path": "other.wasm"}])],
+        "libraries projected volume",
+    )
+    t.check("checksum/libraries" in ctl["spec"]["template"]["metadata"]["annotations"], "no checksum/libraries annotation")
+    t.equal(values_file(objs)["templateLibraries"].get("myLibrary"), {"enabled": True, "greeting": "hello"}, "custom library values")
+    rules = cluster_rules(objs)
+    t.check(grants(rules, "", "configmaps", "watch"), f"custom library rbac not in the ClusterRole: {rules}")
+    t.check(not mentions(cluster_rules(chart.render()), "", "configmaps"), "configmaps granted without the custom library")
+
+    err = chart.render_error(sets=["controller.templateLibraries.myLibrary.enabled=true"])
+    t.check("controller.templateLibraries.myLibrary: no such library" in err, f"unclear error for values of an unlisted library:\n{err}")
+    err = chart.render_error(sets=["controller.customLibraries[0].name=My_Lib", "controller.customLibraries[0].configMap.name=x"])
+    t.check("/controller/customLibraries/0/name" in err, f"unclear error for a bad custom library name:\n{err}")
+
+
+@case
+def mtls(t, chart):
+    objs = chart.render(sets=["agent.tls.enabled=true", "agent.tls.secretName=haptic-agent-tls"])
+    ctl, hap = objs.one("Deployment", "haptic-controller"), objs.one("Deployment", "haptic-haproxy")
+    f = flags(container(ctl, "controller"))
+    t.equal(f.get("--agent-ca"), ["/etc/haptic/agent-tls/ca.crt"], "--agent-ca")
+    t.equal(f.get("--agent-client-cert"), ["/etc/haptic/agent-tls/tls.crt"], "--agent-client-cert")
+    t.equal(f.get("--agent-client-key"), ["/etc/haptic/agent-tls/tls.key"], "--agent-client-key")
+    t.equal(f.get("--agent-token-file"), ["/etc/haptic/agent-token/token"], "token kept with mTLS")
+    ac = container(hap, "agent")
+    af = flags(ac)
+    t.equal(af.get("--tls-cert"), ["/etc/haptic/agent-tls/tls.crt"], "agent --tls-cert")
+    t.equal(af.get("--tls-key"), ["/etc/haptic/agent-tls/tls.key"], "agent --tls-key")
+    t.equal(af.get("--tls-client-ca"), ["/etc/haptic/agent-tls/ca.crt"], "agent --tls-client-ca")
+    t.equal(ac["readinessProbe"]["httpGet"].get("scheme"), "HTTPS", "agent probe scheme")
+    for d, cname in ((ctl, "controller"), (hap, "agent")):
+        t.equal(mounts(container(d, cname)).get("/etc/haptic/agent-tls"), "agent-tls", f"{cname} TLS mount")
+        t.equal(volumes(d).get("agent-tls", {}).get("secret", {}).get("secretName"), "haptic-agent-tls", f"{cname} TLS Secret")
+
+    objs = chart.render(sets=["agent.tls.enabled=true", "agent.tls.secretName=s", "agent.token.enabled=false"])
+    t.equal(objs.all("Secret"), [], "token disabled: token Secret rendered")
+    t.check("--agent-token-file" not in flags(container(objs.one("Deployment", "haptic-controller"), "controller")), "token disabled: --agent-token-file passed")
+    err = chart.render_error(sets=["agent.tls.enabled=true"])
+    t.check("/agent/tls/secretName" in err, f"unclear error for TLS without a Secret:\n{err}")
+    err = chart.render_error(sets=["agent.token.enabled=false"])
+    t.check("the agents need credentials" in err, f"unclear error for an agent without credentials:\n{err}")
+
+
+@case
+def existing_token_secret(t, chart):
+    objs = chart.render(sets=["agent.token.existingSecret=my-token"])
+    t.equal(objs.all("Secret"), [], "existingSecret: token Secret rendered")
+    t.equal(volumes(objs.one("Deployment", "haptic-haproxy"))["agent-token"]["secret"]["secretName"], "my-token", "existingSecret mounted")
+
+
+def expect_error(t, chart, sets, *needles):
+    """helm template with sets must fail, its message naming every needle."""
+    try:
+        err = chart.render_error(sets=sets)
+    except Failed as e:
+        t.failures.append(str(e))
+        return
+    t.check(all(n in err for n in needles), f"unclear error for {' '.join(sets)} (want {needles}):\n{err}")
+
+
+@case
+def schema_typos(t, chart):
+    expect_error(t, chart, ["controller.replicaz=3"], "/controller", "replicaz", "not allowed")
+    expect_error(t, chart, ["controller.templateLibraries.base.enabled=yes"], "/controller/templateLibraries/base/enabled", "boolean")
+    expect_error(t, chart, ["controller.templateLibraries.kubernetes-backends.enabled=false"], "kubernetes-backends", "not allowed")
+    expect_error(t, chart, ["haproxy.service.type=Loadbalancer"], "/haproxy/service/type")
+    expect_error(t, chart, [GATE_SET.replace("=true", "=1")], "podReadinessGate/enabled", "boolean")
+    expect_error(t, chart, ["haproxy.replicas=two"], "/haproxy/replicas", "integer")
+    expect_error(t, chart, ["agentt.port=1"], "agentt", "not allowed")
+
+
+@case
+def binds_and_ports(t, chart):
+    objs = chart.render(sets=[
+        'controller.templateLibraries.base.frontends.http.bind="${POD_IP}:9090"',
+        "controller.templateLibraries.base.frontends.healthz.enabled=false",
+        "controller.templateLibraries.base.frontends.stats.enabled=true",
+    ])
+    hc = container(objs.one("Deployment", "haptic-haproxy"), "haproxy")
+    t.equal(port_number(hc, "http"), 9090, "http port from a ${POD_IP} bind")
+    t.equal(port_number(hc, "healthz"), None, "healthz port with healthz off")
+    t.equal(port_number(hc, "stats"), 8404, "stats port")
+    t.equal(hc["readinessProbe"].get("tcpSocket"), {"port": "http"}, "readiness without healthz")
+    err = chart.render_error(sets=["controller.templateLibraries.base.frontends.http.bind=unix@/x.sock"])
+    t.check("frontends.http.bind" in err, f"unclear error for a bind without a port:\n{err}")
+
+
+@case
+def release_names(t, chart):
+    objs = chart.render(release="prod", namespace="edge")
+    ctl = objs.one("Deployment", "prod-haptic-controller")
+    f = flags(container(ctl, "controller"))
+    t.equal(f.get("--lease-name"), ["prod-haptic-controller"], "--lease-name follows the release")
+    t.check("app.kubernetes.io/instance=prod" in f["--proxy-selector"][0], "--proxy-selector follows the release")
+    role = objs.one("Role", "prod-haptic-controller")
+    t.equal(role["metadata"]["namespace"], "edge", "Role in the release namespace")
+    t.check(any(r.get("resourceNames") == ["prod-haptic-controller"] for r in role["rules"]), "Role names the release's Lease")
+    objs.one("Secret", "prod-haptic-agent-token")
+
+
+@case
+def monitoring(t, chart):
+    objs = chart.render(sets=["metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"])
+    sm = objs.one("ServiceMonitor", "haptic-controller")
+    t.equal(sm["spec"]["endpoints"][0]["port"], "metrics", "ServiceMonitor port")
+    t.equal(sm["spec"]["selector"]["matchLabels"], objs.one("Service", "haptic-controller-metrics")["spec"]["selector"], "ServiceMonitor selects the metrics Service")
+    pm = objs.one("PodMonitor", "haptic-haproxy")
+    t.equal(pm["spec"]["podMetricsEndpoints"][0]["port"], "agent", "PodMonitor port")
+
+
+@case
+def notes(t, chart):
+    text = chart.notes()
+    t.check("kubectl -n haptic port-forward service/haptic-haproxy 8080:80" in text, f"NOTES: no port-forward for ClusterIP:\n{text}")
+    t.check(GATE_SET in text, f"NOTES: gate off does not say how to enable it:\n{text}")
+    text = chart.notes(sets=[GATE_SET, "haproxy.service.type=LoadBalancer"])
+    t.check("jsonpath='{.status.loadBalancer.ingress[0]}'" in text, f"NOTES: no LoadBalancer address command:\n{text}")
+    t.check(GUIDE_PATCH in text, f"NOTES: gate on lacks the guide's kubectl patch:\n{text}")
+    t.check(GUIDE_CHECK in text, f"NOTES: gate on lacks the guide's check command:\n{text}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--helm", required=True)
+    ap.add_argument("--chart", required=True)
+    ap.add_argument("only", nargs="*", help="run the cases whose name contains one of these")
+    args = ap.parse_args()
+    chart = Chart(args.helm, os.path.abspath(args.chart))
+    selected = [c for c in CASES if not args.only or any(w in c.__name__ for w in args.only)]
+    if not selected:
+        print(f"no case matches {args.only}; cases: {[c.__name__ for c in CASES]}", file=sys.stderr)
+        return 2
+    failed = 0
+    try:
+        for fn in selected:
+            t = Case(fn.__name__)
+            try:
+                fn(t, chart)
+            except Failed as e:
+                t.failures.append(str(e))
+            except Exception:
+                t.failures.append(traceback.format_exc())
+            if t.failures:
+                failed += 1
+                print(f"FAIL {t.name}")
+                for f in t.failures:
+                    print("  - " + f.replace("\n", "\n    "))
+            else:
+                print(f"ok   {t.name}")
+    finally:
+        shutil.rmtree(chart.tmp, ignore_errors=True)
+    print(f"{len(selected) - failed}/{len(selected)} chart test cases passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
