@@ -150,7 +150,11 @@ templateLibraries:
 {{- end }}
 {{- $names := dict }}
 {{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true }}
+{{- $bundled := deepCopy $known }}
 {{- range .Values.controller.customLibraries }}
+{{- if hasKey $bundled (include "haptic.camelCase" .name) }}
+{{- fail (printf "controller.customLibraries: %q is the name of a bundled library; a custom library needs a name of its own" .name) }}
+{{- end }}
 {{- if hasKey $names .name }}
 {{- fail (printf "controller.customLibraries: %q is listed twice" .name) }}
 {{- end }}

@@ -461,8 +461,9 @@ controller:
 
     err = chart.render_error(sets=["controller.templateLibraries.myLibrary.enabled=true"])
     t.check("controller.templateLibraries.myLibrary: no such library" in err, f"unclear error for values of an unlisted library:\n{err}")
-    err = chart.render_error(sets=["controller.customLibraries[0].name=My_Lib", "controller.customLibraries[0].configMap.name=x"])
-    t.check("/controller/customLibraries/0/name" in err, f"unclear error for a bad custom library name:\n{err}")
+    expect_error(t, chart, ["controller.customLibraries[0].name=My_Lib", "controller.customLibraries[0].configMap.name=x"], "/controller/customLibraries/0/name")
+    expect_error(t, chart, ["controller.customLibraries[0].name=kubernetes-backends", "controller.customLibraries[0].configMap.name=x"], "name of a bundled library")
+    expect_error(t, chart, ["controller.customLibraries[0].name=a", "controller.customLibraries[0].configMap.name=x", "controller.customLibraries[1].name=a", "controller.customLibraries[1].configMap.name=y"], "listed twice")
 
 
 @case
