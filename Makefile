@@ -44,7 +44,9 @@ fixtures: build
 testbed-binaries:
 	bash tests/testbed/scripts/build-binaries.sh
 
+# The HAProxy pods run the local `haptic` binary (image haptic.test/haptic).
 e2e-test: testbed-binaries
+	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
 
 test: setup lint unit-test e2e-test

@@ -7,11 +7,20 @@
 //!   manager per variant, skipping what already holds.
 //! - [`leader`]: leader election on a Lease; the epoch is the fencing token
 //!   the agents check.
+//! - [`watch`]: the Kubernetes source (kube-runtime watchers per watched
+//!   kind, trimmed at ingest); [`proxies`]: discovering the HAProxy pods.
+//! - [`run`]: the loop joining them: render, validate, deploy, status.
+//! - [`metrics`]: what it exports to Prometheus.
 
 pub mod fleet;
 pub mod leader;
+pub mod metrics;
+pub mod proxies;
+pub mod run;
 pub mod status;
+pub mod watch;
 
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
 pub use leader::{ElectionSettings, Elector, Leadership};
+pub use run::{Settings, State, run};
 pub use status::{StatusApplier, field_manager};

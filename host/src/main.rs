@@ -47,6 +47,10 @@ enum Command {
         #[arg(long)]
         no_validate: bool,
     },
+    /// Run the controller: watch what the enabled libraries declare, render,
+    /// validate with `haproxy -c`, deploy to every HAProxy pod's agent, and
+    /// write status (the readiness gate) by server-side apply.
+    Controller(Box<ControllerArgs>),
     /// Serve the agent API beside HAProxy in a proxy pod: apply bundles from
     /// the controller (runtime commands or a reload), report what every live
     /// worker runs. HAProxy itself is started by `haptic haproxy`.
@@ -148,6 +152,65 @@ struct AgentArgs {
     max_files: usize,
 }
 
+#[derive(Debug, clap::Args)]
+struct ControllerArgs {
+    /// The release's namespace: where the HAProxy pods and the Lease are.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// This replica's name (Lease holder, Events' reporting instance).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Label selector of the HAProxy pods in --namespace.
+    #[arg(
+        long,
+        env = "HAPTIC_PROXY_SELECTOR",
+        default_value = "app.kubernetes.io/component=haproxy"
+    )]
+    proxy_selector: String,
+    /// The agents' API port on each HAProxy pod.
+    #[arg(long, default_value_t = 8450)]
+    agent_port: u16,
+    /// File holding the agents' bearer token (re-read at start).
+    #[arg(long, env = "HAPTIC_AGENT_TOKEN_FILE")]
+    agent_token_file: Option<PathBuf>,
+    /// PEM CA that signed the agents' serving certificates (then https).
+    #[arg(long)]
+    agent_ca: Option<PathBuf>,
+    /// PEM client certificate for agents that require mutual TLS.
+    #[arg(long, requires = "agent_client_key", requires = "agent_ca")]
+    agent_client_cert: Option<PathBuf>,
+    /// PEM private key of --agent-client-cert.
+    #[arg(long, requires = "agent_client_cert")]
+    agent_client_key: Option<PathBuf>,
+    /// A Helm-style values file (`templateLibraries.<name>...` or `controller.templateLibraries...`).
+    #[arg(short = 'f', long = "values", env = "HAPTIC_VALUES")]
+    values: Option<PathBuf>,
+    /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// A custom template library (.wasm component).
+    #[arg(short = 'l', long = "library")]
+    libraries: Vec<PathBuf>,
+    /// Load every `*.wasm` in this directory as a custom library (a mounted ConfigMap).
+    #[arg(long)]
+    library_dir: Option<PathBuf>,
+    /// The Lease for leader election, in --namespace.
+    #[arg(long, default_value = "haptic-controller")]
+    lease_name: String,
+    /// How long a leader that stopped renewing keeps the Lease.
+    #[arg(long, default_value = "15", value_name = "SECONDS")]
+    lease_duration: u64,
+    /// Lead without a Lease (a single replica only: two would both deploy).
+    #[arg(long)]
+    no_leader_election: bool,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "HAPTIC_CONTROLLER_LISTEN", default_value = "0.0.0.0:8451")]
+    listen: std::net::SocketAddr,
+    /// One push to one agent, including its reload.
+    #[arg(long, default_value = "35", value_name = "SECONDS")]
+    agent_timeout: u64,
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -229,6 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Agent(args) => run_agent(args),
+        Command::Controller(args) => run_controller(*args),
         Command::Haproxy { paths, extra } => {
             let error = agent::launch::exec_haproxy(
                 &paths.validator()?,
@@ -276,6 +340,86 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
+    use haptic::controller::{self, ElectionSettings, FleetSettings, proxies::ProxySettings};
+
+    let mut values = match &args.values {
+        Some(path) => Values::load(path)?,
+        None => Values::default(),
+    };
+    for assignment in &args.set {
+        values.set_assignment(assignment)?;
+    }
+    let mut custom = args.libraries.clone();
+    if let Some(dir) = &args.library_dir {
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("reading the library directory {}", dir.display()))?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        found.sort();
+        custom.extend(found);
+    }
+    let identity = match args.identity.clone() {
+        Some(identity) => identity,
+        None => std::env::var("HOSTNAME").unwrap_or_else(|_| "haptic-controller".into()),
+    };
+    let token = match &args.agent_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the agent token file {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let tls = args.agent_ca.clone().map(|ca| tls::ClientTls {
+        ca,
+        identity: args.agent_client_cert.clone().zip(args.agent_client_key.clone()),
+    });
+    let settings = controller::Settings {
+        identity: identity.clone(),
+        proxies: ProxySettings {
+            namespace: args.namespace.clone(),
+            selector: args.proxy_selector.clone(),
+            scheme: if tls.is_some() { "https" } else { "http" },
+            agent_port: args.agent_port,
+        },
+        fleet: FleetSettings {
+            token,
+            tls,
+            timeout: std::time::Duration::from_secs(args.agent_timeout),
+            ..FleetSettings::default()
+        },
+        election: (!args.no_leader_election).then(|| ElectionSettings {
+            namespace: args.namespace.clone(),
+            lease_name: args.lease_name.clone(),
+            identity,
+            duration: std::time::Duration::from_secs(args.lease_duration.max(2)),
+            grace: std::time::Duration::from_secs((args.lease_duration / 3).max(1)),
+        }),
+        listen: Some(args.listen),
+        convergence_wait: std::time::Duration::from_secs(30),
+        resync: std::time::Duration::from_secs(30),
+    };
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the controller's runtime")?;
+    runtime.block_on(async {
+        let libraries = haptic::engine::load_libraries(&self::runtime()?, &custom)?;
+        let engine = haptic::engine::Engine::new(libraries, values)?;
+        let client = kube::Client::try_default().await.context(
+            "connecting to the Kubernetes API (in-cluster service account, or KUBECONFIG)",
+        )?;
+        let state = std::sync::Arc::new(controller::State::default());
+        controller::run(client, engine, settings, state, shutdown_signal()).await
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_agent(args: AgentArgs) -> Result<ExitCode> {

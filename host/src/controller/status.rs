@@ -11,6 +11,7 @@
 //! writes, and skips what is already so.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -40,9 +41,41 @@ pub struct PatchFailure {
 #[derive(Debug, Clone, Default)]
 pub struct ApplyReport {
     pub written: usize,
+    /// (variant, apiVersion, kind, namespace, name) of each patch written.
+    pub written_patches: Vec<(StatusVariant, String, String, String, String)>,
     /// Already true on the object, or written before with the same content.
     pub skipped: usize,
     pub failed: Vec<PatchFailure>,
+}
+
+type PatchKey = (StatusVariant, String, String, String, String);
+
+fn key(patch: &StatusPatch) -> PatchKey {
+    (
+        patch.variant,
+        patch.api_version.clone(),
+        patch.kind.clone(),
+        patch.namespace.clone(),
+        patch.name.clone(),
+    )
+}
+
+/// What the applier has written (or found holding), shared with the render
+/// loop so it looks up an object's current status only for patches that
+/// still need a write.
+#[derive(Debug, Clone, Default)]
+pub struct StatusMemory(Arc<Mutex<HashMap<PatchKey, String>>>);
+
+impl StatusMemory {
+    /// This very patch was written, or found holding, before.
+    pub fn is_written(&self, patch: &StatusPatch) -> bool {
+        self.lock().get(&key(patch)) == Some(&patch.status)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, String>> {
+        // A poisoned map is still a valid cache.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Writes status patches; remembers what it wrote so an unchanged patch is
@@ -50,13 +83,13 @@ pub struct ApplyReport {
 pub struct StatusApplier {
     client: kube::Client,
     /// The status last written per (variant, object).
-    written: HashMap<(StatusVariant, String, String, String, String), String>,
+    written: StatusMemory,
 }
 
 impl std::fmt::Debug for StatusApplier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StatusApplier")
-            .field("written", &self.written.len())
+            .field("written", &self.written.lock().len())
             .finish_non_exhaustive()
     }
 }
@@ -65,8 +98,13 @@ impl StatusApplier {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            written: HashMap::new(),
+            written: StatusMemory::default(),
         }
+    }
+
+    /// The applier's memory of what it wrote.
+    pub fn memory(&self) -> StatusMemory {
+        self.written.clone()
     }
 
     /// Writes `patches`, skipping those already written and those
@@ -80,14 +118,7 @@ impl StatusApplier {
     ) -> ApplyReport {
         let mut report = ApplyReport::default();
         for patch in patches {
-            let key = (
-                patch.variant,
-                patch.api_version.clone(),
-                patch.kind.clone(),
-                patch.namespace.clone(),
-                patch.name.clone(),
-            );
-            if self.written.get(&key) == Some(&patch.status) {
+            if self.written.is_written(patch) {
                 report.skipped += 1;
                 continue;
             }
@@ -101,14 +132,15 @@ impl StatusApplier {
                 }
             };
             if current_status(patch).is_some_and(|current| holds(&status, &current)) {
-                self.written.insert(key, patch.status.clone());
+                self.written.lock().insert(key(patch), patch.status.clone());
                 report.skipped += 1;
                 continue;
             }
             match self.write(patch, status).await {
                 Ok(()) => {
-                    self.written.insert(key, patch.status.clone());
+                    self.written.lock().insert(key(patch), patch.status.clone());
                     report.written += 1;
+                    report.written_patches.push(key(patch));
                 }
                 Err(error) => report.failed.push(failure(patch, error)),
             }
@@ -119,7 +151,7 @@ impl StatusApplier {
     /// Forgets what was written to an object (it was deleted, or its
     /// status changed under another manager), so the next patch is sent.
     pub fn forget(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.written.retain(|(_, v, k, ns, n), _| {
+        self.written.lock().retain(|(_, v, k, ns, n), _| {
             !(v == api_version && k == kind && ns == namespace && n == name)
         });
     }

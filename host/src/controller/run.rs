@@ -1,0 +1,818 @@
+//! The controller's loop: watches in, renders, validated configurations to
+//! every HAProxy pod, status out.
+//!
+//! Four tasks, joined by channels that keep only what matters:
+//!
+//! - **sources** ([`super::watch`], [`super::proxies`]): deltas of the
+//!   watched objects; the HAProxy pods.
+//! - **render**: owns the [`Engine`]. It waits for every watch's first list
+//!   (a render of a partial view would deploy a configuration missing
+//!   backends), then renders each batch at once; changes that arrive while
+//!   it renders queue and are taken together by the next render, so a lone
+//!   change pays no coalescing delay and a burst costs one render per
+//!   render time. Each render is validated with `haproxy -c` unless it
+//!   differs from the last accepted one only in what the agents' runtime
+//!   plan covers (see [`needs_validation`]). The newest accepted render is
+//!   published as a [`Candidate`]; older ones are dropped unseen.
+//! - **deploy**: while leading, pushes the newest candidate to every pod,
+//!   waits until every live worker of every pod runs it, then writes its
+//!   `deployed` status patches (the readiness gate); `rendered` ones go out
+//!   when the candidate is taken. Failures are retried with backoff.
+//! - **leader**: the Lease; its epoch fences every push.
+//!
+//! A refused or failed render is never deployed: the fleet stays on the
+//! last good candidate; the failure is logged, counted, sent as a Kubernetes
+//! Event on the object the library blamed, and the last good render's
+//! `render-failed` patches are written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use super::fleet::{Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
+use super::leader::{ElectionSettings, Elector};
+use super::metrics::{LibraryLabels, Metrics, ModeLabels, ResultLabels};
+use super::proxies::{self, ProxySettings};
+use super::status::{StatusApplier, StatusMemory};
+use super::watch::{self as source, SourceEvent};
+use crate::agent::plan::{self, Plan};
+use crate::agent::{Bundle, BundleFile, FencingToken};
+use crate::engine::{self, Engine, EngineError};
+use crate::library::types::{StatusPatch, StatusVariant};
+use crate::render::{ObjectRef, Rendered};
+
+/// The readiness gate's condition type.
+pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// This replica (the pod name), for Events and the Lease.
+    pub identity: String,
+    pub proxies: ProxySettings,
+    pub fleet: FleetSettings,
+    /// `None`: no election, this replica always leads (one replica only).
+    pub election: Option<ElectionSettings>,
+    /// `/metrics`, `/healthz`, `/readyz`.
+    pub listen: Option<SocketAddr>,
+    /// Longest wait, per attempt, for old workers to finish after a reload.
+    pub convergence_wait: Duration,
+    /// How often the fleet is re-checked when nothing happens (a pod whose
+    /// HAProxy lost its configuration is found and fixed).
+    pub resync: Duration,
+}
+
+/// A validated render, ready for the fleet.
+#[derive(Debug)]
+pub struct Candidate {
+    /// Increases with every render, across restarts (it starts from the
+    /// clock): the fencing token's sequence.
+    pub sequence: u64,
+    pub bundle: Arc<Bundle>,
+    pub patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>>,
+    /// The current status of objects whose patches are not yet written, as
+    /// the watches last saw them, so a patch that already holds is skipped.
+    pub current: HashMap<ObjectRef, Value>,
+    /// When the controller first saw each pod whose gate patch is pending
+    /// (it then had ContainersReady): the gate latency's start.
+    pub gate_pending_since: HashMap<ObjectRef, Instant>,
+}
+
+/// What the controller exposes to its HTTP endpoints and tests.
+#[derive(Debug, Default)]
+pub struct State {
+    pub metrics: Metrics,
+    /// Every watch has listed and the first render is done (followers too:
+    /// their caches are warm).
+    pub ready: AtomicBool,
+}
+
+/// A render failure, for the deploy task to report while leading.
+#[derive(Debug)]
+struct Failure {
+    reason: &'static str,
+    message: String,
+    object: Option<ObjectRef>,
+    /// The last good render's `render-failed` patches.
+    patches: Vec<Arc<StatusPatch>>,
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    engine: Engine,
+    settings: Settings,
+    state: Arc<State>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let targets = source::targets(
+        engine.watches().map(|(_, watch)| watch),
+        &engine.ingest_trims(),
+    );
+    for target in &targets {
+        tracing::info!(watch = %target.describe(), "watching");
+    }
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let mut tasks = source::spawn(client.clone(), &targets, events_tx);
+
+    let (pods_tx, pods_rx) = watch::channel(None);
+    tasks.push(tokio::spawn(proxies::discover(
+        client.clone(),
+        settings.proxies.clone(),
+        pods_tx,
+    )));
+
+    let (leading_tx, leading_rx) = watch::channel(None);
+    let elector = match &settings.election {
+        Some(election) => Some(Arc::new(Elector::new(client.clone(), election.clone()).await?)),
+        None => {
+            let _ = leading_tx.send(Some(0));
+            None
+        }
+    };
+    if let Some(elector) = &elector {
+        tasks.push(tokio::spawn(lead(elector.clone(), leading_tx, state.clone())));
+    } else {
+        state.metrics.leader.set(1);
+    }
+
+    let applier = StatusApplier::new(client.clone());
+    let memory = applier.memory();
+    let (candidates_tx, candidates_rx) = watch::channel(None);
+    let (failures_tx, failures_rx) = mpsc::unbounded_channel();
+    tasks.push(tokio::spawn(render_loop(
+        engine,
+        events_rx,
+        targets.len(),
+        candidates_tx,
+        failures_tx,
+        memory,
+        state.clone(),
+    )));
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "haptic-controller".into(),
+            instance: Some(settings.identity.clone()),
+        },
+    );
+    let deployer = Deployer {
+        fleet: Fleet::new(settings.fleet.clone()),
+        applier,
+        recorder,
+        state: state.clone(),
+        settings: settings.clone(),
+    };
+    tasks.push(tokio::spawn(deployer.run(
+        candidates_rx,
+        pods_rx,
+        leading_rx,
+        failures_rx,
+    )));
+
+    if let Some(listen) = settings.listen {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("listening on {listen} for /metrics and probes: {e}"))?;
+        tasks.push(tokio::spawn(serve_http(listener, state.clone())));
+    }
+
+    shutdown.await;
+    for task in &tasks {
+        task.abort();
+    }
+    if let Some(elector) = elector {
+        // A follower takes over at once instead of after the Lease's term.
+        if let Err(error) = elector.release().await {
+            tracing::warn!(%error, "releasing the Lease on shutdown");
+        }
+    }
+    Ok(())
+}
+
+async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state: Arc<State>) {
+    loop {
+        match elector.acquire().await {
+            Ok(leadership) => {
+                let _ = leading.send(Some(leadership.epoch));
+                state.metrics.leader.set(1);
+                if let Err(error) = elector.lost().await {
+                    tracing::error!(%error, "renewing the Lease");
+                }
+                let _ = leading.send(None);
+                state.metrics.leader.set(0);
+            }
+            Err(error) => {
+                tracing::error!(%error, "taking part in leader election; retrying in 2 s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    }
+}
+
+/// Whether `next` must pass `haproxy -c` before it is deployed, given the
+/// last configuration that did. Not when the agents' runtime plan covers
+/// the difference (server address, port, weight, maintenance): every other
+/// line is one HAProxy accepted, the plan checks addresses are literal
+/// `ip:port` and weights in range, and those are exactly the changes an
+/// endpoint flip makes, which must not pay ~50-150 ms of `haproxy -c` at
+/// scale. Map files are left out of the comparison's runtime set (an empty
+/// loaded-map list), so any map change is validated: a map entry HAProxy
+/// cannot parse would fail the next reload.
+pub fn needs_validation(accepted: Option<&Bundle>, next: &Bundle) -> bool {
+    match accepted {
+        None => true,
+        Some(accepted) => matches!(plan::plan(accepted, next, &[]), Plan::Reload(_)),
+    }
+}
+
+/// The bundle of a render: what the agents get.
+pub fn bundle(rendered: &Rendered) -> Bundle {
+    Bundle::new(
+        rendered.config.clone(),
+        rendered
+            .files
+            .iter()
+            .map(|(path, content)| BundleFile {
+                path: path.clone(),
+                content: content.clone(),
+            })
+            .collect(),
+    )
+}
+
+/// The first sequence: milliseconds since the epoch, so a restarted
+/// controller (same Lease epoch without election) never reuses one the
+/// agents have seen.
+fn clock_sequence() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn render_loop(
+    mut engine: Engine,
+    mut events: mpsc::UnboundedReceiver<SourceEvent>,
+    targets: usize,
+    candidates: watch::Sender<Option<Arc<Candidate>>>,
+    failures: mpsc::UnboundedSender<Failure>,
+    memory: StatusMemory,
+    state: Arc<State>,
+) {
+    let mut listed = vec![false; targets];
+    let mut pending = Vec::new();
+    let mut accepted: Option<Arc<Bundle>> = None;
+    let mut last_good: Option<Rendered> = None;
+    let mut sequence = clock_sequence();
+    let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
+    let mut first = true;
+    loop {
+        // With no watches (no library watches anything) the first render
+        // needs no event.
+        if !(first && targets == 0) {
+            let Some(event) = events.recv().await else {
+                return;
+            };
+            absorb(event, &mut listed, &mut pending);
+            while let Ok(event) = events.try_recv() {
+                absorb(event, &mut listed, &mut pending);
+            }
+            if !listed.iter().all(|done| *done) {
+                continue;
+            }
+        }
+        first = false;
+        let changes = std::mem::take(&mut pending);
+        let started = Instant::now();
+        let result = tokio::task::block_in_place(|| engine.render(changes));
+        state
+            .metrics
+            .render_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let rendered = match result {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                report_failure(&state, &failures, &last_good, "RenderFailed", &error);
+                continue;
+            }
+        };
+        let next = bundle(&rendered);
+        if needs_validation(accepted.as_deref(), &next) {
+            let started = Instant::now();
+            let validated = tokio::task::block_in_place(|| engine::validate(&rendered));
+            state
+                .metrics
+                .validate_seconds
+                .observe(started.elapsed().as_secs_f64());
+            if let Err(error) = validated {
+                report_failure(&state, &failures, &last_good, "ConfigRefused", &error);
+                continue;
+            }
+        } else {
+            state.metrics.validations_skipped.inc();
+        }
+        state
+            .metrics
+            .renders
+            .get_or_create(&ResultLabels { result: "ok" })
+            .inc();
+        sequence = sequence.max(clock_sequence()) + 1;
+        let candidate = candidate(
+            &engine,
+            &rendered,
+            &next,
+            sequence,
+            &memory,
+            &mut gate_seen,
+        );
+        accepted = Some(candidate.bundle.clone());
+        last_good = Some(rendered);
+        let _ = candidates.send(Some(Arc::new(candidate)));
+        state.ready.store(true, Ordering::Relaxed);
+    }
+}
+
+fn absorb(event: SourceEvent, listed: &mut [bool], pending: &mut Vec<crate::render::ClusterChange>) {
+    if event.listed
+        && let Some(done) = listed.get_mut(event.target)
+    {
+        *done = true;
+    }
+    pending.extend(event.changes);
+}
+
+fn report_failure(
+    state: &State,
+    failures: &mpsc::UnboundedSender<Failure>,
+    last_good: &Option<Rendered>,
+    reason: &'static str,
+    error: &EngineError,
+) {
+    let (result, libraries, object) = match error {
+        EngineError::Render { error, object } => (
+            "render-failed",
+            error.library().map(str::to_owned).into_iter().collect(),
+            object.clone(),
+        ),
+        EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
+        _ => ("validate-error", Vec::new(), None),
+    };
+    state
+        .metrics
+        .renders
+        .get_or_create(&ResultLabels { result })
+        .inc();
+    for library in libraries {
+        state
+            .metrics
+            .library_errors
+            .get_or_create(&LibraryLabels { library })
+            .inc();
+    }
+    tracing::error!(%error, "render not deployed; the fleet stays on the last good configuration");
+    let patches = last_good
+        .as_ref()
+        .and_then(|rendered| rendered.status_patches.get(&StatusVariant::RenderFailed))
+        .map(|patches| patches.iter().map(|(_, patch)| patch.clone()).collect())
+        .unwrap_or_default();
+    let _ = failures.send(Failure {
+        reason,
+        message: error.to_string(),
+        object,
+        patches,
+    });
+}
+
+fn candidate(
+    engine: &Engine,
+    rendered: &Rendered,
+    bundle: &Bundle,
+    sequence: u64,
+    memory: &StatusMemory,
+    gate_seen: &mut HashMap<ObjectRef, Instant>,
+) -> Candidate {
+    let mut patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>> = BTreeMap::new();
+    let mut current = HashMap::new();
+    let mut gate_pending_since = HashMap::new();
+    let now = Instant::now();
+    for (variant, planned) in &rendered.status_patches {
+        for (_, patch) in planned {
+            patches.entry(*variant).or_default().push(patch.clone());
+            if memory.is_written(patch) {
+                continue;
+            }
+            let reference = ObjectRef {
+                api_version: patch.api_version.clone(),
+                kind: patch.kind.clone(),
+                namespace: patch.namespace.clone(),
+                name: patch.name.clone(),
+            };
+            if let Some(status) = engine
+                .object(&reference)
+                .and_then(|object| object.value().get_mut("status").map(Value::take))
+            {
+                current.insert(reference.clone(), status);
+            }
+            if *variant == StatusVariant::Deployed && is_gate_patch(patch) {
+                let since = *gate_seen.entry(reference.clone()).or_insert(now);
+                gate_pending_since.insert(reference, since);
+            }
+        }
+    }
+    // Forget pods whose gate patch is no longer pending.
+    gate_seen.retain(|reference, _| gate_pending_since.contains_key(reference));
+    Candidate {
+        sequence,
+        bundle: Arc::new(bundle.clone()),
+        patches,
+        current,
+        gate_pending_since,
+    }
+}
+
+fn is_gate_patch(patch: &StatusPatch) -> bool {
+    patch.kind == "Pod" && patch.status.contains(GATE_CONDITION)
+}
+
+/// The deploy task's state.
+struct Deployer {
+    fleet: Fleet,
+    applier: StatusApplier,
+    recorder: Recorder,
+    state: Arc<State>,
+    settings: Settings,
+}
+
+impl Deployer {
+    async fn run(
+        mut self,
+        mut candidates: watch::Receiver<Option<Arc<Candidate>>>,
+        mut pods: watch::Receiver<Option<Vec<ProxyPod>>>,
+        mut leading: watch::Receiver<Option<u64>>,
+        mut failures: mpsc::UnboundedReceiver<Failure>,
+    ) {
+        let mut rendered_written: Option<u64> = None;
+        let mut retry = Backoff::new();
+        let mut wake_at = tokio::time::Instant::now() + self.settings.resync;
+        loop {
+            tokio::select! {
+                changed = candidates.changed() => if changed.is_err() { return },
+                changed = pods.changed() => {
+                    if changed.is_err() { return }
+                    let members = pods.borrow_and_update().clone().unwrap_or_default();
+                    if let Err(error) = self.fleet.set_pods(members) {
+                        tracing::error!(%error, "cannot build clients for the HAProxy pods");
+                    }
+                    self.state.metrics.fleet_pods.set(self.fleet.pods().len() as i64);
+                }
+                changed = leading.changed() => if changed.is_err() { return },
+                Some(failure) = failures.recv() => {
+                    if leading.borrow().is_some() {
+                        self.report(failure).await;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(wake_at) => {}
+            }
+            wake_at = tokio::time::Instant::now() + self.settings.resync;
+            let Some(epoch) = *leading.borrow() else {
+                continue;
+            };
+            let Some(candidate) = candidates.borrow_and_update().clone() else {
+                continue;
+            };
+            // Every wake deploys: a new candidate, new pods, a new leader, a
+            // retry, or the periodic resync. Pods already on the candidate
+            // only confirm it (one state request each).
+            if rendered_written != Some(candidate.sequence) {
+                self.write(&candidate, StatusVariant::Rendered).await;
+                rendered_written = Some(candidate.sequence);
+            }
+            match self.deploy(&candidate, epoch, &mut candidates).await {
+                DeployResult::Converged => {
+                    self.write(&candidate, StatusVariant::Deployed).await;
+                    retry.reset();
+                }
+                DeployResult::Superseded => {}
+                DeployResult::Failed(message) => {
+                    self.write(&candidate, StatusVariant::DeployFailed).await;
+                    let pause = retry.next();
+                    tracing::warn!(%message, retry_in = ?pause, "the fleet does not run the newest configuration yet");
+                    wake_at = tokio::time::Instant::now() + pause;
+                }
+            }
+        }
+    }
+
+    async fn deploy(
+        &mut self,
+        candidate: &Candidate,
+        epoch: u64,
+        candidates: &mut watch::Receiver<Option<Arc<Candidate>>>,
+    ) -> DeployResult {
+        let id = candidate.bundle.id.as_str();
+        let started = Instant::now();
+        let report = self
+            .fleet
+            .deploy(&Deployment {
+                token: FencingToken {
+                    epoch,
+                    sequence: candidate.sequence,
+                },
+                bundle: candidate.bundle.clone(),
+            })
+            .await;
+        for pod in &report.pods {
+            let mode = match &pod.outcome {
+                PodOutcome::Confirmed => "confirmed",
+                PodOutcome::Applied(mode) => mode.as_str(),
+                PodOutcome::Failed(_) => "failed",
+            };
+            self.state
+                .metrics
+                .deploys
+                .get_or_create(&ModeLabels { mode })
+                .inc();
+        }
+        if report.pods.is_empty() {
+            return DeployResult::Failed(format!(
+                "no HAProxy pods match {} in namespace {}",
+                self.settings.proxies.selector, self.settings.proxies.namespace
+            ));
+        }
+        if !report.applied_everywhere() {
+            let failed: Vec<String> = report
+                .pods
+                .iter()
+                .filter_map(|pod| match &pod.outcome {
+                    PodOutcome::Failed(error) => Some(format!("{}: {error}", pod.pod)),
+                    _ => None,
+                })
+                .collect();
+            self.update_converged_gauge(id);
+            return DeployResult::Failed(failed.join("; "));
+        }
+        let converged = if self.fleet.converged_on(id) {
+            true
+        } else {
+            tokio::select! {
+                converged = self.fleet.await_convergence(id, self.settings.convergence_wait) => converged,
+                _ = candidates.changed() => return DeployResult::Superseded,
+            }
+        };
+        self.update_converged_gauge(id);
+        if converged {
+            self.state
+                .metrics
+                .deploy_seconds
+                .observe(started.elapsed().as_secs_f64());
+            DeployResult::Converged
+        } else {
+            let waiting: Vec<String> = self
+                .fleet
+                .pods()
+                .into_iter()
+                .filter(|pod| pod.converged.as_deref() != Some(id))
+                .map(|pod| match pod.last_error {
+                    Some(error) => format!("{}: {error}", pod.pod),
+                    None => format!("{}: old workers still running", pod.pod),
+                })
+                .collect();
+            DeployResult::Failed(format!("not every pod runs {id} yet: {}", waiting.join("; ")))
+        }
+    }
+
+    fn update_converged_gauge(&self, id: &str) {
+        let converged = self
+            .fleet
+            .pods()
+            .iter()
+            .filter(|pod| pod.converged.as_deref() == Some(id))
+            .count();
+        self.state
+            .metrics
+            .fleet_converged_pods
+            .set(converged as i64);
+    }
+
+    /// Writes the candidate's patches of `variant`.
+    async fn write(&mut self, candidate: &Candidate, variant: StatusVariant) {
+        let Some(patches) = candidate.patches.get(&variant) else {
+            return;
+        };
+        let current = &candidate.current;
+        let report = self
+            .applier
+            .apply(patches.iter().map(Arc::as_ref), |patch| {
+                current
+                    .get(&ObjectRef {
+                        api_version: patch.api_version.clone(),
+                        kind: patch.kind.clone(),
+                        namespace: patch.namespace.clone(),
+                        name: patch.name.clone(),
+                    })
+                    .cloned()
+            })
+            .await;
+        if variant == StatusVariant::Deployed {
+            let now = Instant::now();
+            for (_, api_version, kind, namespace, name) in &report.written_patches {
+                let reference = ObjectRef {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                };
+                if let Some(since) = candidate.gate_pending_since.get(&reference) {
+                    self.state.metrics.gate_conditions_set.inc();
+                    self.state
+                        .metrics
+                        .gate_latency_seconds
+                        .observe(now.duration_since(*since).as_secs_f64());
+                    tracing::info!(pod = %format!("{namespace}/{name}"), "readiness gate set: every HAProxy pod routes to it");
+                }
+            }
+        }
+        for failure in &report.failed {
+            self.state.metrics.status_patch_failures.inc();
+            tracing::warn!(object = %failure.object, error = %failure.error, "status patch not written");
+        }
+    }
+
+    async fn report(&mut self, failure: Failure) {
+        if !failure.patches.is_empty() {
+            let report = self
+                .applier
+                .apply(failure.patches.iter().map(Arc::as_ref), |_| None)
+                .await;
+            for failed in &report.failed {
+                tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
+            }
+        }
+        let regarding = match &failure.object {
+            Some(object) => ObjectReference {
+                api_version: Some(object.api_version.clone()),
+                kind: Some(object.kind.clone()),
+                namespace: Some(object.namespace.clone()).filter(|ns| !ns.is_empty()),
+                name: Some(object.name.clone()),
+                ..ObjectReference::default()
+            },
+            // No object to blame: the event goes on this replica's pod.
+            None => ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(self.settings.proxies.namespace.clone()),
+                name: Some(self.settings.identity.clone()),
+                ..ObjectReference::default()
+            },
+        };
+        // An Event's note is at most 1 kB.
+        let mut note = failure.message;
+        if note.len() > 1000 {
+            let mut end = 1000;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: failure.reason.into(),
+            note: Some(note),
+            action: "Render".into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &regarding).await {
+            tracing::warn!(%error, "cannot publish the Event about a failed render");
+        }
+    }
+}
+
+enum DeployResult {
+    Converged,
+    /// A newer candidate arrived while waiting.
+    Superseded,
+    Failed(String),
+}
+
+/// Retry pauses: 0.5 s doubling to 10 s.
+struct Backoff {
+    next: Option<Duration>,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self { next: None }
+    }
+
+    fn next(&mut self) -> Duration {
+        let pause = self.next.unwrap_or(Duration::from_millis(500));
+        self.next = Some((pause * 2).min(Duration::from_secs(10)));
+        pause
+    }
+
+    fn reset(&mut self) {
+        self.next = None;
+    }
+}
+
+async fn serve_http(listener: tokio::net::TcpListener, state: Arc<State>) {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get({
+                let state = state.clone();
+                move || async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        state.metrics.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if state.ready.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "ready")
+                } else {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "waiting for the first list of every watch and the first render",
+                    )
+                }
+            }),
+        );
+    if let Err(error) = axum::serve(listener, app).await {
+        tracing::error!(%error, "serving /metrics and probes");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle_of(config: &str) -> Bundle {
+        Bundle::new(config.to_owned(), Vec::new())
+    }
+
+    #[test]
+    fn only_changes_outside_the_runtime_plan_are_validated() {
+        let base = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
+        let flipped = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1 disabled\n";
+        let moved = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.2:80 weight 1\n";
+        let option = "global\n  maxconn 20\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
+        assert!(needs_validation(None, &bundle_of(base)));
+        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(flipped)));
+        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(moved)));
+        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(base)));
+        assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));
+        let with_map = Bundle::new(
+            base.to_owned(),
+            vec![BundleFile {
+                path: "maps/hosts.map".into(),
+                content: "a.example.com b\n".into(),
+            }],
+        );
+        let map_changed = Bundle::new(
+            base.to_owned(),
+            vec![BundleFile {
+                path: "maps/hosts.map".into(),
+                content: "c.example.com b\n".into(),
+            }],
+        );
+        assert!(
+            needs_validation(Some(&with_map), &map_changed),
+            "map contents are validated"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling_and_resets() {
+        let mut backoff = Backoff::new();
+        assert_eq!(backoff.next(), Duration::from_millis(500));
+        assert_eq!(backoff.next(), Duration::from_secs(1));
+        for _ in 0..10 {
+            backoff.next();
+        }
+        assert_eq!(backoff.next(), Duration::from_secs(10));
+        backoff.reset();
+        assert_eq!(backoff.next(), Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,267 @@
+//! The Kubernetes source: one kube-runtime watcher per kind the enabled
+//! libraries watch, feeding the render loop deltas.
+//!
+//! Watches of one kind share a watcher: its namespace and label selector
+//! are the libraries' own when they all agree, else the wider one (every
+//! namespace, no selector) and the store filters per library. Objects are
+//! trimmed before they are stored by the fields every watch of the kind
+//! ignores, so a cluster-wide Pod watch holds only what the gate's rule reads.
+//!
+//! A watcher's (re-)list is buffered until it completes and then delivered
+//! as one [`ClusterChange::Relisted`], so the store replaces the kind's
+//! objects at once and derives the deletions a reconnect may have missed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+
+use crate::library::types::Watch;
+use crate::render::{ClusterChange, ClusterObject, ObjectRef};
+
+/// What one watcher covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchTarget {
+    pub api_version: String,
+    pub kind: String,
+    /// `None`: every namespace.
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+    /// Dropped before storing.
+    pub trim: Arc<[String]>,
+}
+
+impl WatchTarget {
+    /// `Kind` (in namespace `ns`), for logs and errors.
+    pub fn describe(&self) -> String {
+        let scope = match &self.namespace {
+            Some(namespace) => format!(" in namespace {namespace}"),
+            None => String::new(),
+        };
+        let selector = match &self.label_selector {
+            Some(selector) => format!(" matching {selector}"),
+            None => String::new(),
+        };
+        format!("{} ({}){scope}{selector}", self.kind, self.api_version)
+    }
+}
+
+/// One watcher per (apiVersion, kind) of `watches`, with the shared scope.
+pub fn targets<'a>(
+    watches: impl IntoIterator<Item = &'a Watch>,
+    trims: &BTreeMap<(String, String), Arc<[String]>>,
+) -> Vec<WatchTarget> {
+    let mut by_kind: BTreeMap<(String, String), Vec<&Watch>> = BTreeMap::new();
+    for watch in watches {
+        by_kind
+            .entry((watch.api_version.clone(), watch.kind.clone()))
+            .or_default()
+            .push(watch);
+    }
+    by_kind
+        .into_iter()
+        .map(|(kind, watches)| {
+            let namespace = shared(watches.iter().map(|w| {
+                w.namespace
+                    .clone()
+                    .filter(|namespace| !namespace.is_empty())
+            }));
+            let label_selector = shared(watches.iter().map(|w| {
+                w.label_selector
+                    .clone()
+                    .filter(|selector| !selector.trim().is_empty())
+            }));
+            WatchTarget {
+                trim: trims
+                    .get(&kind)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from(Vec::new())),
+                api_version: kind.0,
+                kind: kind.1,
+                namespace,
+                label_selector,
+            }
+        })
+        .collect()
+}
+
+/// The value every item has, or `None` (the widest scope) when they differ.
+fn shared(mut values: impl Iterator<Item = Option<String>>) -> Option<String> {
+    let first = values.next()?;
+    values.all(|value| value == first).then_some(first).flatten()
+}
+
+/// What a watcher tells the render loop.
+#[derive(Debug)]
+pub struct SourceEvent {
+    /// The index of the target in the list given to [`spawn`].
+    pub target: usize,
+    pub changes: Vec<ClusterChange>,
+    /// This event completes a (re-)list.
+    pub listed: bool,
+}
+
+/// Starts a watcher per target on the current runtime. Errors (a missing
+/// RBAC rule, an unknown kind, a dropped connection) are logged naming the
+/// kind and retried with backoff; the store keeps what it had.
+pub fn spawn(
+    client: kube::Client,
+    targets: &[WatchTarget],
+    events: mpsc::UnboundedSender<SourceEvent>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    targets
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(index, target)| tokio::spawn(run(client.clone(), index, target, events.clone())))
+        .collect()
+}
+
+async fn run(
+    client: kube::Client,
+    index: usize,
+    target: WatchTarget,
+    events: mpsc::UnboundedSender<SourceEvent>,
+) {
+    let (group, version) = match target.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", target.api_version.as_str()),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, &target.kind);
+    // Resolving the resource (its plural, for custom resources too) needs
+    // discovery; retry until it answers, as a CRD may be installed later.
+    let resource = loop {
+        match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok((resource, _)) => break resource,
+            Err(error) => {
+                tracing::error!(watch = %target.describe(), %error, "cannot resolve the kind; is its CRD installed? retrying in 10 s");
+                tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            }
+        }
+    };
+    let api: Api<DynamicObject> = match &target.namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, &resource),
+        None => Api::all_with(client, &resource),
+    };
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(selector) = &target.label_selector {
+        config = config.labels(selector);
+    }
+    let stream = watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    let mut listing: Vec<ClusterObject> = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(watch = %target.describe(), %error, "watch failed; retrying (a 403 means the controller's RBAC lacks get/list/watch on it)");
+                continue;
+            }
+        };
+        let (changes, listed) = match event {
+            watcher::Event::Init => {
+                listing.clear();
+                continue;
+            }
+            watcher::Event::InitApply(object) => {
+                if let Some(object) = stored(&target, &resource, object) {
+                    listing.push(object);
+                }
+                continue;
+            }
+            watcher::Event::InitDone => (
+                vec![ClusterChange::Relisted {
+                    api_version: target.api_version.clone(),
+                    kind: target.kind.clone(),
+                    objects: std::mem::take(&mut listing),
+                }],
+                true,
+            ),
+            watcher::Event::Apply(object) => (
+                stored(&target, &resource, object)
+                    .map(ClusterChange::Applied)
+                    .into_iter()
+                    .collect(),
+                false,
+            ),
+            watcher::Event::Delete(object) => (
+                vec![ClusterChange::Deleted(ObjectRef {
+                    api_version: target.api_version.clone(),
+                    kind: target.kind.clone(),
+                    namespace: object.metadata.namespace.unwrap_or_default(),
+                    name: object.metadata.name.unwrap_or_default(),
+                })],
+                false,
+            ),
+        };
+        let event = SourceEvent {
+            target: index,
+            changes,
+            listed,
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    }
+}
+
+/// The stored form: apiVersion and kind set (list items come without them),
+/// trimmed.
+fn stored(
+    target: &WatchTarget,
+    resource: &ApiResource,
+    object: DynamicObject,
+) -> Option<ClusterObject> {
+    let mut value = serde_json::to_value(&object).ok()?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert(
+            "apiVersion".into(),
+            serde_json::Value::String(resource.api_version.clone()),
+        );
+        fields.insert(
+            "kind".into(),
+            serde_json::Value::String(resource.kind.clone()),
+        );
+    }
+    ClusterObject::trimmed(&value, target.trim.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(kind: &str, namespace: Option<&str>, selector: Option<&str>, ignore: &[&str]) -> Watch {
+        Watch {
+            name: kind.to_lowercase(),
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_owned),
+            label_selector: selector.map(str::to_owned),
+            ignore_fields: ignore.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn watches_of_one_kind_share_a_watcher_with_the_wider_scope() {
+        let watches = [
+            watch("Service", Some("shop"), Some("app=web"), &["status", "spec.a"]),
+            watch("Service", Some("shop"), Some("app=api"), &["status"]),
+            watch("Pod", None, Some("gate=on"), &["spec"]),
+            watch("Pod", Some(""), Some("gate=on"), &["spec"]),
+        ];
+        let trims = crate::render::ingest_trims(&watches);
+        let targets = targets(&watches, &trims);
+        assert_eq!(targets.len(), 2);
+        let pod = targets.iter().find(|t| t.kind == "Pod").unwrap();
+        assert_eq!(pod.namespace, None);
+        assert_eq!(pod.label_selector.as_deref(), Some("gate=on"));
+        assert_eq!(&*pod.trim, ["spec".to_owned()]);
+        let service = targets.iter().find(|t| t.kind == "Service").unwrap();
+        assert_eq!(service.namespace.as_deref(), Some("shop"));
+        assert_eq!(service.label_selector, None, "selectors differ: the union");
+        assert_eq!(&*service.trim, ["status".to_owned()], "only what both ignore");
+    }
+}

@@ -1,0 +1,465 @@
+//! A whole installation on the test bed: the real apiserver and controller
+//! manager, two HAProxy pods (`haptic haproxy` + `haptic agent`, run by the
+//! process kubelet from the local `haptic` binary), an echo Deployment
+//! behind a Service and an Ingress, and the controller running in this
+//! process on the same render core and deploy path as `haptic controller`.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use haptic::agent::disk::ConfigDir;
+use haptic::agent::{AgentClient, PodState};
+use haptic::controller::proxies::ProxySettings;
+use haptic::controller::{self, FleetSettings, State};
+use haptic::engine::{self, Engine};
+use haptic::library::{LibraryRuntime, RuntimeConfig};
+use haptic::values::Values;
+use haptic_testbed::kubelet::bed::{self, Bed};
+use haptic_testbed::kubelet::{Program, http};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+pub const HAPTIC_IMAGE: &str = "haptic.test/haptic";
+pub const HOST: &str = "web.example.com";
+pub const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
+const PROXY_NAMESPACE: &str = "haptic";
+pub const APP_NAMESPACE: &str = "shop";
+
+/// The `haptic` binary: `$HAPTIC_BIN`, else next to the test bed's own
+/// binaries (`make e2e-test` builds it first).
+pub fn haptic_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("HAPTIC_BIN") {
+        return PathBuf::from(path);
+    }
+    let echo = bed::echo_server_path();
+    echo.with_file_name("haptic")
+}
+
+/// One HAProxy pod.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    /// Its configuration directory (a hostPath, so the test reads bundles).
+    pub dir: PathBuf,
+}
+
+impl Proxy {
+    pub fn http(&self) -> SocketAddr {
+        SocketAddr::from((self.ip, 8080))
+    }
+
+    pub fn agent(&self) -> AgentClient {
+        AgentClient::new(
+            format!("http://{}:8450", self.ip),
+            None,
+            None,
+            Duration::from_secs(5),
+        )
+        .expect("agent client")
+    }
+
+    /// Whether every live worker of this pod routes to `ip` (an enabled
+    /// server line at that address in the bundle the worker runs).
+    pub fn routes_to(&self, state: &PodState, ip: &str) -> Result<(), String> {
+        if state.workers.is_empty() {
+            return Err(format!("{}: no workers", self.name));
+        }
+        let dir = ConfigDir::new(self.dir.clone(), self.dir.join("worker.sock"));
+        for worker in &state.workers {
+            let path = dir.bundle_dir(&worker.config_id).join("haproxy.cfg");
+            let config = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{}: reading {}: {e}", self.name, path.display()))?;
+            let routed = config.lines().any(|line| {
+                let line = line.trim();
+                line.starts_with("server ")
+                    && line.contains(&format!(" {ip}:"))
+                    && !line.split_whitespace().any(|word| word == "disabled")
+            });
+            if !routed {
+                return Err(format!(
+                    "{}: worker {} ({:?}) runs {} which does not route to {ip}",
+                    self.name, worker.pid, worker.role, worker.config_id
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The controller running in this process.
+pub struct RunningController {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub state: Arc<State>,
+}
+
+impl RunningController {
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(10), &mut self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("the controller did not stop cleanly: {other:?}"),
+        }
+    }
+}
+
+/// Everything a scenario needs.
+pub struct Installation {
+    pub bed: Bed,
+    pub proxies: Vec<Proxy>,
+    pub values: Values,
+    _dir: tempfile::TempDir,
+}
+
+/// The values the bed runs with: both HAProxy pods share one network
+/// namespace, so each binds its own pod IP (HAProxy expands `${POD_IP}`).
+pub fn values(gate: bool) -> Values {
+    Values::from_value(
+        json!({"templateLibraries": {
+            "base": {"frontends": {
+                "http": {"bind": "${POD_IP}:8080"},
+                "healthz": {"bind": "${POD_IP}:8081"},
+            }},
+            "kubernetesBackends": {"podReadinessGate": {"enabled": gate}},
+        }}),
+        "the test's values",
+    )
+    .expect("values")
+}
+
+impl Installation {
+    /// The bed, two HAProxy pods and the app (`replicas`, gated or not);
+    /// the controller is started separately.
+    pub async fn start(gate: bool, proxies: usize) -> Self {
+        let config = bed::echo_config().program(HAPTIC_IMAGE, Program::new(haptic_bin()));
+        let bed = Bed::start(config).await.expect("the test bed starts");
+        let client = bed.client();
+        bed::namespace(&client, PROXY_NAMESPACE)
+            .await
+            .expect("namespace");
+        bed::namespace(&client, APP_NAMESPACE)
+            .await
+            .expect("namespace");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut installation = Self {
+            bed,
+            proxies: Vec::new(),
+            values: values(gate),
+            _dir: dir,
+        };
+        for index in 0..proxies {
+            installation.add_proxy(index).await;
+        }
+        installation.create_app(gate).await;
+        installation
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.bed.client()
+    }
+
+    /// Creates HAProxy pod `haproxy-<index>` and waits for its IP.
+    pub async fn add_proxy(&mut self, index: usize) -> Proxy {
+        let name = format!("haproxy-{index}");
+        let dir = self._dir.path().join(&name);
+        std::fs::create_dir_all(&dir).expect("proxy dir");
+        let env = json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
+        let mount = json!([{"name": "config", "mountPath": "/var/lib/haptic/haproxy"}]);
+        bed::create::<Pod>(
+            &self.client(),
+            PROXY_NAMESPACE,
+            json!({
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "haproxy"}},
+                "spec": {
+                    "volumes": [{"name": "config", "hostPath": {"path": dir.to_string_lossy(), "type": "DirectoryOrCreate"}}],
+                    "containers": [
+                        {"name": "haproxy", "image": HAPTIC_IMAGE,
+                         "args": ["haproxy", "--config-dir", "/var/lib/haptic/haproxy"],
+                         "env": env, "volumeMounts": mount},
+                        {"name": "agent", "image": HAPTIC_IMAGE,
+                         "args": ["agent", "--config-dir", "/var/lib/haptic/haproxy", "--listen", "$(POD_IP):8450"],
+                         "env": env, "volumeMounts": mount,
+                         "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8450}, "periodSeconds": 1}},
+                    ],
+                }
+            }),
+        )
+        .await
+        .expect("HAProxy pod");
+        let pods: Api<Pod> = Api::namespaced(self.client(), PROXY_NAMESPACE);
+        let ip = bed::wait_for(
+            &format!("{name} to have an IP"),
+            Duration::from_secs(60),
+            || async {
+                let pod = pods.get(&name).await.map_err(|e| e.to_string())?;
+                pod.status
+                    .and_then(|s| s.pod_ip)
+                    .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+                    .ok_or_else(|| "no IP yet".to_owned())
+            },
+        )
+        .await
+        .expect("HAProxy pod IP");
+        let proxy = Proxy { name, ip, dir };
+        self.proxies.push(proxy.clone());
+        proxy
+    }
+
+    async fn create_app(&self, gate: bool) {
+        let client = self.client();
+        let mut template = json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 10,
+                "containers": [{
+                    "name": "app", "image": haptic_testbed::kubelet::ECHO_IMAGE,
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    // Serve on after SIGTERM while HAProxy takes the pod out.
+                    "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "2"}],
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                }],
+            }
+        });
+        if gate {
+            template["spec"]["readinessGates"] = json!([{"conditionType": GATE}]);
+        }
+        bed::create::<Deployment>(
+            &client,
+            APP_NAMESPACE,
+            json!({
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                    "template": template,
+                }
+            }),
+        )
+        .await
+        .expect("Deployment");
+        bed::create::<Service>(
+            &client,
+            APP_NAMESPACE,
+            json!({
+                "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+            }),
+        )
+        .await
+        .expect("Service");
+        Api::<IngressClass>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": "haptic"},
+                    "spec": {"controller": "haproxy-haptic.org/controller"}
+                }))
+                .expect("IngressClass"),
+            )
+            .await
+            .expect("IngressClass");
+        bed::create::<Ingress>(&client, APP_NAMESPACE, ingress("web", HOST, "web"))
+            .await
+            .expect("Ingress");
+    }
+
+    /// Starts the controller (no leader election unless `lease` is given).
+    pub async fn start_controller(&self, client: kube::Client) -> RunningController {
+        self.start_controller_with(client, None).await
+    }
+
+    pub async fn start_controller_with(
+        &self,
+        client: kube::Client,
+        election: Option<controller::ElectionSettings>,
+    ) -> RunningController {
+        let runtime = LibraryRuntime::new(RuntimeConfig {
+            cache_dir: std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".cache/haptic")),
+            ..RuntimeConfig::default()
+        })
+        .expect("library runtime");
+        let libraries = engine::load_libraries(&runtime, &[]).expect("libraries");
+        let engine = Engine::new(libraries, self.values.clone()).expect("engine");
+        let settings = controller::Settings {
+            identity: "controller-0".into(),
+            proxies: ProxySettings {
+                namespace: PROXY_NAMESPACE.into(),
+                selector: "app.kubernetes.io/component=haproxy".into(),
+                scheme: "http",
+                agent_port: 8450,
+            },
+            fleet: FleetSettings {
+                timeout: Duration::from_secs(10),
+                ..FleetSettings::default()
+            },
+            election,
+            listen: None,
+            convergence_wait: Duration::from_secs(10),
+            resync: Duration::from_secs(10),
+        };
+        let state = Arc::new(State::default());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(controller::run(client, engine, settings, state.clone(), async {
+            let _ = stopped.await;
+        }));
+        RunningController {
+            stop: Some(stop),
+            task,
+            state,
+        }
+    }
+
+    /// Waits until every HAProxy pod answers `HOST` from a web pod.
+    pub async fn wait_routed(&self) {
+        for proxy in &self.proxies {
+            let addr = proxy.http();
+            bed::wait_for(
+                &format!("{} to route {HOST}", proxy.name),
+                Duration::from_secs(60),
+                || async move {
+                    let response = http::get(addr, Some(HOST), "/", &[], Duration::from_secs(2))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if response.status == 200 && response.body.contains("pod=web-") {
+                        Ok(())
+                    } else {
+                        Err(format!("{} {}", response.status, response.body))
+                    }
+                },
+            )
+            .await
+            .expect("routed");
+        }
+    }
+
+    /// `kubectl rollout restart deployment/web`, then waits for the rollout
+    /// to finish (one updated, available replica and no other pod).
+    pub async fn rollout_restart(&self, round: usize) -> Duration {
+        let deployments: Api<Deployment> = Api::namespaced(self.client(), APP_NAMESPACE);
+        let started = Instant::now();
+        deployments
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {
+                    "kubectl.kubernetes.io/restartedAt": format!("round-{round}")
+                }}}}})),
+            )
+            .await
+            .expect("restart");
+        let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
+        bed::wait_for(
+            &format!("rollout {round} to finish"),
+            Duration::from_secs(90),
+            || async {
+                let deployment = deployments.get("web").await.map_err(|e| e.to_string())?;
+                let generation = deployment.metadata.generation.unwrap_or(0);
+                let status = deployment.status.unwrap_or_default();
+                let pods = pods
+                    .list(&ListParams::default().labels("app=web"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let done = status.observed_generation.unwrap_or(0) >= generation
+                    && status.updated_replicas == Some(1)
+                    && status.available_replicas == Some(1)
+                    && status.replicas == Some(1)
+                    && pods.items.len() == 1;
+                if done {
+                    Ok(())
+                } else {
+                    Err(format!("{status:?}, {} pods", pods.items.len()))
+                }
+            },
+        )
+        .await
+        .expect("rollout finished");
+        started.elapsed()
+    }
+}
+
+/// An Ingress routing `host` to Service `service` port `http`.
+pub fn ingress(name: &str, host: &str, service: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "ingressClassName": "haptic",
+            "rules": [{"host": host, "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": service, "port": {"name": "http"}}}
+            }]}}]
+        }
+    })
+}
+
+/// Counts of a load generator's requests.
+#[derive(Debug, Default)]
+pub struct LoadCounts {
+    pub ok: AtomicU64,
+    pub failed: AtomicU64,
+    pub failures: std::sync::Mutex<Vec<String>>,
+}
+
+/// Sends requests for `HOST` through every proxy in turn, one connection
+/// per request, no retries, until `stop` flips; `workers` at a time.
+pub fn load(
+    proxies: &[Proxy],
+    workers: usize,
+    counts: Arc<LoadCounts>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..workers)
+        .map(|worker| {
+            let targets: Vec<SocketAddr> = proxies.iter().map(Proxy::http).collect();
+            let counts = counts.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut turn = worker;
+                while !stop.load(Ordering::Relaxed) {
+                    let addr = targets[turn % targets.len()];
+                    turn += 1;
+                    let at = Instant::now();
+                    match http::get(addr, Some(HOST), "/", &[], Duration::from_secs(3)).await {
+                        Ok(response) if response.status == 200 => {
+                            counts.ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        outcome => {
+                            counts.failed.fetch_add(1, Ordering::Relaxed);
+                            let detail = match outcome {
+                                Ok(response) => format!("{} {}", response.status, response.body.trim()),
+                                Err(error) => error.to_string(),
+                            };
+                            if let Ok(mut failures) = counts.failures.lock() {
+                                failures.push(format!("{addr} after {:?}: {detail}", at.elapsed()));
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        })
+        .collect()
+}
+
+/// The pod's gate condition status, if present.
+pub fn gate_status(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == GATE)
+        .map(|c| c.status.as_str())
+}
