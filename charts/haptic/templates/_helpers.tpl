@@ -185,6 +185,8 @@ templateLibraries:
 {{- $statusGate := eq (include "haptic.libEnabled" (dict "root" . "name" "statusPatches150PodReadinessGate")) "true" }}
 {{- $gate := eq (include "haptic.gateEnabled" .) "true" }}
 {{- $rules := list }}
+{{- /* Events go on the object a library blamed, in that object's namespace */}}
+{{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io" "") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- if or $ingress $backends }}
 {{- /* ingress resolves named Service ports; kubernetes-backends renders Services */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch")) }}
@@ -210,7 +212,7 @@ templateLibraries:
 {{- toYaml $rules }}
 {{- end }}
 
-{{/* The rules in the release namespace: the HAProxy pods, the Lease, Events. */}}
+{{/* The rules in the release namespace: the HAProxy pods, the Lease. */}}
 {{- define "haptic.namespaceRules" -}}
 - apiGroups: [""]
   resources: [pods]
@@ -222,12 +224,6 @@ templateLibraries:
   resources: [leases]
   resourceNames: [{{ include "haptic.leaseName" . | quote }}]
   verbs: [get, update, patch]
-- apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, patch]
 {{- end }}
 
 {{/* Pod affinity: the user's, else a preference to spread the component's
