@@ -32,6 +32,8 @@ pub const HOST: &str = "web.example.com";
 pub const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
 const PROXY_NAMESPACE: &str = "haptic";
 pub const APP_NAMESPACE: &str = "shop";
+/// The agents' bearer token (a Secret mounted into every agent).
+pub const AGENT_TOKEN: &str = "e2e-agent-token-0123456789abcdef";
 
 /// The `haptic` binary: `$HAPTIC_BIN`, else next to the test bed's own
 /// binaries (`make e2e-test` builds it first).
@@ -60,7 +62,7 @@ impl Proxy {
     pub fn agent(&self) -> AgentClient {
         AgentClient::new(
             format!("http://{}:8450", self.ip),
-            None,
+            Some(AGENT_TOKEN.to_owned()),
             None,
             Duration::from_secs(5),
         )
@@ -151,6 +153,13 @@ impl Installation {
         bed::namespace(&client, APP_NAMESPACE)
             .await
             .expect("namespace");
+        bed::create::<k8s_openapi::api::core::v1::Secret>(
+            &client,
+            PROXY_NAMESPACE,
+            json!({"metadata": {"name": "agent-token"}, "stringData": {"token": AGENT_TOKEN}}),
+        )
+        .await
+        .expect("token Secret");
         let dir = tempfile::tempdir().expect("tempdir");
         let mut installation = Self {
             bed,
@@ -182,14 +191,22 @@ impl Installation {
             json!({
                 "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "haproxy"}},
                 "spec": {
-                    "volumes": [{"name": "config", "hostPath": {"path": dir.to_string_lossy(), "type": "DirectoryOrCreate"}}],
+                    "volumes": [
+                        {"name": "config", "hostPath": {"path": dir.to_string_lossy(), "type": "DirectoryOrCreate"}},
+                        {"name": "token", "secret": {"secretName": "agent-token"}},
+                    ],
                     "containers": [
                         {"name": "haproxy", "image": HAPTIC_IMAGE,
                          "args": ["haproxy", "--config-dir", "/var/lib/haptic/haproxy"],
                          "env": env, "volumeMounts": mount},
                         {"name": "agent", "image": HAPTIC_IMAGE,
-                         "args": ["agent", "--config-dir", "/var/lib/haptic/haproxy", "--listen", "$(POD_IP):8450"],
-                         "env": env, "volumeMounts": mount,
+                         "args": ["agent", "--config-dir", "/var/lib/haptic/haproxy", "--listen", "$(POD_IP):8450",
+                                  "--token-file", "/etc/haptic/agent-token/token"],
+                         "env": env,
+                         "volumeMounts": [
+                             {"name": "config", "mountPath": "/var/lib/haptic/haproxy"},
+                             {"name": "token", "mountPath": "/etc/haptic/agent-token", "readOnly": true},
+                         ],
                          "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8450}, "periodSeconds": 1}},
                     ],
                 }
@@ -302,6 +319,7 @@ impl Installation {
                 agent_port: 8450,
             },
             fleet: FleetSettings {
+                token: Some(AGENT_TOKEN.to_owned()),
                 timeout: Duration::from_secs(10),
                 ..FleetSettings::default()
             },
