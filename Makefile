@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render test lint unit-test fixtures e2e-test testbed-binaries testbed-up bench bench-agent setup
+.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -49,7 +49,12 @@ e2e-test: testbed-binaries
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
 
-test: setup lint unit-test e2e-test
+# helm lint/template with assertions on the rendered objects (helm is built
+# once through the Go module proxy, cached in ~/.cache/haptic).
+chart-test:
+	bash charts/haptic/tests/run.sh
+
+test: setup lint unit-test chart-test e2e-test
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up
