@@ -116,3 +116,140 @@ fn e2e_gated_single_replica_rollouts_drop_no_request() {
     })
     .expect("pod network");
 }
+
+/// Without the gate a single-replica rollout may lose requests in the gap
+/// between the new pod's Ready and HAProxy routing to it; the contract is
+/// that they are only fast 503s (HAProxy with no usable server), within one
+/// short window per restart. The windows are reported.
+#[test]
+fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(false, 2).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        let rounds = 5;
+        let mut windows = Vec::new();
+        for round in 1..=rounds {
+            let before = counts.failures.lock().map(|f| f.len()).unwrap_or(0);
+            installation.rollout_restart(round).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let failures = counts.failures.lock().map(|f| f[before..].to_vec()).unwrap_or_default();
+            windows.push(failures);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for generator in generators {
+            let _ = generator.await;
+        }
+        let ok = counts.ok.load(Ordering::Relaxed);
+        let failed = counts.failed.load(Ordering::Relaxed);
+        println!("{rounds} ungated rollouts: {ok} ok, {failed} failed");
+        for (round, failures) in windows.iter().enumerate() {
+            println!("  rollout {}: {} failed", round + 1, failures.len());
+        }
+        let all = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        for failure in &all {
+            // "<addr> after <elapsed>: <status> <body>"
+            assert!(
+                failure.contains(": 503 "),
+                "an ungated rollout may only fail with HAProxy's 503: {failure}"
+            );
+        }
+        assert!(ok > 100, "the load generator sent too little: {ok}");
+        controller.stop().await;
+    })
+    .expect("pod network");
+}
+
+/// With the controller down, a rollout of a gated workload stalls: the new
+/// pod stays NotReady, the old one keeps serving, no request fails. Once
+/// the controller is back, the rollout completes.
+#[test]
+fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 2).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        installation.rollout_restart(1).await;
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+
+        controller.stop().await;
+        let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(installation.client(), APP_NAMESPACE);
+        deployments
+            .patch(
+                "web",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"spec": {"template": {"metadata": {
+                    "annotations": {"kubectl.kubernetes.io/restartedAt": "during-outage"}}}}})),
+            )
+            .await
+            .expect("restart");
+        // The new pod's containers become ready; the gate does not.
+        let stalled = bed::wait_for("the new pod's containers to be ready", Duration::from_secs(60), || async {
+            let list = pods
+                .list(&kube::api::ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let waiting: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|pod| condition(pod, "ContainersReady") == Some("True") && condition(pod, "Ready") != Some("True"))
+                .collect();
+            waiting.into_iter().next().ok_or_else(|| "none yet".to_owned())
+        })
+        .await
+        .expect("a stalled pod");
+        let stalled_name = stalled.metadata.name.clone().unwrap_or_default();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let again = pods.get(&stalled_name).await.expect("stalled pod");
+        assert_ne!(condition(&again, "Ready"), Some("True"), "a gated pod became Ready without a controller");
+        assert_eq!(gate_status(&again), None);
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("app=web"))
+            .await
+            .expect("pods");
+        assert_eq!(list.items.len(), 2, "the old pod must stay while the new one is not Ready");
+
+        let controller = installation.start_controller(installation.client()).await;
+        bed::wait_for("the rollout to complete after the controller is back", Duration::from_secs(60), || async {
+            let list = pods
+                .list(&kube::api::ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let names: Vec<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+            if names == [stalled_name.clone()] && condition(&list.items[0], "Ready") == Some("True") {
+                Ok(())
+            } else {
+                Err(format!("{names:?}"))
+            }
+        })
+        .await
+        .expect("rollout completes");
+        stop.store(true, Ordering::Relaxed);
+        for generator in generators {
+            let _ = generator.await;
+        }
+        let failures = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let ok = counts.ok.load(Ordering::Relaxed);
+        println!("controller outage: {ok} requests ok, {} failed", failures.len());
+        assert!(failures.is_empty(), "{failures:#?}");
+        controller.stop().await;
+    })
+    .expect("pod network");
+}
+
+fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.as_str())
+}
