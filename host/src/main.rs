@@ -378,7 +378,10 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
     };
     let tls = args.agent_ca.clone().map(|ca| tls::ClientTls {
         ca,
-        identity: args.agent_client_cert.clone().zip(args.agent_client_key.clone()),
+        identity: args
+            .agent_client_cert
+            .clone()
+            .zip(args.agent_client_key.clone()),
     });
     let settings = controller::Settings {
         identity: identity.clone(),

@@ -147,9 +147,10 @@ mod tests {
                 endpoint: "http://10.244.0.7:8450".into()
             })
         );
-        pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            "2026-12-01T00:00:00Z".parse().unwrap(),
-        ));
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-12-01T00:00:00Z".parse().unwrap(),
+            ));
         assert_eq!(member(&pod, &settings()), None);
     }
 }

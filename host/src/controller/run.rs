@@ -120,7 +120,7 @@ pub async fn run(
         tracing::info!(watch = %target.describe(), "watching");
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let mut tasks = source::spawn(client.clone(), &targets, events_tx);
+    let mut tasks = Tasks(source::spawn(client.clone(), &targets, events_tx));
 
     let (pods_tx, pods_rx) = watch::channel(None);
     tasks.push(tokio::spawn(proxies::discover(
@@ -131,14 +131,20 @@ pub async fn run(
 
     let (leading_tx, leading_rx) = watch::channel(None);
     let elector = match &settings.election {
-        Some(election) => Some(Arc::new(Elector::new(client.clone(), election.clone()).await?)),
+        Some(election) => Some(Arc::new(
+            Elector::new(client.clone(), election.clone()).await?,
+        )),
         None => {
             let _ = leading_tx.send(Some(0));
             None
         }
     };
     if let Some(elector) = &elector {
-        tasks.push(tokio::spawn(lead(elector.clone(), leading_tx, state.clone())));
+        tasks.push(tokio::spawn(lead(
+            elector.clone(),
+            leading_tx,
+            state.clone(),
+        )));
     } else {
         state.metrics.leader.set(1);
     }
@@ -186,9 +192,7 @@ pub async fn run(
     }
 
     shutdown.await;
-    for task in &tasks {
-        task.abort();
-    }
+    drop(tasks);
     if let Some(elector) = elector {
         // A follower takes over at once instead of after the Lease's term.
         if let Err(error) = elector.release().await {
@@ -196,6 +200,25 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The controller's tasks, aborted together when dropped: on shutdown, and
+/// when the future of [`run`] itself is dropped, so nothing keeps deploying
+/// behind a controller that is gone.
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Tasks {
+    fn push(&mut self, task: tokio::task::JoinHandle<()>) {
+        self.0.push(task);
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state: Arc<State>) {
@@ -327,14 +350,7 @@ async fn render_loop(
             .get_or_create(&ResultLabels { result: "ok" })
             .inc();
         sequence = sequence.max(clock_sequence()) + 1;
-        let candidate = candidate(
-            &engine,
-            &rendered,
-            &next,
-            sequence,
-            &memory,
-            &mut gate_seen,
-        );
+        let candidate = candidate(&engine, &rendered, &next, sequence, &memory, &mut gate_seen);
         accepted = Some(candidate.bundle.clone());
         last_good = Some(rendered);
         let _ = candidates.send(Some(Arc::new(candidate)));
@@ -342,7 +358,11 @@ async fn render_loop(
     }
 }
 
-fn absorb(event: SourceEvent, listed: &mut [bool], pending: &mut Vec<crate::render::ClusterChange>) {
+fn absorb(
+    event: SourceEvent,
+    listed: &mut [bool],
+    pending: &mut Vec<crate::render::ClusterChange>,
+) {
     if event.listed
         && let Some(done) = listed.get_mut(event.target)
     {
@@ -588,7 +608,10 @@ impl Deployer {
                     None => format!("{}: old workers still running", pod.pod),
                 })
                 .collect();
-            DeployResult::Failed(format!("not every pod runs {id} yet: {}", waiting.join("; ")))
+            DeployResult::Failed(format!(
+                "not every pod runs {id} yet: {}",
+                waiting.join("; ")
+            ))
         }
     }
 
@@ -775,11 +798,15 @@ mod tests {
     #[test]
     fn only_changes_outside_the_runtime_plan_are_validated() {
         let base = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
-        let flipped = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1 disabled\n";
+        let flipped =
+            "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1 disabled\n";
         let moved = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.2:80 weight 1\n";
         let option = "global\n  maxconn 20\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
         assert!(needs_validation(None, &bundle_of(base)));
-        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(flipped)));
+        assert!(!needs_validation(
+            Some(&bundle_of(base)),
+            &bundle_of(flipped)
+        ));
         assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(moved)));
         assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(base)));
         assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));

@@ -74,7 +74,9 @@ impl StatusMemory {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, String>> {
         // A poisoned map is still a valid cache.
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -91,7 +91,10 @@ pub fn targets<'a>(
 /// The value every item has, or `None` (the widest scope) when they differ.
 fn shared(mut values: impl Iterator<Item = Option<String>>) -> Option<String> {
     let first = values.next()?;
-    values.all(|value| value == first).then_some(first).flatten()
+    values
+        .all(|value| value == first)
+        .then_some(first)
+        .flatten()
 }
 
 /// What a watcher tells the render loop.
@@ -233,7 +236,12 @@ fn stored(
 mod tests {
     use super::*;
 
-    fn watch(kind: &str, namespace: Option<&str>, selector: Option<&str>, ignore: &[&str]) -> Watch {
+    fn watch(
+        kind: &str,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+        ignore: &[&str],
+    ) -> Watch {
         Watch {
             name: kind.to_lowercase(),
             api_version: "v1".into(),
@@ -247,7 +255,12 @@ mod tests {
     #[test]
     fn watches_of_one_kind_share_a_watcher_with_the_wider_scope() {
         let watches = [
-            watch("Service", Some("shop"), Some("app=web"), &["status", "spec.a"]),
+            watch(
+                "Service",
+                Some("shop"),
+                Some("app=web"),
+                &["status", "spec.a"],
+            ),
             watch("Service", Some("shop"), Some("app=api"), &["status"]),
             watch("Pod", None, Some("gate=on"), &["spec"]),
             watch("Pod", Some(""), Some("gate=on"), &["spec"]),
@@ -262,6 +275,10 @@ mod tests {
         let service = targets.iter().find(|t| t.kind == "Service").unwrap();
         assert_eq!(service.namespace.as_deref(), Some("shop"));
         assert_eq!(service.label_selector, None, "selectors differ: the union");
-        assert_eq!(&*service.trim, ["status".to_owned()], "only what both ignore");
+        assert_eq!(
+            &*service.trim,
+            ["status".to_owned()],
+            "only what both ignore"
+        );
     }
 }

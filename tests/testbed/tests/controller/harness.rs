@@ -105,6 +105,13 @@ pub struct RunningController {
 }
 
 impl RunningController {
+    /// Ends the controller as a crash would: every task gone at once, the
+    /// Lease neither renewed nor released.
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -183,7 +190,8 @@ impl Installation {
         let name = format!("haproxy-{index}");
         let dir = self._dir.path().join(&name);
         std::fs::create_dir_all(&dir).expect("proxy dir");
-        let env = json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
+        let env =
+            json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
         let mount = json!([{"name": "config", "mountPath": "/var/lib/haptic/haproxy"}]);
         bed::create::<Pod>(
             &self.client(),
@@ -294,12 +302,27 @@ impl Installation {
 
     /// Starts the controller (no leader election unless `lease` is given).
     pub async fn start_controller(&self, client: kube::Client) -> RunningController {
-        self.start_controller_with(client, None).await
+        self.start_controller_with(client, "controller-0", None)
+            .await
+    }
+
+    /// A replica taking part in leader election on a short Lease.
+    pub async fn start_replica(&self, identity: &str) -> RunningController {
+        let election = controller::ElectionSettings {
+            namespace: PROXY_NAMESPACE.into(),
+            lease_name: "haptic-controller".into(),
+            identity: identity.into(),
+            duration: Duration::from_secs(3),
+            grace: Duration::from_secs(1),
+        };
+        self.start_controller_with(self.client(), identity, Some(election))
+            .await
     }
 
     pub async fn start_controller_with(
         &self,
         client: kube::Client,
+        identity: &str,
         election: Option<controller::ElectionSettings>,
     ) -> RunningController {
         let runtime = LibraryRuntime::new(RuntimeConfig {
@@ -311,7 +334,7 @@ impl Installation {
         let libraries = engine::load_libraries(&runtime, &[]).expect("libraries");
         let engine = Engine::new(libraries, self.values.clone()).expect("engine");
         let settings = controller::Settings {
-            identity: "controller-0".into(),
+            identity: identity.into(),
             proxies: ProxySettings {
                 namespace: PROXY_NAMESPACE.into(),
                 selector: "app.kubernetes.io/component=haproxy".into(),
@@ -330,9 +353,15 @@ impl Installation {
         };
         let state = Arc::new(State::default());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(client, engine, settings, state.clone(), async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(controller::run(
+            client,
+            engine,
+            settings,
+            state.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         RunningController {
             stop: Some(stop),
             task,
@@ -456,7 +485,9 @@ pub fn load(
                         outcome => {
                             counts.failed.fetch_add(1, Ordering::Relaxed);
                             let detail = match outcome {
-                                Ok(response) => format!("{} {}", response.status, response.body.trim()),
+                                Ok(response) => {
+                                    format!("{} {}", response.status, response.body.trim())
+                                }
                                 Err(error) => error.to_string(),
                             };
                             if let Ok(mut failures) = counts.failures.lock() {

@@ -103,7 +103,11 @@ fn e2e_gated_single_replica_rollouts_drop_no_request() {
             "{rounds} gated rollouts: {ok} requests ok, {failed} failed; gate checked on {} pods",
             checked.len()
         );
-        let failures = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let failures = counts
+            .failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
         assert_eq!(failed, 0, "failed requests: {failures:#?}");
         assert!(ok > 100, "the load generator sent too little: {ok}");
         assert!(violations.is_empty(), "{violations:#?}");
@@ -136,7 +140,11 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
             let before = counts.failures.lock().map(|f| f.len()).unwrap_or(0);
             installation.rollout_restart(round).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let failures = counts.failures.lock().map(|f| f[before..].to_vec()).unwrap_or_default();
+            let failures = counts
+                .failures
+                .lock()
+                .map(|f| f[before..].to_vec())
+                .unwrap_or_default();
             windows.push(failures);
         }
         stop.store(true, Ordering::Relaxed);
@@ -149,7 +157,11 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
         for (round, failures) in windows.iter().enumerate() {
             println!("  rollout {}: {} failed", round + 1, failures.len());
         }
-        let all = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let all = counts
+            .failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
         for failure in &all {
             // "<addr> after <elapsed>: <status> <body>"
             assert!(
@@ -191,53 +203,88 @@ fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
             .await
             .expect("restart");
         // The new pod's containers become ready; the gate does not.
-        let stalled = bed::wait_for("the new pod's containers to be ready", Duration::from_secs(60), || async {
-            let list = pods
-                .list(&kube::api::ListParams::default().labels("app=web"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let waiting: Vec<Pod> = list
-                .items
-                .into_iter()
-                .filter(|pod| condition(pod, "ContainersReady") == Some("True") && condition(pod, "Ready") != Some("True"))
-                .collect();
-            waiting.into_iter().next().ok_or_else(|| "none yet".to_owned())
-        })
+        let stalled = bed::wait_for(
+            "the new pod's containers to be ready",
+            Duration::from_secs(60),
+            || async {
+                let list = pods
+                    .list(&kube::api::ListParams::default().labels("app=web"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let waiting: Vec<Pod> = list
+                    .items
+                    .into_iter()
+                    .filter(|pod| {
+                        condition(pod, "ContainersReady") == Some("True")
+                            && condition(pod, "Ready") != Some("True")
+                    })
+                    .collect();
+                waiting
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| "none yet".to_owned())
+            },
+        )
         .await
         .expect("a stalled pod");
         let stalled_name = stalled.metadata.name.clone().unwrap_or_default();
         tokio::time::sleep(Duration::from_secs(3)).await;
         let again = pods.get(&stalled_name).await.expect("stalled pod");
-        assert_ne!(condition(&again, "Ready"), Some("True"), "a gated pod became Ready without a controller");
+        assert_ne!(
+            condition(&again, "Ready"),
+            Some("True"),
+            "a gated pod became Ready without a controller"
+        );
         assert_eq!(gate_status(&again), None);
         let list = pods
             .list(&kube::api::ListParams::default().labels("app=web"))
             .await
             .expect("pods");
-        assert_eq!(list.items.len(), 2, "the old pod must stay while the new one is not Ready");
+        assert_eq!(
+            list.items.len(),
+            2,
+            "the old pod must stay while the new one is not Ready"
+        );
 
         let controller = installation.start_controller(installation.client()).await;
-        bed::wait_for("the rollout to complete after the controller is back", Duration::from_secs(60), || async {
-            let list = pods
-                .list(&kube::api::ListParams::default().labels("app=web"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let names: Vec<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
-            if names == [stalled_name.clone()] && condition(&list.items[0], "Ready") == Some("True") {
-                Ok(())
-            } else {
-                Err(format!("{names:?}"))
-            }
-        })
+        bed::wait_for(
+            "the rollout to complete after the controller is back",
+            Duration::from_secs(60),
+            || async {
+                let list = pods
+                    .list(&kube::api::ListParams::default().labels("app=web"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let names: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect();
+                if names == [stalled_name.clone()]
+                    && condition(&list.items[0], "Ready") == Some("True")
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{names:?}"))
+                }
+            },
+        )
         .await
         .expect("rollout completes");
         stop.store(true, Ordering::Relaxed);
         for generator in generators {
             let _ = generator.await;
         }
-        let failures = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let failures = counts
+            .failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
         let ok = counts.ok.load(Ordering::Relaxed);
-        println!("controller outage: {ok} requests ok, {} failed", failures.len());
+        println!(
+            "controller outage: {ok} requests ok, {} failed",
+            failures.len()
+        );
         assert!(failures.is_empty(), "{failures:#?}");
         controller.stop().await;
     })
@@ -252,4 +299,65 @@ fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
         .iter()
         .find(|c| c.type_ == kind)
         .map(|c| c.status.as_str())
+}
+
+/// Two replicas on a Lease: the leader crashes mid-way through a series of
+/// gated rollouts; the follower takes over within the Lease's term, no gate
+/// is set before the whole fleet routes to its pod, and nothing fails.
+#[test]
+fn e2e_leader_failover_keeps_gated_rollouts_going() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 2).await;
+        let first = installation.start_replica("replica-a").await;
+        installation.wait_routed().await;
+        let second = installation.start_replica("replica-b").await;
+        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
+        let order = check_gate_order(&installation, report.clone());
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        installation.rollout_restart(1).await;
+        assert_eq!(
+            second.state.metrics.leader.get(),
+            0,
+            "replica-b must follow while replica-a leads"
+        );
+
+        first.crash().await;
+        let crashed = std::time::Instant::now();
+        installation.rollout_restart(2).await;
+        println!(
+            "rollout after the leader crashed completed {:?} after the crash (Lease 3 s)",
+            crashed.elapsed()
+        );
+        assert_eq!(second.state.metrics.leader.get(), 1, "replica-b leads");
+        installation.rollout_restart(3).await;
+
+        stop.store(true, Ordering::Relaxed);
+        for generator in generators {
+            let _ = generator.await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        order.abort();
+        let (checked, violations) = {
+            let report = report.lock().expect("report");
+            (report.checked.clone(), report.violations.clone())
+        };
+        let failures = counts
+            .failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        println!(
+            "leader failover: {} ok, {} failed, gate checked on {} pods",
+            counts.ok.load(Ordering::Relaxed),
+            failures.len(),
+            checked.len()
+        );
+        assert!(failures.is_empty(), "{failures:#?}");
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert!(checked.len() >= 3, "{checked:?}");
+        second.stop().await;
+    })
+    .expect("pod network");
 }
