@@ -543,6 +543,25 @@ def binds_and_ports(t, chart):
 
 
 @case
+def listen_on_the_pod_ip(t, chart):
+    """Pods sharing a network namespace (the test bed) bind their own address:
+    every container that listens has POD_IP, and listenAddress may name it."""
+    objs = chart.render(sets=["controller.listenAddress=$(POD_IP)", "agent.listenAddress=$(POD_IP)"])
+    ctl = container(objs.one("Deployment", "haptic-controller"), "controller")
+    hap = objs.one("Deployment", "haptic-haproxy")
+    t.equal(flags(ctl).get("--listen"), ["$(POD_IP):8451"], "controller --listen on the pod IP")
+    t.equal(flags(container(hap, "agent")).get("--listen"), ["$(POD_IP):8450"], "agent --listen on the pod IP")
+    pod_ip = {"fieldRef": {"fieldPath": "status.podIP"}}
+    for c in (ctl, container(hap, "agent"), container(hap, "haproxy")):
+        env = {e["name"]: e for e in c["env"]}
+        t.equal(env.get("POD_IP", {}).get("valueFrom"), pod_ip, f"{c['name']} POD_IP")
+    v6 = chart.render(sets=["agent.listenAddress=[::]"])
+    t.equal(flags(container(v6.one("Deployment", "haptic-haproxy"), "agent")).get("--listen"), ["[::]:8450"], "agent --listen on [::]")
+    expect_error(t, chart, ["agent.listenAddress=0.0.0.0:8450"], "/agent/listenAddress")
+    expect_error(t, chart, ["controller.listenAddress=::"], "/controller/listenAddress")
+
+
+@case
 def release_names(t, chart):
     objs = chart.render(release="prod", namespace="edge")
     ctl = objs.one("Deployment", "prod-haptic-controller")

@@ -16,7 +16,9 @@
 //!   0.0.0.0 because all pods share the namespace.
 //! - **Images** ([`Program`]): an image name maps to a local program; a
 //!   container's `command`/`args` replace the program's entrypoint/arguments
-//!   as they would an image's. Built in by convention: [`ECHO_IMAGE`].
+//!   as they would an image's; a `command` naming the program's file, alone
+//!   or as a path (`/usr/local/bin/haptic`), runs the program. Built in by
+//!   convention: [`ECHO_IMAGE`].
 //! - **Environment** ([`env`]): `env` (values, `$(VAR)`, fieldRef,
 //!   configMapKeyRef, secretKeyRef) and `envFrom`, plus what a runtime adds:
 //!   `HOSTNAME` (the pod name) and `KUBERNETES_SERVICE_HOST/PORT` pointing at
@@ -40,6 +42,9 @@
 //!   overwritten and `Ready` follows them (`ReadinessGatesNotReady`).
 //! - **Deletion**: preStop (sleep, httpGet, exec), SIGTERM, probing continues, SIGKILL
 //!   at the grace period, terminal status, final delete with UID precondition.
+//!   Exec hooks and probes run in a PID namespace of their own
+//!   (`container::exec_command`): a `kill 1` there never reaches the
+//!   machine's PID 1, nor the container's main process.
 //! - **Logs**: `<state_dir>/pods/<uid>/logs/<container>/<restartCount>.log`,
 //!   kept after the pod is gone (until the state directory is removed).
 //!
@@ -49,7 +54,10 @@
 //! Not done: sidecar init containers (`restartPolicy: Always`; such pods wait
 //! with `CreateContainerConfigError`), startup probes,
 //! affinity/taints (only `nodeSelector`), resource limits, Service
-//! environment variables, ConfigMap/token refresh, `kubectl logs/exec`.
+//! environment variables, ConfigMap/token refresh, `kubectl logs/exec`,
+//! securityContext (containers run as the test's user), a PID namespace per
+//! container (so a preStop `kill -USR1 1`, HAProxy's soft stop in the chart,
+//! does nothing and the hook lasts until the grace period).
 
 pub mod bed;
 pub mod container;

@@ -15,6 +15,15 @@
 //! `subPath`); the host's own contents are never changed. Without volume mounts
 //! no namespace is made.
 //!
+//! Exec probes and exec hooks ([`exec_command`]) run on the host like the
+//! container, but in a PID namespace of their own: there is no container PID
+//! namespace to join, and a command that signals by number, such as a
+//! preStop `kill -USR1 1`, must not reach the test machine's PID 1. Inside,
+//! PID 1 is the command itself, so such a signal is dropped (a namespace's
+//! init ignores signals it has no handler for) and `kill -0 1` holds while
+//! the command runs: a hook that waits for PID 1 to exit runs until the grace
+//! period ends.
+//!
 //! Signals follow a container runtime: SIGTERM goes to the main process only
 //! (PID 1 of a container; a supervisor such as the haptic agent decides how
 //! its children stop), SIGKILL to the whole group, and when the main process
@@ -221,6 +230,20 @@ pub(crate) async fn wait(mut child: Child) -> Exit {
     }
 }
 
+/// An exec probe's or hook's command: `argv` with exactly `env`, in a PID
+/// namespace of its own (see the module docs), killed with everything it
+/// started when dropped.
+pub(crate) fn exec_command(argv: &[String], env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--kill-child", "--"])
+        .args(argv)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
@@ -330,6 +353,23 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(gone, "the left-over child is killed with the main process");
+    }
+
+    #[tokio::test]
+    async fn exec_commands_cannot_signal_the_machines_pid_1() {
+        // What the chart's preStop hook does to HAProxy, and what a real
+        // container's PID 1 would get; here PID 1 is the command itself.
+        let argv: Vec<String> = ["sh", "-c", "echo $$; kill -USR1 1 && kill -0 1 && exit 7"]
+            .map(String::from)
+            .to_vec();
+        let env = [("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        let out = exec_command(&argv, &env)
+            .stdout(Stdio::piped())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
+        assert_eq!(out.status.code(), Some(7), "the command ran to its end");
     }
 
     #[tokio::test]

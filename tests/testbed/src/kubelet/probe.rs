@@ -158,17 +158,12 @@ pub(crate) async fn attempt(spec: &Spec, pod_ip: Ipv4Addr, env: &[(String, Strin
             Ok(Ok(_))
         ),
         Action::Exec { argv } => {
-            let Some((program, args)) = argv.split_first() else {
+            if argv.is_empty() {
                 return false;
-            };
-            let child = tokio::process::Command::new(program)
-                .args(args)
-                .env_clear()
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .stdin(std::process::Stdio::null())
+            }
+            let child = super::container::exec_command(argv, env)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .kill_on_drop(true)
                 .status();
             matches!(tokio::time::timeout(spec.timeout, child).await, Ok(Ok(s)) if s.success())
         }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use super::super::Program;
 use super::super::container::{Launch, Mount};
 use super::super::env::{self, Addresses};
 use super::super::{probe, volumes};
@@ -122,11 +123,10 @@ impl Worker {
         ) {
             (Some(mut command), p) => {
                 // `command` replaces the image's entrypoint; naming the program's file
-                // (e.g. `echo-server`) runs the mapped program.
+                // (e.g. `echo-server`, or `/usr/local/bin/haptic` where the image
+                // installs it) runs the mapped program.
                 if let Some(p) = p
-                    && p.path
-                        .file_name()
-                        .is_some_and(|f| f.to_string_lossy() == command[0])
+                    && names_program(&command[0], p)
                 {
                     command[0] = p.path.to_string_lossy().into_owned();
                 }
@@ -162,5 +162,34 @@ impl Worker {
             workdir: c.working_dir.clone().unwrap_or_else(|| "/".into()),
             log: self.dir.join("logs").join(&c.name).join("0.log"),
         })
+    }
+}
+
+/// Whether a container's `command[0]` names the image's program: its file
+/// name alone, or any path ending in it (the place the image installs it,
+/// such as `/usr/local/bin/haptic`), as an image's entrypoint would be found.
+fn names_program(command: &str, program: &Program) -> bool {
+    let Some(file) = program.path.file_name() else {
+        return false;
+    };
+    std::path::Path::new(command).file_name() == Some(file)
+        && (command == file.to_string_lossy() || command.starts_with('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_names_the_program_by_file_name_or_by_its_path_in_the_image() {
+        let haptic = Program::new("/build/target/debug/haptic");
+        assert!(names_program("haptic", &haptic));
+        assert!(names_program("/usr/local/bin/haptic", &haptic));
+        assert!(!names_program("/usr/local/bin/haptic-other", &haptic));
+        assert!(
+            !names_program("bin/haptic", &haptic),
+            "a relative path is the image's, not found"
+        );
+        assert!(!names_program("sh", &haptic));
     }
 }

@@ -129,14 +129,9 @@ async fn pre_stop(
             tracing::info!(container = %container.name, "preStop httpGet: {e}");
         }
     } else if let Some(argv) = hook.exec.as_ref().and_then(|e| e.command.as_ref())
-        && let Some((program, args)) = argv.split_first()
+        && !argv.is_empty()
     {
-        let status = tokio::process::Command::new(program)
-            .args(args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
+        let status = super::super::container::exec_command(argv, env)
             .status()
             .await;
         if let Err(e) = status {
