@@ -128,3 +128,34 @@ fn a_config_haproxy_refuses_names_the_library_that_wrote_the_line() {
     assert!(message.contains("HAProxy refused"), "{message}");
     assert!(message.contains("library `base`"), "{message}");
 }
+
+/// `null` in values removes a default, as in Helm, in what the library
+/// itself receives: `base` writes no `log` line when its default is nulled.
+#[test]
+fn null_in_values_removes_a_default_from_what_the_library_sees() {
+    let inputs = vec![repo().join("examples/cluster")];
+    let with_default = render(Values::default(), inputs.clone()).expect("renders");
+    assert!(
+        has_line(
+            &with_default.rendered.config,
+            "log stdout format raw local0"
+        ),
+        "{}",
+        with_default.rendered.config
+    );
+    let mut values = Values::default();
+    values
+        .set_assignment("templateLibraries.base.global.log=null")
+        .expect("--set");
+    let removed = render(values, inputs).expect("renders");
+    let global: Vec<&str> = removed
+        .rendered
+        .config
+        .lines()
+        .take_while(|line| !line.starts_with("defaults"))
+        .collect();
+    assert!(
+        !global.iter().any(|line| line.trim().starts_with("log ")),
+        "{global:#?}"
+    );
+}

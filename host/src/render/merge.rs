@@ -80,6 +80,19 @@ pub enum MergeError {
         first: String,
         second: String,
     },
+    /// Two libraries (or two items of one) patch the status of the same
+    /// object in the same variant: they would share one field manager, and
+    /// server-side apply would let the second silently drop the first's
+    /// fields.
+    #[error(
+        "the {variant} status of {object} is patched by both `{first}` and `{second}`; one object's status per variant must have one owner"
+    )]
+    StatusConflict {
+        variant: &'static str,
+        object: String,
+        first: String,
+        second: String,
+    },
     /// A snippet targets a section no enabled library defines.
     #[error(
         "library `{library}` adds lines to `{section}`, which no enabled library defines; enable the library that owns it (usually `base`)"
@@ -185,6 +198,9 @@ pub fn merge(
     cache: &mut MergeCache,
 ) -> Result<Rendered, MergeError> {
     let mut sections: BTreeMap<(u8, bool, &str), (SectionKind, Gathered<'_>)> = BTreeMap::new();
+    // Who patches what: (variant, apiVersion, kind, namespace, name).
+    let mut patch_owners: HashMap<(StatusVariant, &str, &str, &str, &str), &Arc<str>> =
+        HashMap::new();
     let mut rendered = Rendered::default();
 
     for library in libraries {
@@ -221,11 +237,28 @@ pub fn merge(
                         .files
                         .insert(file.path.clone(), file.content.clone());
                 }
-                Item::StatusPatch(patch) => rendered
-                    .status_patches
-                    .entry(patch.variant)
-                    .or_default()
-                    .push((library.library.clone(), patch.clone())),
+                Item::StatusPatch(patch) => {
+                    let identity = (
+                        patch.variant,
+                        patch.api_version.as_str(),
+                        patch.kind.as_str(),
+                        patch.namespace.as_str(),
+                        patch.name.as_str(),
+                    );
+                    if let Some(first) = patch_owners.insert(identity, library.library) {
+                        return Err(MergeError::StatusConflict {
+                            variant: patch.variant.as_str(),
+                            object: format!("{} {}/{}", patch.kind, patch.namespace, patch.name),
+                            first: first.to_string(),
+                            second: library.library.to_string(),
+                        });
+                    }
+                    rendered
+                        .status_patches
+                        .entry(patch.variant)
+                        .or_default()
+                        .push((library.library.clone(), patch.clone()))
+                }
                 Item::Snippet(_) => {}
             }
         }

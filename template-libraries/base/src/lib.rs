@@ -64,7 +64,7 @@ pub fn defaults() -> serde_json::Value {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct BaseValues {
     global: GlobalValues,
     defaults: DefaultsValues,
@@ -72,7 +72,7 @@ struct BaseValues {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct GlobalValues {
     maxconn: Option<u32>,
     log: String,
@@ -81,7 +81,7 @@ struct GlobalValues {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct DefaultsValues {
     timeouts: Timeouts,
     retries: u32,
@@ -91,7 +91,7 @@ struct DefaultsValues {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct Timeouts {
     connect: String,
     client: String,
@@ -103,7 +103,7 @@ struct Timeouts {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct Frontends {
     http: Bind,
     healthz: Healthz,

@@ -43,9 +43,12 @@ impl<T> std::fmt::Debug for Harness<T> {
 }
 
 impl<T: Library> Harness<T> {
-    /// A fresh instance configured with a whole `templateLibraries` tree.
+    /// A fresh instance configured with a `templateLibraries` tree; the
+    /// library's own settings are merged over its defaults as the host does
+    /// ([`crate::values::as_the_host_sends`]).
     pub fn new(values: Value) -> Result<Self> {
         let mut runtime = Runtime::<T>::new();
+        let values = host_tree(&runtime, values);
         let plan = runtime.configure(values)?;
         Ok(Self {
             runtime,
@@ -63,6 +66,7 @@ impl<T: Library> Harness<T> {
 
     /// Configures again with new values.
     pub fn configure(&mut self, values: Value) -> Result<&Plan> {
+        let values = host_tree(&self.runtime, values);
         self.plan = self.runtime.configure(values)?;
         Ok(&self.plan)
     }
@@ -149,4 +153,9 @@ impl<T: Library> Harness<T> {
             })
             .collect()
     }
+}
+
+fn host_tree<T: Library>(runtime: &Runtime<T>, values: Value) -> Value {
+    let info = runtime.info();
+    crate::values::as_the_host_sends(values, &info.name, &info.defaults)
 }

@@ -16,9 +16,14 @@ pub struct Values {
 }
 
 impl Values {
-    /// Wraps a values tree for the library named `library` (kebab-case),
-    /// merging its `defaults` under its own subtree so a library always sees
-    /// complete values even when the host sent none.
+    /// Wraps a values tree for the library named `library` (kebab-case).
+    ///
+    /// The host sends each enabled library's subtree complete: its declared
+    /// defaults with the user's settings merged over them, where a user's
+    /// `null` has removed a default (Helm's rule). That subtree is used as
+    /// is; merging `defaults` under it again would bring back what the user
+    /// removed. Only when the host sent no subtree (a unit test, a bare
+    /// `configure`) are `defaults` used.
     pub fn new(tree: Value, library: &str, defaults: &Value) -> Result<Self> {
         let tree = match tree {
             Value::Object(map) => map,
@@ -26,10 +31,10 @@ impl Values {
             other => return Err(Error::ValuesNotObject(other.to_string())),
         };
         let own_key = camel_case(library);
-        let mut own = defaults.clone();
-        if let Some(user) = tree.get(&own_key) {
-            merge(&mut own, user);
-        }
+        let own = match tree.get(&own_key) {
+            Some(own) if !own.is_null() => own.clone(),
+            _ => defaults.clone(),
+        };
         Ok(Self { tree, own_key, own })
     }
 
@@ -84,22 +89,51 @@ pub fn camel_case(kebab: &str) -> String {
     out
 }
 
-/// Deep-merges `over` into `base`: objects merge key by key, anything else
-/// replaces (Helm's rule, lists included).
+/// Deep-merges `over` into `base` as Helm and the host do: objects merge
+/// key by key, a `null` removes the key, anything else replaces (lists
+/// included).
 pub fn merge(base: &mut Value, over: &Value) {
     match (base, over) {
         (Value::Object(base), Value::Object(over)) => {
             for (key, value) in over {
+                if value.is_null() {
+                    base.remove(key);
+                    continue;
+                }
                 match base.get_mut(key) {
                     Some(slot) => merge(slot, value),
                     None => {
-                        base.insert(key.clone(), value.clone());
+                        let mut fresh = Value::Null;
+                        merge(&mut fresh, value);
+                        base.insert(key.clone(), fresh);
                     }
                 }
             }
         }
-        (base, over) => *base = over.clone(),
+        (base, over) => {
+            if over.is_object() {
+                *base = Value::Object(Map::new());
+                merge(base, over);
+            } else {
+                *base = over.clone();
+            }
+        }
     }
+}
+
+/// The tree as the host sends it: `library`'s subtree is its `defaults`
+/// with the user's settings in `tree` merged over them ([`merge`]). For
+/// tests that give only the settings a case changes.
+pub fn as_the_host_sends(mut tree: Value, library: &str, defaults: &Value) -> Value {
+    if let Value::Object(map) = &mut tree {
+        let key = camel_case(library);
+        let mut own = defaults.clone();
+        if let Some(user) = map.get(&key) {
+            merge(&mut own, user);
+        }
+        map.insert(key, own);
+    }
+    tree
 }
 
 #[cfg(test)]
@@ -118,17 +152,32 @@ mod tests {
     }
 
     #[test]
-    fn own_values_merge_over_defaults() {
+    fn the_hosts_subtree_is_used_as_is_and_defaults_only_without_one() {
         let tree = json!({"kubernetesBackends": {"podReadinessGate": {"enabled": true}}, "ingress": {"x": 1}});
         let defaults =
             json!({"podReadinessGate": {"enabled": false, "other": 2}, "balance": "roundrobin"});
         let values = Values::new(tree, "kubernetes-backends", &defaults).unwrap();
+        // The host merged defaults already; what it left out was removed.
         assert_eq!(
             values.own(),
-            &json!({"podReadinessGate": {"enabled": true, "other": 2}, "balance": "roundrobin"})
+            &json!({"podReadinessGate": {"enabled": true}})
         );
+        let bare = Values::new(json!({}), "kubernetes-backends", &defaults).unwrap();
+        assert_eq!(bare.own(), &defaults);
         assert_eq!(values.library("ingress"), Some(&json!({"x": 1})));
         assert!(values.library("base").is_none());
+    }
+
+    #[test]
+    fn null_removes_a_default_as_in_helm() {
+        let defaults = json!({"global": {"log": "stdout", "maxconn": 10}});
+        let tree = as_the_host_sends(
+            json!({"base": {"global": {"log": null}}}),
+            "base",
+            &defaults,
+        );
+        let values = Values::new(tree, "base", &defaults).unwrap();
+        assert_eq!(values.own(), &json!({"global": {"maxconn": 10}}));
     }
 
     #[test]

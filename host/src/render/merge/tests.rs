@@ -238,3 +238,70 @@ fn cached_sections_follow_changes() {
     assert!(!second.config.contains("backend a"));
     assert_eq!(second.library_at_line(4), Some("backends"));
 }
+
+fn status(variant: StatusVariant, pod: &str, json: &str) -> Item {
+    Item::StatusPatch(Arc::new(StatusPatch {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: "shop".into(),
+        name: pod.into(),
+        variant,
+        status: json.into(),
+    }))
+}
+
+/// One field manager per variant: two libraries patching one object's
+/// status in one variant would drop each other's fields, so it is an error
+/// naming both; other variants and other objects are not.
+#[test]
+fn two_libraries_patching_one_objects_status_in_one_variant_conflict() {
+    let global = items(&[("g", section(SectionKind::Global, "", "maxconn 1"))]);
+    let a = items(&[
+        ("p1", status(StatusVariant::Deployed, "web-1", r#"{"a":1}"#)),
+        ("p2", status(StatusVariant::Rendered, "web-1", r#"{"a":1}"#)),
+    ]);
+    let b_other_pod = items(&[("p", status(StatusVariant::Deployed, "web-2", r#"{"b":1}"#))]);
+    let b_same = items(&[("p", status(StatusVariant::Deployed, "web-1", r#"{"b":1}"#))]);
+    let (base, lib_a, lib_b) = (name("base"), name("lib-a"), name("lib-b"));
+    let fine = merge_once(&[
+        LibraryItems {
+            library: &base,
+            items: &global,
+        },
+        LibraryItems {
+            library: &lib_a,
+            items: &a,
+        },
+        LibraryItems {
+            library: &lib_b,
+            items: &b_other_pod,
+        },
+    ])
+    .expect("distinct objects or variants do not conflict");
+    assert_eq!(fine.status_patches[&StatusVariant::Deployed].len(), 2);
+    let error = merge_once(&[
+        LibraryItems {
+            library: &base,
+            items: &global,
+        },
+        LibraryItems {
+            library: &lib_a,
+            items: &a,
+        },
+        LibraryItems {
+            library: &lib_b,
+            items: &b_same,
+        },
+    ])
+    .expect_err("a conflict");
+    assert_eq!(
+        error,
+        MergeError::StatusConflict {
+            variant: "deployed",
+            object: "Pod shop/web-1".into(),
+            first: "lib-a".into(),
+            second: "lib-b".into(),
+        }
+    );
+    assert!(error.to_string().contains("`lib-a` and `lib-b`"), "{error}");
+}
