@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent setup
+.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -64,3 +64,8 @@ bench:
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent
+
+# Gate latency and endpoint flips on the test bed (two HAProxy pods).
+bench-controller: testbed-binaries
+	$(CARGO) build --release -p haptic --bin haptic
+	HAPTIC_BIN=$(TARGET_DIR)/release/haptic $(CARGO) bench -p haptic-testbed --bench controller
