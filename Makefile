@@ -4,12 +4,12 @@
 SHELL := bash
 CARGO ?= cargo
 GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kubernetes-backends \
-	-p haptic-status-patches-150-pod-readiness-gate -p maintenance-mode
+	-p haptic-status-patches-150-pod-readiness-gate -p maintenance-mode -p source-allow-list
 # Where the host's build script puts the template libraries.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller setup
+.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -69,3 +69,8 @@ bench-agent:
 bench-controller: testbed-binaries
 	$(CARGO) build --release -p haptic --bin haptic
 	HAPTIC_BIN=$(TARGET_DIR)/release/haptic $(CARGO) bench -p haptic-testbed --bench controller
+
+# TestScale: seed, one Ingress change -> deployed, controller memory.
+bench-scale: testbed-binaries
+	$(CARGO) build --release -p haptic --bin haptic
+	HAPTIC_BIN=$(TARGET_DIR)/release/haptic $(CARGO) bench -p haptic-testbed --bench scale

@@ -23,6 +23,7 @@ const GUESTS: &[(&str, &str, bool)] = &[
     ),
     ("haptic-misbehaving", "MISBEHAVING", false),
     ("maintenance-mode", "EXAMPLE_MAINTENANCE_MODE", false),
+    ("source-allow-list", "EXAMPLE_SOURCE_ALLOW_LIST", false),
 ];
 
 fn main() {

@@ -50,21 +50,33 @@ fn bundled_library_fixtures_pass() {
 }
 
 #[test]
-fn example_library_fixtures_pass() {
-    // The example a library author copies, tested the way its README says.
+fn example_libraries_pass_their_own_fixtures() {
+    // The examples a library author copies, tested the way their READMEs say.
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let library =
-        LibraryUnderTest::Custom(PathBuf::from(haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH));
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/maintenance-mode/fixtures");
-    let reports = fixtures::run(&runtime, &library, &dir).expect("example fixtures run");
-    assert!(reports.len() >= 2, "the example ships its fixture cases");
-    let failures: Vec<String> = reports
-        .iter()
-        .filter(|r| !r.passed())
-        .map(|r| format!("{}: {}", r.name, r.failures.join("; ")))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for (wasm, name) in [
+        (
+            haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH,
+            "maintenance-mode",
+        ),
+        (
+            haptic::guests::EXAMPLE_SOURCE_ALLOW_LIST_PATH,
+            "source-allow-list",
+        ),
+    ] {
+        let library = LibraryUnderTest::Custom(PathBuf::from(wasm));
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name)
+            .join("fixtures");
+        let reports = fixtures::run(&runtime, &library, &dir).expect("example fixtures run");
+        assert!(reports.len() >= 2, "{name} ships its fixture cases");
+        let failures: Vec<String> = reports
+            .iter()
+            .filter(|r| !r.passed())
+            .map(|r| format!("{name} {}: {}", r.name, r.failures.join("; ")))
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
 }
 
 #[test]

@@ -48,6 +48,9 @@ pub struct ApplyReport {
     pub failed: Vec<PatchFailure>,
 }
 
+/// Status writes sent at once.
+const WRITES_IN_FLIGHT: usize = 16;
+
 type PatchKey = (StatusVariant, String, String, String, String);
 
 fn key(patch: &StatusPatch) -> PatchKey {
@@ -119,6 +122,7 @@ impl StatusApplier {
         current_status: impl Fn(&StatusPatch) -> Option<Value>,
     ) -> ApplyReport {
         let mut report = ApplyReport::default();
+        let mut to_write = Vec::new();
         for patch in patches {
             if self.written.is_written(patch) {
                 report.skipped += 1;
@@ -138,13 +142,24 @@ impl StatusApplier {
                 report.skipped += 1;
                 continue;
             }
-            match self.write(patch, status).await {
-                Ok(()) => {
-                    self.written.lock().insert(key(patch), patch.status.clone());
-                    report.written += 1;
-                    report.written_patches.push(key(patch));
+            to_write.push((patch, status));
+        }
+        // Several writes in flight: the first render of a large gated
+        // cluster sets thousands of conditions, and one at a time would hold
+        // the next deploy for as many round trips.
+        for chunk in to_write.chunks(WRITES_IN_FLIGHT) {
+            let writes = chunk
+                .iter()
+                .map(|(patch, status)| write_one(self, patch, status.clone()));
+            for (patch, result) in futures::future::join_all(writes).await {
+                match result {
+                    Ok(()) => {
+                        self.written.lock().insert(key(patch), patch.status.clone());
+                        report.written += 1;
+                        report.written_patches.push(key(patch));
+                    }
+                    Err(error) => report.failed.push(failure(patch, error)),
                 }
-                Err(error) => report.failed.push(failure(patch, error)),
             }
         }
         report
@@ -191,6 +206,15 @@ impl StatusApplier {
                 other => other.to_string(),
             })
     }
+}
+
+/// One write, with the patch it was for.
+async fn write_one<'a>(
+    applier: &'a StatusApplier,
+    patch: &'a StatusPatch,
+    status: Value,
+) -> (&'a StatusPatch, Result<(), String>) {
+    (patch, applier.write(patch, status).await)
 }
 
 fn failure(patch: &StatusPatch, error: String) -> PatchFailure {

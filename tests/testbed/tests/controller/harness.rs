@@ -128,6 +128,8 @@ pub struct Installation {
     pub bed: Bed,
     pub proxies: Vec<Proxy>,
     pub values: Values,
+    /// Custom libraries (.wasm) the controller loads besides the bundled ones.
+    pub libraries: Vec<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
@@ -172,6 +174,7 @@ impl Installation {
             bed,
             proxies: Vec::new(),
             values: values(gate),
+            libraries: Vec::new(),
             _dir: dir,
         };
         for index in 0..proxies {
@@ -331,7 +334,7 @@ impl Installation {
             ..RuntimeConfig::default()
         })
         .expect("library runtime");
-        let libraries = engine::load_libraries(&runtime, &[]).expect("libraries");
+        let libraries = engine::load_libraries(&runtime, &self.libraries).expect("libraries");
         let engine = Engine::new(libraries, self.values.clone()).expect("engine");
         let settings = controller::Settings {
             identity: identity.into(),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use haptic_testbed::kubelet::bed;
+use haptic_testbed::kubelet::{bed, http};
 use harness::{APP_NAMESPACE, Installation, LoadCounts, gate_status, load};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -358,6 +358,186 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
         assert!(violations.is_empty(), "{violations:#?}");
         assert!(checked.len() >= 3, "{checked:?}");
         second.stop().await;
+    })
+    .expect("pod network");
+}
+
+/// An Ingress annotation that makes HAProxy refuse the render (a source
+/// range it cannot parse, passed through by the example allow-list
+/// library): nothing is deployed, the fleet stays on the last good
+/// configuration and keeps serving, the refusal is an Event and a metric;
+/// fixing the annotation converges.
+#[test]
+fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
+    bed::in_pod_network(async {
+        let mut installation = Installation::start(false, 2).await;
+        installation
+            .libraries
+            .push(haptic::guests::EXAMPLE_SOURCE_ALLOW_LIST_PATH.into());
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        let mut before = Vec::new();
+        for proxy in &installation.proxies {
+            before.push(proxy.agent().state().await.expect("state").converged);
+        }
+        let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> =
+            Api::namespaced(installation.client(), APP_NAMESPACE);
+        let annotate = |ranges: &'static str| {
+            let ingresses = ingresses.clone();
+            async move {
+                ingresses
+                    .patch(
+                        "web",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                            "allow-list.haproxy-haptic.org/source-ranges": ranges}}})),
+                    )
+                    .await
+                    .expect("annotate");
+            }
+        };
+        annotate("10.0.0.300/8").await;
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(installation.client(), "haptic");
+        let event = bed::wait_for(
+            "an Event about the refused render",
+            Duration::from_secs(30),
+            || async {
+                let list = events
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                list.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ConfigRefused"))
+                    .ok_or_else(|| "none yet".to_owned())
+            },
+        )
+        .await
+        .expect("Event");
+        let note = event.note.clone().unwrap_or_default();
+        assert!(
+            note.contains("source-allow-list"),
+            "the Event names the library: {note}"
+        );
+        let metrics = controller.state.metrics.encode();
+        assert!(
+            metrics.lines().any(
+                |l| l.starts_with("haptic_renders_total{result=\"refused\"}") && !l.ends_with(" 0")
+            ),
+            "{metrics}"
+        );
+        // Nothing moved, and the old configuration serves.
+        for (proxy, before) in installation.proxies.iter().zip(&before) {
+            let now = proxy.agent().state().await.expect("state").converged;
+            assert_eq!(
+                &now, before,
+                "{} must stay on the last good configuration",
+                proxy.name
+            );
+        }
+        installation.wait_routed().await;
+
+        // A valid range converges: outside it, 403 through every HAProxy pod.
+        annotate("192.0.2.1").await;
+        for proxy in &installation.proxies {
+            let addr = proxy.http();
+            bed::wait_for(
+                &format!("{} to deny", proxy.name),
+                Duration::from_secs(30),
+                || async move {
+                    let response =
+                        http::get(addr, Some(harness::HOST), "/", &[], Duration::from_secs(2))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    if response.status == 403 {
+                        Ok(())
+                    } else {
+                        Err(response.status.to_string())
+                    }
+                },
+            )
+            .await
+            .expect("the fix is deployed");
+        }
+        annotate("0.0.0.0/0").await;
+        installation.wait_routed().await;
+        controller.stop().await;
+    })
+    .expect("pod network");
+}
+
+/// An agent killed and restarted by the kubelet, and a third HAProxy pod
+/// added: the fleet reconverges, the new pod is given the current
+/// configuration, and the next gate waits for all three.
+#[test]
+fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
+    bed::in_pod_network(async {
+        let mut installation = Installation::start(true, 2).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+
+        let victim = installation.proxies[0].clone();
+        let killed = std::process::Command::new("pkill")
+            .args([
+                "-KILL",
+                "-f",
+                &format!("agent .*--listen {}:8450", victim.ip),
+            ])
+            .status()
+            .expect("pkill");
+        assert!(
+            killed.success(),
+            "the agent process of {} was found and killed",
+            victim.name
+        );
+        bed::wait_for(
+            "the killed agent to answer again",
+            Duration::from_secs(60),
+            || async { victim.agent().state().await.map_err(|e| e.to_string()) },
+        )
+        .await
+        .expect("agent back");
+
+        let added = installation.add_proxy(2).await;
+        installation.wait_routed().await;
+        let state = added.agent().state().await.expect("state");
+        assert!(
+            state.converged.is_some(),
+            "the new pod runs a configuration: {state:?}"
+        );
+
+        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
+        let order = check_gate_order(&installation, report.clone());
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        for round in 1..=2 {
+            installation.rollout_restart(round).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        for generator in generators {
+            let _ = generator.await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        order.abort();
+        let report = report.lock().expect("report");
+        let failures = counts
+            .failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        println!(
+            "3 HAProxy pods after an agent restart: {} ok, {} failed, gate checked on {} pods",
+            counts.ok.load(Ordering::Relaxed),
+            failures.len(),
+            report.checked.len()
+        );
+        assert!(failures.is_empty(), "{failures:#?}");
+        assert!(report.violations.is_empty(), "{:#?}", report.violations);
+        assert!(report.checked.len() >= 2, "{:?}", report.checked);
+        drop(report);
+        controller.stop().await;
     })
     .expect("pod network");
 }
