@@ -7,13 +7,17 @@
 //! if the kubelet is killed without running destructors.
 //!
 //! Volume mounts are made faithful with a private mount namespace per
-//! container: `unshare --mount --propagation private` runs a short `sh` script
-//! that bind-mounts each volume at its `mountPath` (read-only when asked) and
-//! then `exec`s the program, so `/var/run/secrets/kubernetes.io/serviceaccount`
-//! holds the pod's token only for that process. Missing mount points are
-//! created on the host as empty directories (or empty files for a file
-//! `subPath`); the host's own contents are never changed. Without volume mounts
-//! no namespace is made.
+//! container: `unshare --mount --propagation private` runs a short `bash`
+//! script that bind-mounts each volume at its `mountPath` (read-only when
+//! asked) and then `exec`s the program, so `/var/run/secrets/kubernetes.io/serviceaccount`
+//! holds the pod's token only for that process. The script opens every
+//! source before it mounts anything and mounts from those descriptors, as a
+//! runtime resolves sources before it builds the container's view: a volume
+//! at `/tmp` would otherwise hide the kubelet's own state directory (under
+//! `/tmp` by default), and every later volume with it. Missing mount points
+//! are created on the host as empty directories (or empty files for a file
+//! `subPath`); the host's own contents are never changed. Without volume
+//! mounts no namespace is made.
 //!
 //! Exec probes and exec hooks ([`exec_command`]) run on the host like the
 //! container, but in a PID namespace of their own: there is no container PID
@@ -180,11 +184,11 @@ pub(crate) fn spawn(launch: &Launch, registry: &Registry) -> Result<(Process, Ch
             "--propagation",
             "private",
             "--",
-            "sh",
+            "bash",
             "-c",
         ])
         .arg(mount_script(&launch.mounts))
-        .arg("sh");
+        .arg("bash");
     }
     cmd.args(&launch.argv)
         .env_clear()
@@ -250,8 +254,13 @@ fn quote(s: &str) -> String {
 
 fn mount_script(mounts: &[Mount]) -> String {
     let mut script = String::from("set -e\n");
-    for m in mounts {
-        let (src, dst) = (quote(&m.source.to_string_lossy()), quote(&m.target));
+    // Every source first: a mount may cover the path of a later one's source.
+    for (i, m) in mounts.iter().enumerate() {
+        let src = quote(&m.source.to_string_lossy());
+        script.push_str(&format!("exec {{src{i}}}<{src}\n"));
+    }
+    for (i, m) in mounts.iter().enumerate() {
+        let dst = quote(&m.target);
         if m.source.is_dir() {
             script.push_str(&format!("mkdir -p {dst}\n"));
         } else {
@@ -259,10 +268,15 @@ fn mount_script(mounts: &[Mount]) -> String {
                 "mkdir -p \"$(dirname {dst})\"; [ -e {dst} ] || touch {dst}\n"
             ));
         }
-        script.push_str(&format!("mount --bind {src} {dst}\n"));
+        script.push_str(&format!(
+            "mount --no-canonicalize --bind \"/proc/self/fd/$src{i}\" {dst}\n"
+        ));
         if m.read_only {
             script.push_str(&format!("mount -o remount,bind,ro {dst}\n"));
         }
+    }
+    for i in 0..mounts.len() {
+        script.push_str(&format!("exec {{src{i}}}<&-\n"));
     }
     script.push_str("exec \"$@\"\n");
     script
@@ -279,12 +293,54 @@ mod tests {
             target: "/etc/it's".into(),
             read_only: true,
         }]);
+        assert!(script.contains("exec {src0}<'/'\n"), "{script}");
         assert!(
-            script.contains(r"mount --bind '/' '/etc/it'\''s'"),
+            script.contains(r#"mount --no-canonicalize --bind "/proc/self/fd/$src0" '/etc/it'\''s'"#),
             "{script}"
         );
+        assert!(script.contains("exec {src0}<&-\n"), "{script}");
         assert!(script.contains("remount,bind,ro"), "{script}");
         assert!(script.ends_with("exec \"$@\"\n"));
+    }
+
+    #[tokio::test]
+    async fn a_volume_over_the_kubelets_state_dir_hides_no_other_volume() {
+        // The chart mounts an emptyDir at /tmp, where the kubelet keeps every
+        // pod's volumes by default, then a Secret volume after it (here
+        // inside it, so the test leaves nothing on the host).
+        let tmp = tempfile::tempdir_in("/tmp").unwrap();
+        let (empty, secret) = (tmp.path().join("empty"), tmp.path().join("secret"));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("token"), "s3cret").unwrap();
+        let launch = Launch {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "cat /tmp/secret/token".into(),
+            ],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            mounts: vec![
+                Mount {
+                    source: empty.clone(),
+                    target: "/tmp".into(),
+                    read_only: false,
+                },
+                Mount {
+                    source: secret,
+                    // Inside the /tmp volume: its source is hidden by then.
+                    target: "/tmp/secret".into(),
+                    read_only: true,
+                },
+            ],
+            workdir: "/".into(),
+            log: tmp.path().join("log"),
+        };
+        let registry = Registry::default();
+        let (_process, child) = spawn(&launch, &registry).unwrap();
+        let exit = wait(child).await;
+        let log = std::fs::read_to_string(tmp.path().join("log")).unwrap();
+        assert_eq!((exit.code, log.as_str()), (0, "s3cret"), "{log}");
     }
 
     #[tokio::test]
