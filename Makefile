@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: build render run test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -25,6 +25,13 @@ build:
 
 render: setup build
 	$(CARGO) run -q -- render examples/cluster
+
+# haptic's main job on this machine: the controller on examples/cluster (edit
+# its files and watch them redeploy), two local HAProxy instances with their
+# agents, an echo server behind every endpoint, the readiness gate on.
+run: setup build
+	$(CARGO) run -q -- run examples/cluster --demo-backends --proxies 2 \
+		--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -9,14 +9,19 @@
 //!   the agents check.
 //! - [`watch`]: the Kubernetes source (kube-runtime watchers per watched
 //!   kind, trimmed at ingest); [`proxies`]: discovering the HAProxy pods.
+//! - [`files`]: the file source `haptic run` uses instead (manifests on
+//!   disk, watched), with status kept on its in-memory objects.
 //! - [`run`]: the loop joining them: render, validate, deploy, status.
+//! - [`sinks`]: where status writes and failure events go.
 //! - [`metrics`]: what it exports to Prometheus.
 
+pub mod files;
 pub mod fleet;
 pub mod leader;
 pub mod metrics;
 pub mod proxies;
 pub mod run;
+pub mod sinks;
 pub mod status;
 pub mod watch;
 

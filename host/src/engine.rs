@@ -44,7 +44,7 @@ pub enum EngineError {
     #[error("{error}")]
     Render {
         error: RenderError,
-        object: Option<ObjectRef>,
+        object: Option<Box<ObjectRef>>,
     },
     /// HAProxy refused the rendered configuration; `report` holds its
     /// messages, each with the library that wrote the line.
@@ -173,7 +173,7 @@ impl Engine {
     }
 
     /// The cluster object a library's error names, if it is in the view.
-    fn blamed_object(&self, error: &RenderError) -> Option<ObjectRef> {
+    fn blamed_object(&self, error: &RenderError) -> Option<Box<ObjectRef>> {
         let (library, key) = error.object()?;
         let (_, watch) = self
             .watches()
@@ -184,7 +184,7 @@ impl Engine {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
         };
-        self.object(&reference).map(|_| reference)
+        self.object(&reference).map(|_| Box::new(reference))
     }
 }
 

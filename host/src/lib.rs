@@ -17,6 +17,8 @@
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
 //!   bundles, reports what every worker runs.
+//! - [`local`]: `haptic run`: the controller on a directory of manifests
+//!   with local HAProxy processes and their agents.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
 //!   agents and deploys to it).
 
@@ -25,6 +27,7 @@ pub mod controller;
 pub mod engine;
 pub mod fixtures;
 pub mod library;
+pub mod local;
 pub mod manifests;
 pub mod offline;
 pub mod render;

@@ -47,6 +47,10 @@ enum Command {
         #[arg(long)]
         no_validate: bool,
     },
+    /// The whole data path on this machine: the controller on a directory of
+    /// manifests (watched for edits), local HAProxy processes with their
+    /// agents, status shown at /status. Ctrl-C stops everything.
+    Run(Box<RunArgs>),
     /// Run the controller: watch what the enabled libraries declare, render,
     /// validate with `haproxy -c`, deploy to every HAProxy pod's agent, and
     /// write status (the readiness gate) by server-side apply.
@@ -153,6 +157,37 @@ struct AgentArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Manifest files or directories (watched; subdirectories too).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// A Helm-style values file (`templateLibraries.<name>...`).
+    #[arg(short = 'f', long = "values")]
+    values: Option<PathBuf>,
+    /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// A custom template library (.wasm component).
+    #[arg(short = 'l', long = "library")]
+    libraries: Vec<PathBuf>,
+    /// How many local HAProxy instances (each with its agent) to deploy to.
+    #[arg(long, default_value_t = 1)]
+    proxies: usize,
+    /// The first HAProxy's HTTP port on 127.0.0.1; the others count up from it.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Start an echo server on every (loopback) endpoint address of the manifests.
+    #[arg(long)]
+    demo_backends: bool,
+    /// Scratch directory for the HAProxy configuration directories (default: a temporary one).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Address of /status, /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8451")]
+    listen: std::net::SocketAddr,
+}
+
+#[derive(Debug, clap::Args)]
 struct ControllerArgs {
     /// The release's namespace: where the HAProxy pods and the Lease are.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -212,16 +247,23 @@ struct ControllerArgs {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The offline jobs print their result; the long-running ones report
+    // what they do (deploys, status changes) at info.
+    let default_filter = match cli.command {
+        Command::Render { .. } | Command::Test { .. } | Command::Haproxy { .. } => "warn",
+        _ => "warn,haptic=info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HAPTIC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in pod logs.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -293,6 +335,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Agent(args) => run_agent(args),
         Command::Controller(args) => run_controller(*args),
+        Command::Run(args) => run_local(*args),
         Command::Haproxy { paths, extra } => {
             let error = agent::launch::exec_haproxy(
                 &paths.validator()?,
@@ -340,6 +383,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+fn run_local(args: RunArgs) -> Result<ExitCode> {
+    let mut values = match &args.values {
+        Some(path) => Values::load(path)?,
+        None => Values::default(),
+    };
+    for assignment in &args.set {
+        values.set_assignment(assignment)?;
+    }
+    let values = haptic::local::local_values(values)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let libraries = haptic::engine::load_libraries(&self::runtime()?, &args.libraries)?;
+        let engine = haptic::engine::Engine::new(libraries, values.clone())?;
+        let options = haptic::local::RunOptions {
+            inputs: args.inputs,
+            values,
+            proxies: args.proxies,
+            http_port: args.port,
+            demo_backends: args.demo_backends,
+            dir: args.dir,
+            listen: args.listen,
+        };
+        haptic::local::run(options, engine, shutdown_signal()).await
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_controller(args: ControllerArgs) -> Result<ExitCode> {

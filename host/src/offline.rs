@@ -46,7 +46,7 @@ pub enum JobError {
     /// The engine failed; `source_hint` names the manifest at fault when known.
     #[error("{error}{}", .source_hint.as_deref().map(|hint| format!(" (from {hint})")).unwrap_or_default())]
     Engine {
-        error: EngineError,
+        error: Box<EngineError>,
         source_hint: Option<String>,
     },
 }
@@ -54,7 +54,7 @@ pub enum JobError {
 impl From<EngineError> for JobError {
     fn from(error: EngineError) -> Self {
         Self::Engine {
-            error,
+            error: Box::new(error),
             source_hint: None,
         }
     }
@@ -106,7 +106,7 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
 
     let rendered = engine.render(changes).map_err(|error| JobError::Engine {
         source_hint: source_hint(&error, &manifests),
-        error,
+        error: Box::new(error),
     })?;
     let warnings = if job.validate {
         engine::validate(&rendered)?

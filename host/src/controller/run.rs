@@ -31,8 +31,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
@@ -40,8 +38,9 @@ use super::fleet::{Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
 use super::leader::{ElectionSettings, Elector};
 use super::metrics::{LibraryLabels, Metrics, ModeLabels, ResultLabels};
 use super::proxies::{self, ProxySettings};
+use super::sinks::{ApiEvents, EventSink, FailureEvent};
 use super::status::{StatusApplier, StatusMemory};
-use super::watch::{self as source, SourceEvent};
+use super::watch::{self as source, SourceEvent, WatchTarget};
 use crate::agent::plan::{self, Plan};
 use crate::agent::{Bundle, BundleFile, FencingToken};
 use crate::engine::{self, Engine, EngineError};
@@ -92,21 +91,87 @@ pub struct State {
     /// Every watch has listed and the first render is done (followers too:
     /// their caches are warm).
     pub ready: AtomicBool,
+    /// `haptic run`'s in-memory status, served at `/status`.
+    pub local_status: std::sync::Mutex<Option<Arc<super::files::LocalStatus>>>,
+}
+
+/// Starts the watches for the targets the libraries' plans make.
+pub type SourceFn = Box<
+    dyn FnOnce(
+            &[WatchTarget],
+            mpsc::UnboundedSender<SourceEvent>,
+        ) -> Vec<tokio::task::JoinHandle<()>>
+        + Send,
+>;
+
+/// Starts the discovery of the HAProxy instances.
+pub type ProxiesFn =
+    Box<dyn FnOnce(watch::Sender<Option<Vec<ProxyPod>>>) -> tokio::task::JoinHandle<()> + Send>;
+
+/// Where the controller's inputs come from and its outputs go: the
+/// Kubernetes API in a cluster ([`Parts::kubernetes`]), files and local
+/// processes for `haptic run`. Everything between is the same.
+pub struct Parts {
+    pub source: SourceFn,
+    pub proxies: ProxiesFn,
+    pub status: StatusApplier,
+    pub events: Arc<dyn EventSink>,
+    /// `None`: this replica always leads.
+    pub elector: Option<Arc<Elector>>,
+}
+
+impl Parts {
+    /// Watches, HAProxy pods, status and Events through the API server;
+    /// leader election when `settings.election` asks for it.
+    pub async fn kubernetes(client: kube::Client, settings: &Settings) -> anyhow::Result<Self> {
+        let elector = match &settings.election {
+            Some(election) => Some(Arc::new(
+                Elector::new(client.clone(), election.clone()).await?,
+            )),
+            None => None,
+        };
+        let source_client = client.clone();
+        let proxy_client = client.clone();
+        let proxy_settings = settings.proxies.clone();
+        Ok(Self {
+            source: Box::new(move |targets, events| source::spawn(source_client, targets, events)),
+            proxies: Box::new(move |out| {
+                tokio::spawn(proxies::discover(proxy_client, proxy_settings, out))
+            }),
+            status: StatusApplier::new(client.clone()),
+            events: Arc::new(ApiEvents::new(
+                client,
+                &settings.proxies.namespace,
+                &settings.identity,
+            )),
+            elector,
+        })
+    }
 }
 
 /// A render failure, for the deploy task to report while leading.
 #[derive(Debug)]
 struct Failure {
-    reason: &'static str,
-    message: String,
-    object: Option<ObjectRef>,
+    event: FailureEvent,
     /// The last good render's `render-failed` patches.
     patches: Vec<Arc<StatusPatch>>,
 }
 
-/// Runs the controller until `shutdown` resolves.
+/// Runs the controller against the Kubernetes API until `shutdown` resolves.
 pub async fn run(
     client: kube::Client,
+    engine: Engine,
+    settings: Settings,
+    state: Arc<State>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let parts = Parts::kubernetes(client, &settings).await?;
+    run_with(parts, engine, settings, state, shutdown).await
+}
+
+/// Runs the controller on `parts` until `shutdown` resolves.
+pub async fn run_with(
+    parts: Parts,
     engine: Engine,
     settings: Settings,
     state: Arc<State>,
@@ -120,25 +185,13 @@ pub async fn run(
         tracing::info!(watch = %target.describe(), "watching");
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let mut tasks = Tasks(source::spawn(client.clone(), &targets, events_tx));
+    let mut tasks = Tasks((parts.source)(&targets, events_tx));
 
     let (pods_tx, pods_rx) = watch::channel(None);
-    tasks.push(tokio::spawn(proxies::discover(
-        client.clone(),
-        settings.proxies.clone(),
-        pods_tx,
-    )));
+    tasks.push((parts.proxies)(pods_tx));
 
     let (leading_tx, leading_rx) = watch::channel(None);
-    let elector = match &settings.election {
-        Some(election) => Some(Arc::new(
-            Elector::new(client.clone(), election.clone()).await?,
-        )),
-        None => {
-            let _ = leading_tx.send(Some(0));
-            None
-        }
-    };
+    let elector = parts.elector;
     if let Some(elector) = &elector {
         tasks.push(tokio::spawn(lead(
             elector.clone(),
@@ -146,10 +199,11 @@ pub async fn run(
             state.clone(),
         )));
     } else {
+        let _ = leading_tx.send(Some(0));
         state.metrics.leader.set(1);
     }
 
-    let applier = StatusApplier::new(client.clone());
+    let applier = parts.status;
     let memory = applier.memory();
     let (candidates_tx, candidates_rx) = watch::channel(None);
     let (failures_tx, failures_rx) = mpsc::unbounded_channel();
@@ -163,17 +217,10 @@ pub async fn run(
         state.clone(),
     )));
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "haptic-controller".into(),
-            instance: Some(settings.identity.clone()),
-        },
-    );
     let deployer = Deployer {
         fleet: Fleet::new(settings.fleet.clone()),
         applier,
-        recorder,
+        events: parts.events,
         state: state.clone(),
         settings: settings.clone(),
     };
@@ -382,7 +429,7 @@ fn report_failure(
         EngineError::Render { error, object } => (
             "render-failed",
             error.library().map(str::to_owned).into_iter().collect(),
-            object.clone(),
+            object.as_deref().cloned(),
         ),
         EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
         _ => ("validate-error", Vec::new(), None),
@@ -406,9 +453,11 @@ fn report_failure(
         .map(|patches| patches.iter().map(|(_, patch)| patch.clone()).collect())
         .unwrap_or_default();
     let _ = failures.send(Failure {
-        reason,
-        message: error.to_string(),
-        object,
+        event: FailureEvent {
+            reason,
+            note: error.to_string(),
+            object,
+        },
         patches,
     });
 }
@@ -468,7 +517,7 @@ fn is_gate_patch(patch: &StatusPatch) -> bool {
 struct Deployer {
     fleet: Fleet,
     applier: StatusApplier,
-    recorder: Recorder,
+    events: Arc<dyn EventSink>,
     state: Arc<State>,
     settings: Settings,
 }
@@ -682,42 +731,7 @@ impl Deployer {
                 tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
             }
         }
-        let regarding = match &failure.object {
-            Some(object) => ObjectReference {
-                api_version: Some(object.api_version.clone()),
-                kind: Some(object.kind.clone()),
-                namespace: Some(object.namespace.clone()).filter(|ns| !ns.is_empty()),
-                name: Some(object.name.clone()),
-                ..ObjectReference::default()
-            },
-            // No object to blame: the event goes on this replica's pod.
-            None => ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(self.settings.proxies.namespace.clone()),
-                name: Some(self.settings.identity.clone()),
-                ..ObjectReference::default()
-            },
-        };
-        // An Event's note is at most 1 kB.
-        let mut note = failure.message;
-        if note.len() > 1000 {
-            let mut end = 1000;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: failure.reason.into(),
-            note: Some(note),
-            action: "Render".into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &regarding).await {
-            tracing::warn!(%error, "cannot publish the Event about a failed render");
-        }
+        self.events.publish(failure.event).await;
     }
 }
 
@@ -751,6 +765,7 @@ impl Backoff {
 
 async fn serve_http(listener: tokio::net::TcpListener, state: Arc<State>) {
     use axum::http::StatusCode;
+    use axum::response::IntoResponse;
     use axum::routing::get;
     let app = axum::Router::new()
         .route(
@@ -769,6 +784,27 @@ async fn serve_http(listener: tokio::net::TcpListener, state: Arc<State>) {
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/status",
+            get({
+                let state = state.clone();
+                move || async move {
+                    let local = state
+                        .local_status
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    match local {
+                        Some(status) => axum::Json(status.snapshot()).into_response(),
+                        None => (
+                            StatusCode::NOT_FOUND,
+                            "status is on the objects in the cluster (kubectl get -o yaml)",
+                        )
+                            .into_response(),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || async move {

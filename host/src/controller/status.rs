@@ -13,9 +13,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
+
+use super::sinks::{ApiStatusWriter, StatusWriter};
 
 use crate::library::types::{StatusPatch, StatusVariant};
 
@@ -86,7 +86,7 @@ impl StatusMemory {
 /// Writes status patches; remembers what it wrote so an unchanged patch is
 /// not sent again on every render.
 pub struct StatusApplier {
-    client: kube::Client,
+    writer: Arc<dyn StatusWriter>,
     /// The status last written per (variant, object).
     written: StatusMemory,
 }
@@ -100,9 +100,15 @@ impl std::fmt::Debug for StatusApplier {
 }
 
 impl StatusApplier {
+    /// Writes through the API server (server-side apply).
     pub fn new(client: kube::Client) -> Self {
+        Self::with_writer(Arc::new(ApiStatusWriter::new(client)))
+    }
+
+    /// Writes through `writer` (`haptic run`'s in-memory objects).
+    pub fn with_writer(writer: Arc<dyn StatusWriter>) -> Self {
         Self {
-            client,
+            writer,
             written: StatusMemory::default(),
         }
     }
@@ -172,40 +178,6 @@ impl StatusApplier {
             !(v == api_version && k == kind && ns == namespace && n == name)
         });
     }
-
-    async fn write(&self, patch: &StatusPatch, status: Value) -> Result<(), String> {
-        let (group, version) = match patch.api_version.split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", patch.api_version.as_str()),
-        };
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &patch.kind));
-        let api: Api<DynamicObject> = if patch.namespace.is_empty() {
-            Api::all_with(self.client.clone(), &resource)
-        } else {
-            Api::namespaced_with(self.client.clone(), &patch.namespace, &resource)
-        };
-        let mut metadata = serde_json::json!({ "name": patch.name });
-        if !patch.namespace.is_empty() {
-            metadata["namespace"] = Value::String(patch.namespace.clone());
-        }
-        let body = serde_json::json!({
-            "apiVersion": patch.api_version,
-            "kind": patch.kind,
-            "metadata": metadata,
-            "status": status,
-        });
-        // `force`: the variant's manager is the only writer of these
-        // fields by design; a conflict means another installation of the
-        // same controller, which the docs say not to run.
-        let params = PatchParams::apply(field_manager(patch.variant)).force();
-        api.patch_status(&patch.name, &params, &Patch::Apply(&body))
-            .await
-            .map(drop)
-            .map_err(|error| match error {
-                kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-                other => other.to_string(),
-            })
-    }
 }
 
 /// One write, with the patch it was for.
@@ -214,7 +186,7 @@ async fn write_one<'a>(
     patch: &'a StatusPatch,
     status: Value,
 ) -> (&'a StatusPatch, Result<(), String>) {
-    (patch, applier.write(patch, status).await)
+    (patch, applier.writer.write(patch, status).await)
 }
 
 fn failure(patch: &StatusPatch, error: String) -> PatchFailure {

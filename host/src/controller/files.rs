@@ -1,0 +1,299 @@
+//! The file source: manifests in files and directories (as `kubectl apply
+//! -f` takes them, subdirectories included) instead of the Kubernetes API,
+//! watched for changes with `notify`.
+//!
+//! Every load delivers each watched kind as one re-list, so the store
+//! derives what changed (an edited object, a removed document, a deleted
+//! file) exactly as after a watch reconnect. Editors that save by writing a
+//! new file and renaming it over the old one work, because the directories
+//! are watched, not the files. A bad edit (YAML that does not parse, a
+//! document without a name) is logged with its file and document and
+//! nothing is delivered: the last good view, and so the last good
+//! configuration, keeps serving.
+//!
+//! Status written by the controller lands on these in-memory objects
+//! ([`LocalStatus`]) and is laid over the files' content on every load.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+use super::sinks::{BoxFuture, StatusWriter};
+use super::status::field_manager;
+use super::watch::{SourceEvent, WatchTarget};
+use crate::library::types::StatusPatch;
+use crate::manifests;
+use crate::render::{ClusterChange, ClusterObject, ObjectRef};
+
+/// The status the controller wrote, by object, and a signal to reload.
+#[derive(Debug, Default)]
+pub struct LocalStatus {
+    statuses: Mutex<BTreeMap<ObjectRef, Value>>,
+    changed: Notify,
+}
+
+impl LocalStatus {
+    /// Every object's written status, for `/status`.
+    pub fn snapshot(&self) -> Value {
+        let statuses = self.lock();
+        Value::Array(
+            statuses
+                .iter()
+                .map(|(r, status)| {
+                    serde_json::json!({
+                        "apiVersion": r.api_version, "kind": r.kind,
+                        "namespace": r.namespace, "name": r.name, "status": status,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectRef, Value>> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl StatusWriter for LocalStatus {
+    fn write<'a>(
+        &'a self,
+        patch: &'a StatusPatch,
+        status: Value,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let reference = ObjectRef {
+                api_version: patch.api_version.clone(),
+                kind: patch.kind.clone(),
+                namespace: patch.namespace.clone(),
+                name: patch.name.clone(),
+            };
+            tracing::info!(
+                "status of {} {}/{} by {}: {}",
+                patch.kind,
+                patch.namespace,
+                patch.name,
+                field_manager(patch.variant),
+                summary(&status)
+            );
+            merge_status(self.lock().entry(reference).or_insert(Value::Null), &status);
+            self.changed.notify_one();
+            Ok(())
+        })
+    }
+}
+
+/// `type=status` of each condition, else the JSON.
+fn summary(status: &Value) -> String {
+    match status.get("conditions").and_then(Value::as_array) {
+        Some(conditions) => conditions
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c.get("type").and_then(Value::as_str).unwrap_or("?"),
+                    c.get("status").and_then(Value::as_str).unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => status.to_string(),
+    }
+}
+
+/// Server-side apply's merge, as far as status needs it: objects field by
+/// field, lists of objects keyed by `type` (conditions) entry by entry,
+/// anything else replaced.
+pub fn merge_status(current: &mut Value, patch: &Value) {
+    match (current, patch) {
+        (Value::Object(current), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge_status(current.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (Value::Array(current), Value::Array(patch))
+            if patch.iter().all(|e| e.get("type").is_some()) =>
+        {
+            for entry in patch {
+                match current
+                    .iter_mut()
+                    .find(|c| c.get("type") == entry.get("type"))
+                {
+                    Some(existing) => merge_status(existing, entry),
+                    None => current.push(entry.clone()),
+                }
+            }
+        }
+        (current, patch) => *current = patch.clone(),
+    }
+}
+
+/// Loads `inputs` once per change and delivers every target as a re-list.
+pub fn spawn(
+    inputs: Vec<PathBuf>,
+    status: Arc<LocalStatus>,
+    targets: &[WatchTarget],
+    events: mpsc::UnboundedSender<SourceEvent>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let targets = targets.to_vec();
+    vec![tokio::spawn(async move {
+        let (touched_tx, mut touched) = mpsc::unbounded_channel::<()>();
+        // Keep the watcher alive as long as the task.
+        let _watcher = match watch_paths(&inputs, touched_tx) {
+            Ok(watcher) => Some(watcher),
+            Err(error) => {
+                tracing::error!(%error, "cannot watch the manifests for changes; they are read once");
+                None
+            }
+        };
+        let kinds: BTreeSet<(String, String)> = targets
+            .iter()
+            .map(|t| (t.api_version.clone(), t.kind.clone()))
+            .collect();
+        loop {
+            match load(&inputs, &kinds, &targets, &status) {
+                Ok(batches) => {
+                    for (index, changes) in batches.into_iter().enumerate() {
+                        let event = SourceEvent {
+                            target: index,
+                            changes,
+                            listed: true,
+                        };
+                        if events.send(event).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(error) => tracing::error!(
+                    "{error}; the last good configuration keeps serving until the manifests are fixed"
+                ),
+            }
+            tokio::select! {
+                touched_now = touched.recv() => if touched_now.is_none() { return },
+                () = status.changed.notified() => {}
+            }
+            // Editors write in several steps: take them as one change.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            while touched.try_recv().is_ok() {}
+        }
+    })]
+}
+
+fn watch_paths(
+    inputs: &[PathBuf],
+    touched: mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|event| !event.kind.is_access()) {
+            let _ = touched.send(());
+        }
+    })?;
+    for input in inputs {
+        // A file is watched through its directory, so a save by rename
+        // (a new inode under the old name) is seen.
+        let path = if input.is_dir() {
+            input.clone()
+        } else {
+            input
+                .parent()
+                .map(|p| {
+                    if p.as_os_str().is_empty() {
+                        PathBuf::from(".")
+                    } else {
+                        p.to_path_buf()
+                    }
+                })
+                .unwrap_or_else(|| PathBuf::from("."))
+        };
+        watcher.watch(&path, RecursiveMode::Recursive)?;
+    }
+    Ok(watcher)
+}
+
+/// One re-list per target, statuses laid over the files' objects.
+fn load(
+    inputs: &[PathBuf],
+    kinds: &BTreeSet<(String, String)>,
+    targets: &[WatchTarget],
+    status: &LocalStatus,
+) -> Result<Vec<Vec<ClusterChange>>, manifests::ManifestError> {
+    let loaded = manifests::load_paths(inputs, kinds)?;
+    let statuses = status.lock().clone();
+    let mut by_kind: BTreeMap<(String, String), Vec<ClusterObject>> = BTreeMap::new();
+    for manifest in loaded {
+        let reference = ObjectRef {
+            api_version: manifest.api_version.clone(),
+            kind: manifest.kind.clone(),
+            namespace: manifest.namespace.clone(),
+            name: manifest.name.clone(),
+        };
+        let mut object = manifest.object;
+        if let Some(written) = statuses.get(&reference) {
+            merge_status(
+                object
+                    .as_object_mut()
+                    .map(|o| o.entry("status").or_insert(Value::Null))
+                    .unwrap_or(&mut Value::Null),
+                written,
+            );
+        }
+        let target = targets
+            .iter()
+            .find(|t| t.api_version == manifest.api_version && t.kind == manifest.kind);
+        let trim = target
+            .map(|t| t.trim.clone())
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        if let Some(object) = ClusterObject::trimmed(&object, trim) {
+            by_kind
+                .entry((manifest.api_version, manifest.kind))
+                .or_default()
+                .push(object);
+        }
+    }
+    Ok(targets
+        .iter()
+        .map(|target| {
+            vec![ClusterChange::Relisted {
+                api_version: target.api_version.clone(),
+                kind: target.kind.clone(),
+                objects: by_kind
+                    .remove(&(target.api_version.clone(), target.kind.clone()))
+                    .unwrap_or_default(),
+            }]
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_merges_conditions_by_type_and_keeps_the_others() {
+        let mut current = json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "ContainersReady", "status": "True"}]});
+        merge_status(
+            &mut current,
+            &json!({"conditions": [{"type": "haproxy-haptic.org/load-balancer-ready", "status": "True"}]}),
+        );
+        merge_status(
+            &mut current,
+            &json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        assert_eq!(
+            current,
+            json!({"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+                {"type": "haproxy-haptic.org/load-balancer-ready", "status": "True"}]})
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! `haptic run`: the whole data path on one machine. The controller (the
+//! same render loop, deploy path and status applier as in a cluster) reads a
+//! directory of manifests instead of the Kubernetes API and deploys to local
+//! HAProxy processes, each with its own `haptic agent`, exactly as it
+//! deploys to HAProxy pods.
+//!
+//! - Proxies: `--proxies N` pairs of `haptic haproxy` and `haptic agent`
+//!   (this binary, as child processes) in a scratch directory. One bundle
+//!   serves them all, so the HTTP and health ports come from the
+//!   environment: `base` binds `"127.0.0.1:${HAPTIC_HTTP_PORT-8080}"` (quoted: HAProxy expands a default only inside double quotes) and
+//!   each HAProxy gets its own port (8080, 8081, ... by default).
+//! - Status: the patches the controller would apply land on the in-memory
+//!   objects, one log line per change, and `GET /status` shows them.
+//! - `--demo-backends`: an echo server on every endpoint address of the
+//!   manifests (loopback addresses), so the example answers by itself.
+//! - Ctrl-C stops everything: the children are killed with the run.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::process::{Child, Command};
+
+use crate::controller::files::{self, LocalStatus};
+use crate::controller::fleet::{FleetSettings, ProxyPod};
+use crate::controller::proxies::ProxySettings;
+use crate::controller::run::{Parts, Settings, State};
+use crate::controller::sinks::LogEvents;
+use crate::controller::status::StatusApplier;
+use crate::engine::Engine;
+use crate::manifests;
+use crate::values::Values;
+
+/// What `haptic run` was asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub inputs: Vec<PathBuf>,
+    pub values: Values,
+    /// Local HAProxy instances.
+    pub proxies: usize,
+    /// The first HAProxy's HTTP port; the others count up from it.
+    pub http_port: u16,
+    pub demo_backends: bool,
+    /// Scratch directory (default: a temporary one, removed at exit).
+    pub dir: Option<PathBuf>,
+    /// `/status`, `/metrics`, `/healthz`, `/readyz`.
+    pub listen: SocketAddr,
+}
+
+/// The values `haptic run` needs unless the user set them: local ports.
+pub fn local_values(mut values: Values) -> anyhow::Result<Values> {
+    let libraries = values.template_libraries();
+    let set = |path: &[&str]| {
+        let mut node = libraries.get("base");
+        for key in path {
+            node = node.and_then(|n| n.get(*key));
+        }
+        node.is_some()
+    };
+    if !set(&["frontends", "http", "bind"]) {
+        values.set(
+            "templateLibraries.base.frontends.http.bind",
+            r#"'"127.0.0.1:${HAPTIC_HTTP_PORT-8080}"'"#,
+        )?;
+    }
+    if !set(&["frontends", "healthz", "bind"]) {
+        values.set(
+            "templateLibraries.base.frontends.healthz.bind",
+            r#"'"127.0.0.1:${HAPTIC_HEALTHZ_PORT-9080}"'"#,
+        )?;
+    }
+    Ok(values)
+}
+
+/// One local HAProxy and its agent.
+struct LocalProxy {
+    http_port: u16,
+    haproxy: Child,
+    agent: Child,
+}
+
+/// Runs until Ctrl-C or SIGTERM.
+pub async fn run(
+    options: RunOptions,
+    engine: Engine,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let temp;
+    let dir = match &options.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("haptic-run-")
+                .tempdir()
+                .context("creating a scratch directory")?;
+            temp.path().to_path_buf()
+        }
+    };
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating the scratch directory {}", dir.display()))?;
+    let token = random_token()?;
+    let token_file = dir.join("agent-token");
+    std::fs::write(&token_file, &token).context("writing the agents' token")?;
+
+    let mut backends = Vec::new();
+    if options.demo_backends {
+        for addr in endpoint_addresses(&options.inputs)? {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(listener) => backends.push(tokio::spawn(demo::serve(listener))),
+                Err(error) => tracing::warn!(%addr, %error, "no demo backend on this endpoint"),
+            }
+        }
+        eprintln!("haptic run: {} demo backends", backends.len());
+    }
+
+    let exe = std::env::current_exe().context("finding the haptic binary")?;
+    let mut proxies = Vec::new();
+    let mut members = Vec::new();
+    let mut listing = Vec::new();
+    for index in 0..options.proxies.max(1) {
+        let offset = u16::try_from(index).unwrap_or(u16::MAX);
+        let http_port = options.http_port.saturating_add(offset);
+        let agent_port = free_port().context("finding a free port for an agent")?;
+        let proxy = start_proxy(&exe, &dir, index, http_port, agent_port, &token_file)
+            .with_context(|| format!("starting local HAProxy {index}"))?;
+        let endpoint = format!("http://127.0.0.1:{agent_port}");
+        listing.push(serde_json::json!({
+            "name": format!("haproxy-{index}"), "httpPort": http_port, "agent": endpoint,
+            "configDir": dir.join(format!("haproxy-{index}")),
+        }));
+        members.push(ProxyPod {
+            name: format!("local/haproxy-{index}"),
+            endpoint,
+        });
+        proxies.push(proxy);
+    }
+    // For scripts and tests: where each proxy and its agent are.
+    std::fs::write(
+        dir.join("proxies.json"),
+        serde_json::Value::Array(listing).to_string(),
+    )
+    .context("writing proxies.json")?;
+
+    let status = Arc::new(LocalStatus::default());
+    let state = Arc::new(State::default());
+    *state
+        .local_status
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
+    let settings = Settings {
+        identity: "haptic-run".into(),
+        proxies: ProxySettings {
+            namespace: "local".into(),
+            selector: "(local processes)".into(),
+            scheme: "http",
+            agent_port: 0,
+        },
+        fleet: FleetSettings {
+            token: Some(token),
+            timeout: Duration::from_secs(35),
+            ..FleetSettings::default()
+        },
+        election: None,
+        listen: Some(options.listen),
+        convergence_wait: Duration::from_secs(30),
+        resync: Duration::from_secs(30),
+    };
+    let inputs = options.inputs.clone();
+    let source_status = status.clone();
+    let parts = Parts {
+        source: Box::new(move |targets, events| {
+            files::spawn(inputs, source_status, targets, events)
+        }),
+        proxies: Box::new(move |out| {
+            tokio::spawn(async move {
+                let _ = out.send(Some(members));
+                // Static: the sender lives as long as the run.
+                std::future::pending::<()>().await;
+            })
+        }),
+        status: StatusApplier::with_writer(status.clone()),
+        events: Arc::new(LogEvents),
+        elector: None,
+    };
+    let ports: Vec<String> = proxies.iter().map(|p| p.http_port.to_string()).collect();
+    eprintln!(
+        "haptic run: {} HAProxy on 127.0.0.1 port {}; status at http://{}/status; Ctrl-C stops everything",
+        proxies.len(),
+        ports.join(", "),
+        options.listen
+    );
+    if let Some(first) = proxies.first() {
+        eprintln!(
+            "  try: curl -H 'Host: shop.example.com' localhost:{}/   then edit a file under {} and watch it redeploy",
+            first.http_port,
+            options
+                .inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let result = crate::controller::run::run_with(parts, engine, settings, state, shutdown).await;
+    for backend in backends {
+        backend.abort();
+    }
+    for mut proxy in proxies {
+        stop(&mut proxy.agent).await;
+        stop(&mut proxy.haproxy).await;
+    }
+    result
+}
+
+/// A port nothing listens on now (the kernel's pick).
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start_proxy(
+    exe: &Path,
+    dir: &Path,
+    index: usize,
+    http_port: u16,
+    agent_port: u16,
+    token_file: &Path,
+) -> anyhow::Result<LocalProxy> {
+    let config_dir = dir.join(format!("haproxy-{index}"));
+    std::fs::create_dir_all(&config_dir)?;
+    let healthz_port = http_port.saturating_add(1000);
+    let env = [
+        ("HAPTIC_HTTP_PORT", http_port.to_string()),
+        ("HAPTIC_HEALTHZ_PORT", healthz_port.to_string()),
+    ];
+    let haproxy = Command::new(exe)
+        .arg("haproxy")
+        .arg("--config-dir")
+        .arg(&config_dir)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting `haptic haproxy`")?;
+    let agent = Command::new(exe)
+        .arg("agent")
+        .arg("--config-dir")
+        .arg(&config_dir)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{agent_port}"))
+        .arg("--token-file")
+        .arg(token_file)
+        // The agent validates with `haproxy -c`, which expands the ports too.
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting `haptic agent`")?;
+    Ok(LocalProxy {
+        http_port,
+        haproxy,
+        agent,
+    })
+}
+
+/// SIGTERM, then SIGKILL after 5 s.
+async fn stop(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+fn random_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .context("reading /dev/urandom for the agents' token")?;
+    Ok(hex::encode(bytes))
+}
+
+/// Every endpoint `address:port` of the EndpointSlices in `inputs`.
+pub fn endpoint_addresses(inputs: &[PathBuf]) -> anyhow::Result<BTreeSet<SocketAddr>> {
+    let kinds = BTreeSet::from([("discovery.k8s.io/v1".to_owned(), "EndpointSlice".to_owned())]);
+    let loaded = manifests::load_paths(inputs, &kinds)?;
+    let mut addrs = BTreeSet::new();
+    for manifest in loaded.iter().filter(|m| m.kind == "EndpointSlice") {
+        let object = &manifest.object;
+        let ports: Vec<u16> = object["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["port"].as_u64().and_then(|p| u16::try_from(p).ok()))
+            .collect();
+        for endpoint in object["endpoints"].as_array().into_iter().flatten() {
+            for address in endpoint["addresses"].as_array().into_iter().flatten() {
+                if let Some(ip) = address
+                    .as_str()
+                    .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+                    && ip.is_loopback()
+                {
+                    addrs.extend(ports.iter().map(|port| SocketAddr::new(ip, *port)));
+                }
+            }
+        }
+    }
+    Ok(addrs)
+}
+
+/// The demo backends: answer every request with who answered and what
+/// arrived.
+mod demo {
+    use std::convert::Infallible;
+
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{Request, Response};
+    use hyper_util::rt::TokioIo;
+
+    pub async fn serve(listener: tokio::net::TcpListener) {
+        let local = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let local = local.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let local = local.clone();
+                    async move {
+                        let host = request
+                            .headers()
+                            .get("host")
+                            .and_then(|h| h.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        let body = format!(
+                            "backend={local}\nhost={host}\npath={}\n",
+                            request.uri().path()
+                        );
+                        Ok::<_, Infallible>(
+                            Response::builder()
+                                .header("x-haptic-demo-backend", local)
+                                .body(Full::new(Bytes::from(body)))
+                                .unwrap_or_default(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! `haptic run` end to end, the path `make run` takes: the real binary over
+//! a copy of examples/cluster with demo backends and two local HAProxy
+//! instances, real HTTP on loopback, files edited as an editor does.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use haptic::agent::AgentClient;
+
+const HTTP_PORT: u16 = 28080;
+const LISTEN: &str = "127.0.0.1:28451";
+const GATED_POD: &str = "checkout-7f5e9-new22";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+/// GET `path` with `Host: host` on `port`; (status, body).
+fn get(port: u16, host: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    Some((status, body))
+}
+
+fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Duration {
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < timeout {
+        match check() {
+            Ok(()) => return started.elapsed(),
+            Err(seen) => last = seen,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+}
+
+/// Saves like an editor that writes a new file and renames it over the old.
+fn save(path: &Path, content: &str) {
+    let staging = path.with_extension("swp");
+    std::fs::write(&staging, content).expect("write");
+    std::fs::rename(&staging, path).expect("rename");
+}
+
+struct Run {
+    child: Child,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Run {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn agents(&self) -> Vec<AgentClient> {
+        let listing: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("proxies.json")).expect("proxies.json"),
+        )
+        .expect("json");
+        let token = std::fs::read_to_string(self.dir.join("agent-token")).expect("token");
+        listing
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|proxy| {
+                AgentClient::new(
+                    proxy["agent"].as_str().expect("agent").to_owned(),
+                    Some(token.clone()),
+                    None,
+                    Duration::from_secs(5),
+                )
+                .expect("client")
+            })
+            .collect()
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn status() -> Option<serde_json::Value> {
+    let (port, path) = ("28451", "/status");
+    let mut stream = TcpStream::connect(format!("127.0.0.1:{port}")).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+}
+
+fn gate_true(status: &serde_json::Value) -> bool {
+    status.as_array().into_iter().flatten().any(|object| {
+        object["name"] == GATED_POD
+            && object["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["type"] == "haproxy-haptic.org/load-balancer-ready" && c["status"] == "True"
+                })
+    })
+}
+
+#[test]
+fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_cleanly() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let cluster = work.path().join("cluster");
+    copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster"),
+        &cluster,
+    );
+    let dir = work.path().join("scratch");
+    let log = work.path().join("run.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .args(["run", "--demo-backends", "--proxies", "2"])
+        .args(["--port", &HTTP_PORT.to_string(), "--listen", LISTEN])
+        .args([
+            "--set",
+            "templateLibraries.kubernetesBackends.podReadinessGate.enabled=true",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .arg(&cluster)
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("haptic run starts");
+    let run = Run { child, dir, log };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+
+    // Routed per the Ingresses, through both HAProxy instances.
+    for port in [HTTP_PORT, HTTP_PORT + 1] {
+        let took = wait_until(
+            &format!("HAProxy on {port} to route shop.example.com"),
+            Duration::from_secs(60),
+            || match get(port, "shop.example.com", "/") {
+                Some((200, body)) if body.contains("backend=127.0.10.1:8080") => Ok(()),
+                other => Err(format!("{other:?}\n{}", run.log())),
+            },
+        );
+        println!("port {port} routed after {took:?}");
+    }
+    assert!(
+        matches!(get(HTTP_PORT, "shop.example.com", "/api/x"), Some((200, body)) if body.contains("backend=127.0.11.1:9000"))
+    );
+
+    // The gated pod's condition: set, and only once both instances run a
+    // configuration routing to it.
+    wait_until(
+        "the gate condition on the gated example pod",
+        Duration::from_secs(30),
+        || {
+            status()
+                .filter(gate_true)
+                .map(drop)
+                .ok_or_else(|| format!("{:?}", status()))
+        },
+    );
+    let agents = run.agents();
+    for (index, agent) in agents.iter().enumerate() {
+        let state = runtime.block_on(agent.state()).expect("state");
+        let id = state.converged.expect("converged");
+        let config_dir = run.dir.join(format!("haproxy-{index}"));
+        let bundle =
+            haptic::agent::disk::ConfigDir::new(config_dir.clone(), config_dir.join("worker.sock"))
+                .bundle_dir(&id);
+        let config = std::fs::read_to_string(bundle.join("haproxy.cfg")).unwrap_or_default();
+        assert!(
+            config
+                .lines()
+                .any(|l| l.trim().starts_with(&format!("server {GATED_POD} "))
+                    && !l.contains("disabled")),
+            "the gate was set but {} does not route to the gated pod",
+            agent.endpoint()
+        );
+    }
+
+    // An Ingress edit (saved by rename) changes routing.
+    let shop = cluster.join("shop.yaml");
+    let original = std::fs::read_to_string(&shop).expect("shop.yaml");
+    save(
+        &shop,
+        &original.replace("- host: shop.example.com", "- host: store.example.com"),
+    );
+    let took = wait_until(
+        "the edited host to route",
+        Duration::from_secs(10),
+        || match (
+            get(HTTP_PORT, "store.example.com", "/"),
+            get(HTTP_PORT + 1, "store.example.com", "/"),
+        ) {
+            (Some((200, _)), Some((200, _))) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    println!("Ingress host edit routed on both after {took:?}");
+    assert!(matches!(
+        get(HTTP_PORT, "shop.example.com", "/"),
+        Some((404, _))
+    ));
+
+    // An endpoint readiness edit: applied at runtime, no reload.
+    let reloads_before: Vec<u64> = agents
+        .iter()
+        .map(|a| runtime.block_on(a.state()).expect("state").reloads)
+        .collect();
+    let edited = std::fs::read_to_string(&shop).expect("shop.yaml").replacen(
+        "addresses: [\"127.0.10.2\"]\n    conditions: {ready: false, serving: false, terminating: false}",
+        "addresses: [\"127.0.10.2\"]\n    conditions: {ready: true, serving: true, terminating: false}",
+        1,
+    );
+    assert!(
+        edited.contains("127.0.10.2\"]\n    conditions: {ready: true"),
+        "the fixture still has the not-ready endpoint"
+    );
+    save(&shop, &edited);
+    let took = wait_until(
+        "the second web endpoint to serve",
+        Duration::from_secs(10),
+        || {
+            let hits = (0..6)
+                .filter_map(|_| get(HTTP_PORT, "store.example.com", "/"))
+                .filter(|(_, body)| body.contains("127.0.10.2"))
+                .count();
+            if hits > 0 {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        },
+    );
+    println!("endpoint readiness edit routed after {took:?}");
+    let reloads_after: Vec<u64> = agents
+        .iter()
+        .map(|a| runtime.block_on(a.state()).expect("state").reloads)
+        .collect();
+    assert_eq!(
+        reloads_before, reloads_after,
+        "a readiness flip must not reload"
+    );
+
+    // A bad edit: reported with its file; the old routing keeps serving.
+    let bad = cluster.join("broken.yaml");
+    save(
+        &bad,
+        "apiVersion: v1\nkind: Service\nmetadata: [not, a, mapping\n",
+    );
+    wait_until(
+        "the bad file to be reported",
+        Duration::from_secs(10),
+        || {
+            if run.log().contains("broken.yaml") {
+                Ok(())
+            } else {
+                Err(run.log())
+            }
+        },
+    );
+    assert!(
+        matches!(get(HTTP_PORT, "store.example.com", "/"), Some((200, _))),
+        "the last good configuration keeps serving"
+    );
+    std::fs::remove_file(&bad).expect("remove");
+
+    // Ctrl-C stops everything.
+    let pid = run.child.id().to_string();
+    Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    let mut run = run;
+    wait_until(
+        "haptic run to exit",
+        Duration::from_secs(20),
+        || match run.child.try_wait() {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let leftover = Command::new("pgrep")
+        .args(["-f", &run.dir.display().to_string()])
+        .output()
+        .expect("pgrep");
+    assert!(
+        String::from_utf8_lossy(&leftover.stdout).trim().is_empty(),
+        "processes left running: {}",
+        String::from_utf8_lossy(&leftover.stdout)
+    );
+}
