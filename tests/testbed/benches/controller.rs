@@ -8,6 +8,8 @@
 //!
 //! Figures, not assertions: a bench prints, a test asserts.
 
+// Shared with the e2e tests; not every helper is used here.
+#[allow(dead_code)]
 #[path = "../tests/controller/harness.rs"]
 mod harness;
 

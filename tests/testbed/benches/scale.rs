@@ -9,6 +9,8 @@
 //! pod), one Ingress change -> deployed on every pod (p50/p95), the
 //! controller's peak and current resident memory, the agents' memory.
 
+// Shared with the e2e tests; not every helper is used here.
+#[allow(dead_code)]
 #[path = "../tests/controller/harness.rs"]
 mod harness;
 
@@ -70,7 +72,7 @@ async fn create_all(client: &kube::Client, cluster: &Cluster) -> usize {
             .create(&PostParams::default(), &namespace)
             .await;
     }
-    let created = futures::stream::iter(
+    futures::stream::iter(
         objects
             .iter()
             .filter(|o| o["kind"] != "Namespace" && o["kind"] != "IngressClass"),
@@ -126,8 +128,7 @@ async fn create_all(client: &kube::Client, cluster: &Cluster) -> usize {
     .buffer_unordered(32)
     .filter(|ok| futures::future::ready(*ok))
     .count()
-    .await;
-    created
+    .await
 }
 
 fn memory_kib(pid: u32, field: &str) -> u64 {

@@ -521,7 +521,10 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         order.abort();
-        let report = report.lock().expect("report");
+        let (checked, violations) = {
+            let report = report.lock().expect("report");
+            (report.checked.clone(), report.violations.clone())
+        };
         let failures = counts
             .failures
             .lock()
@@ -531,12 +534,11 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
             "3 HAProxy pods after an agent restart: {} ok, {} failed, gate checked on {} pods",
             counts.ok.load(Ordering::Relaxed),
             failures.len(),
-            report.checked.len()
+            checked.len()
         );
         assert!(failures.is_empty(), "{failures:#?}");
-        assert!(report.violations.is_empty(), "{:#?}", report.violations);
-        assert!(report.checked.len() >= 2, "{:?}", report.checked);
-        drop(report);
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert!(checked.len() >= 2, "{checked:?}");
         controller.stop().await;
     })
     .expect("pod network");
