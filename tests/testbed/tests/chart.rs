@@ -239,9 +239,7 @@ async fn refused_or<T>(
 ) -> anyhow::Result<T> {
     let watch = async {
         loop {
-            if let Err(refused) = refusals(bed) {
-                return Err::<T, _>(refused);
-            }
+            refusals(bed)?;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };
