@@ -295,7 +295,8 @@ mod tests {
         }]);
         assert!(script.contains("exec {src0}<'/'\n"), "{script}");
         assert!(
-            script.contains(r#"mount --no-canonicalize --bind "/proc/self/fd/$src0" '/etc/it'\''s'"#),
+            script
+                .contains(r#"mount --no-canonicalize --bind "/proc/self/fd/$src0" '/etc/it'\''s'"#),
             "{script}"
         );
         assert!(script.contains("exec {src0}<&-\n"), "{script}");
@@ -314,11 +315,7 @@ mod tests {
         std::fs::create_dir_all(&secret).unwrap();
         std::fs::write(secret.join("token"), "s3cret").unwrap();
         let launch = Launch {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "cat /tmp/secret/token".into(),
-            ],
+            argv: vec!["sh".into(), "-c".into(), "cat /tmp/secret/token".into()],
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             mounts: vec![
                 Mount {
