@@ -101,8 +101,19 @@ impl Run {
 }
 
 impl Drop for Run {
+    /// Stops the run as Ctrl-C does, so a failing test leaves no HAProxy
+    /// or agent behind; SIGKILL only if it does not exit.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-INT", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use serde_json::Value;
+use sha2::Digest as _;
 use tokio::sync::{Notify, mpsc};
 
 use super::sinks::{BoxFuture, StatusWriter};
@@ -156,31 +157,44 @@ pub fn spawn(
             .iter()
             .map(|t| (t.api_version.clone(), t.kind.clone()))
             .collect();
+        // The files' objects as last read; a status change re-sends them
+        // with the new status laid over, without reading the files again.
+        let mut files: Option<Vec<(ObjectRef, Value)>> = None;
+        let mut read_files = true;
         loop {
-            match load(&inputs, &kinds, &targets, &status) {
-                Ok(batches) => {
-                    for (index, changes) in batches.into_iter().enumerate() {
-                        let event = SourceEvent {
-                            target: index,
-                            changes,
-                            listed: true,
-                        };
-                        if events.send(event).is_err() {
-                            return;
-                        }
+            if read_files {
+                match read(&inputs, &kinds) {
+                    Ok(objects) => files = Some(objects),
+                    Err(error) => tracing::error!(
+                        "{error}; the last good configuration keeps serving until the manifests are fixed"
+                    ),
+                }
+            }
+            if let Some(objects) = &files {
+                for (index, changes) in relists(objects, &targets, &status).into_iter().enumerate()
+                {
+                    let event = SourceEvent {
+                        target: index,
+                        changes,
+                        listed: true,
+                    };
+                    if events.send(event).is_err() {
+                        return;
                     }
                 }
-                Err(error) => tracing::error!(
-                    "{error}; the last good configuration keeps serving until the manifests are fixed"
-                ),
             }
             tokio::select! {
-                touched_now = touched.recv() => if touched_now.is_none() { return },
-                () = status.changed.notified() => {}
+                touched_now = touched.recv() => {
+                    if touched_now.is_none() { return }
+                    read_files = true;
+                }
+                () = status.changed.notified() => read_files = false,
             }
             // Editors write in several steps: take them as one change.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            while touched.try_recv().is_ok() {}
+            while touched.try_recv().is_ok() {
+                read_files = true;
+            }
         }
     })]
 }
@@ -216,58 +230,75 @@ fn watch_paths(
     Ok(watcher)
 }
 
-/// One re-list per target, statuses laid over the files' objects.
-fn load(
+/// The objects of the watched kinds in `inputs`.
+fn read(
     inputs: &[PathBuf],
     kinds: &BTreeSet<(String, String)>,
+) -> Result<Vec<(ObjectRef, Value)>, manifests::ManifestError> {
+    Ok(manifests::load_paths(inputs, kinds)?
+        .into_iter()
+        .map(|manifest| {
+            let reference = ObjectRef {
+                api_version: manifest.api_version,
+                kind: manifest.kind,
+                namespace: manifest.namespace,
+                name: manifest.name,
+            };
+            (reference, manifest.object)
+        })
+        .collect())
+}
+
+/// One re-list per target: the files' objects with the written statuses
+/// laid over them, each with a resourceVersion that is a hash of its
+/// content. Libraries skip an object whose resourceVersion they have seen,
+/// and a file's own resourceVersion (if any) does not change when a person
+/// edits the object.
+fn relists(
+    objects: &[(ObjectRef, Value)],
     targets: &[WatchTarget],
     status: &LocalStatus,
-) -> Result<Vec<Vec<ClusterChange>>, manifests::ManifestError> {
-    let loaded = manifests::load_paths(inputs, kinds)?;
+) -> Vec<Vec<ClusterChange>> {
     let statuses = status.lock().clone();
-    let mut by_kind: BTreeMap<(String, String), Vec<ClusterObject>> = BTreeMap::new();
-    for manifest in loaded {
-        let reference = ObjectRef {
-            api_version: manifest.api_version.clone(),
-            kind: manifest.kind.clone(),
-            namespace: manifest.namespace.clone(),
-            name: manifest.name.clone(),
-        };
-        let mut object = manifest.object;
-        if let Some(written) = statuses.get(&reference) {
-            merge_status(
-                object
-                    .as_object_mut()
-                    .map(|o| o.entry("status").or_insert(Value::Null))
-                    .unwrap_or(&mut Value::Null),
-                written,
-            );
-        }
-        let target = targets
+    let mut by_kind: BTreeMap<(&str, &str), Vec<ClusterObject>> = BTreeMap::new();
+    for (reference, object) in objects {
+        let Some(target) = targets
             .iter()
-            .find(|t| t.api_version == manifest.api_version && t.kind == manifest.kind);
-        let trim = target
-            .map(|t| t.trim.clone())
-            .unwrap_or_else(|| Arc::from(Vec::new()));
-        if let Some(object) = ClusterObject::trimmed(&object, trim) {
+            .find(|t| t.api_version == reference.api_version && t.kind == reference.kind)
+        else {
+            continue;
+        };
+        let mut object = object.clone();
+        if let Some(fields) = object.as_object_mut() {
+            if let Some(written) = statuses.get(reference) {
+                merge_status(fields.entry("status").or_insert(Value::Null), written);
+            }
+            if let Some(metadata) = fields.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("resourceVersion");
+            }
+            let digest = sha2::Sha256::digest(object.to_string().as_bytes());
+            object["metadata"]["resourceVersion"] =
+                Value::String(format!("file-{}", hex::encode(&digest[..8])));
+        }
+        if let Some(object) = ClusterObject::trimmed(&object, target.trim.clone()) {
             by_kind
-                .entry((manifest.api_version, manifest.kind))
+                .entry((target.api_version.as_str(), target.kind.as_str()))
                 .or_default()
                 .push(object);
         }
     }
-    Ok(targets
+    targets
         .iter()
         .map(|target| {
             vec![ClusterChange::Relisted {
                 api_version: target.api_version.clone(),
                 kind: target.kind.clone(),
                 objects: by_kind
-                    .remove(&(target.api_version.clone(), target.kind.clone()))
+                    .remove(&(target.api_version.as_str(), target.kind.as_str()))
                     .unwrap_or_default(),
             }]
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

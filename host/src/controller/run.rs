@@ -698,6 +698,7 @@ impl Deployer {
             .await;
         if variant == StatusVariant::Deployed {
             let now = Instant::now();
+            let mut gates = 0usize;
             for (_, api_version, kind, namespace, name) in &report.written_patches {
                 let reference = ObjectRef {
                     api_version: api_version.clone(),
@@ -706,13 +707,21 @@ impl Deployer {
                     name: name.clone(),
                 };
                 if let Some(since) = candidate.gate_pending_since.get(&reference) {
+                    gates += 1;
                     self.state.metrics.gate_conditions_set.inc();
                     self.state
                         .metrics
                         .gate_latency_seconds
                         .observe(now.duration_since(*since).as_secs_f64());
-                    tracing::info!(pod = %format!("{namespace}/{name}"), "readiness gate set: every HAProxy pod routes to it");
+                    tracing::debug!(pod = %format!("{namespace}/{name}"), "readiness gate set: every HAProxy pod routes to it");
                 }
+            }
+            match gates {
+                0 => {}
+                1 => tracing::info!("readiness gate set on 1 pod: every HAProxy pod routes to it"),
+                _ => tracing::info!(
+                    "readiness gate set on {gates} pods: every HAProxy pod routes to them"
+                ),
             }
         }
         for failure in &report.failed {

@@ -22,7 +22,7 @@ use futures::StreamExt;
 use haptic::synthetic::{Cluster, ClusterSpec};
 use haptic_testbed::kubelet::bed;
 use harness::{AGENT_TOKEN, Installation, haptic_bin};
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
@@ -66,11 +66,12 @@ fn creatable(mut object: Value) -> Value {
 
 async fn create_all(client: &kube::Client, cluster: &Cluster) -> usize {
     let objects: Vec<Value> = cluster.objects().cloned().map(creatable).collect();
+    // Pods are admitted only once their namespace's default ServiceAccount exists.
     for object in objects.iter().filter(|o| o["kind"] == "Namespace") {
-        let namespace: Namespace = serde_json::from_value(object.clone()).expect("namespace");
-        let _ = Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await;
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        if let Err(error) = bed::namespace(client, name).await {
+            eprintln!("namespace {name}: {error:#}");
+        }
     }
     futures::stream::iter(
         objects
@@ -311,6 +312,23 @@ fn main() {
                 println!("  {line}");
             }
         }
+        // Why the agents reloaded, from their logs (the kubelet keeps them).
+        let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
+        let logs = installation.bed.kubelet.state_dir().join("pods");
+        for pod in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
+            let dir = pod.path().join("logs").join("agent");
+            for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                for line in std::fs::read_to_string(file.path()).unwrap_or_default().lines() {
+                    if let Some((_, reason)) = line.split_once("reloading reason=") {
+                        let reason: String = reason.chars().take(60).collect();
+                        *reasons.entry(reason).or_default() += 1;
+                    } else if line.contains("applied at runtime") {
+                        *reasons.entry("(runtime)".into()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        println!("agent applies by reason: {reasons:#?}");
         let _ = controller.kill();
         let _ = controller.wait();
     })

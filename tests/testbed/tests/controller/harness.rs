@@ -515,3 +515,112 @@ pub fn gate_status(pod: &Pod) -> Option<&str> {
         .find(|c| c.type_ == GATE)
         .map(|c| c.status.as_str())
 }
+
+/// Like [`load`], over keep-alive connections: each worker keeps one
+/// connection per proxy and sends request after request on it, opening a
+/// new one only when the server said `Connection: close` (HAProxy does after
+/// a reload, `option idle-close-on-response`) or closed it after a
+/// response. Any error mid-exchange is a failed request: no retries.
+pub fn keep_alive_load(
+    proxies: &[Proxy],
+    workers: usize,
+    counts: Arc<LoadCounts>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..workers)
+        .map(|worker| {
+            let targets: Vec<SocketAddr> = proxies.iter().map(Proxy::http).collect();
+            let counts = counts.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let addr = targets[worker % targets.len()];
+                let mut connection: Option<tokio::io::BufReader<tokio::net::TcpStream>> = None;
+                while !stop.load(Ordering::Relaxed) {
+                    if connection.is_none() {
+                        match tokio::net::TcpStream::connect(addr).await {
+                            Ok(stream) => connection = Some(tokio::io::BufReader::new(stream)),
+                            Err(error) => {
+                                counts.failed.fetch_add(1, Ordering::Relaxed);
+                                if let Ok(mut failures) = counts.failures.lock() {
+                                    failures.push(format!("{addr}: connect: {error}"));
+                                }
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        }
+                    }
+                    let Some(stream) = connection.as_mut() else {
+                        continue;
+                    };
+                    match tokio::time::timeout(Duration::from_secs(3), exchange(stream)).await {
+                        Ok(Ok((200, close))) => {
+                            counts.ok.fetch_add(1, Ordering::Relaxed);
+                            if close {
+                                connection = None;
+                            }
+                        }
+                        outcome => {
+                            counts.failed.fetch_add(1, Ordering::Relaxed);
+                            if let Ok(mut failures) = counts.failures.lock() {
+                                failures.push(format!("{addr} keep-alive: {outcome:?}"));
+                            }
+                            connection = None;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        })
+        .collect()
+}
+
+/// One request on a kept-alive connection: (status, server closes after it).
+async fn exchange(
+    stream: &mut tokio::io::BufReader<tokio::net::TcpStream>,
+) -> Result<(u16, bool), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    stream
+        .get_mut()
+        .write_all(format!("GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut status_line = String::new();
+    if stream
+        .read_line(&mut status_line)
+        .await
+        .map_err(|e| format!("read: {e}"))?
+        == 0
+    {
+        return Err("closed before a response".into());
+    }
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let (mut length, mut close) = (0usize, false);
+    loop {
+        let mut line = String::new();
+        stream
+            .read_line(&mut line)
+            .await
+            .map_err(|e| format!("read headers: {e}"))?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("connection:") && lower.contains("close") {
+            close = true;
+        }
+    }
+    let mut body = vec![0u8; length];
+    stream
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| format!("read body: {e}"))?;
+    Ok((status, close))
+}

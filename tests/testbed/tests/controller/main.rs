@@ -543,3 +543,72 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
     })
     .expect("pod network");
 }
+
+/// Gated rollouts under churn: keep-alive clients, and another Ingress
+/// changing every 300 ms, so reloads land inside every rollout window.
+#[test]
+fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 2).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        let client = installation.client();
+        bed::create::<k8s_openapi::api::networking::v1::Ingress>(
+            &client,
+            APP_NAMESPACE,
+            harness::ingress("churn", "churn.example.com", "web"),
+        )
+        .await
+        .expect("churn Ingress");
+
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut generators = harness::keep_alive_load(&installation.proxies, 4, counts.clone(), stop.clone());
+        generators.extend(load(&installation.proxies, 1, counts.clone(), stop.clone()));
+        let churn = {
+            let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> =
+                Api::namespaced(client.clone(), APP_NAMESPACE);
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut changes = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    changes += 1;
+                    let patch = serde_json::json!({"spec": {"rules": [{"host": format!("churn-{}.example.com", changes % 7),
+                        "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                            "backend": {"service": {"name": "web", "port": {"name": "http"}}}}]}}]}});
+                    let _ = ingresses
+                        .patch("churn", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch))
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                changes
+            })
+        };
+        let rounds = 5;
+        for round in 1..=rounds {
+            installation.rollout_restart(round).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        for generator in generators {
+            let _ = generator.await;
+        }
+        let changes = churn.await.unwrap_or(0);
+        let reloads: u64 = {
+            let mut total = 0;
+            for proxy in &installation.proxies {
+                total += proxy.agent().state().await.map(|s| s.reloads).unwrap_or(0);
+            }
+            total
+        };
+        let failures = counts.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        println!(
+            "{rounds} gated rollouts under churn ({changes} Ingress changes, {reloads} reloads on the two pods): {} ok, {} failed",
+            counts.ok.load(Ordering::Relaxed),
+            failures.len()
+        );
+        assert!(failures.is_empty(), "{failures:#?}");
+        assert!(changes > 5, "the churn made too few changes: {changes}");
+        controller.stop().await;
+    })
+    .expect("pod network");
+}
