@@ -266,7 +266,7 @@ pub fn from_value(
     let api_version = string_field(&object, "apiVersion").ok_or_else(|| missing("apiVersion"))?;
     let Some(scope) = kinds::scope(&api_version, &kind, extra_kinds) else {
         return Err(ManifestError::UnknownKind {
-            hint: kinds::hint(&kind, extra_kinds),
+            hint: kinds::hint(&api_version, &kind, extra_kinds),
             at: Box::new(at),
             api_version,
             kind,

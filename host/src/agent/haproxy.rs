@@ -204,11 +204,14 @@ impl Haproxy {
                             command: format!("prepare map {map}"),
                             answer: answer.trim().to_owned(),
                         })?;
-                    lines.push(format!(
-                        "add map @{version} {map} <<\n{}",
-                        map_payload(content)
-                    ));
-                    checks.push(Expect::Empty);
+                    // One `add map` per chunk: the CLI holds a payload in
+                    // one buffer (tune.bufsize, 16 kB by default), and a
+                    // map of a large cluster is bigger. Entries of one
+                    // version keep the order they are added in.
+                    for chunk in map_payloads(content, MAP_PAYLOAD_BYTES) {
+                        lines.push(format!("add map @{version} {map} <<\n{chunk}"));
+                        checks.push(Expect::Empty);
+                    }
                     lines.push(format!("commit map @{version} {map}"));
                     checks.push(Expect::Empty);
                 }
@@ -317,20 +320,34 @@ impl Expect {
     }
 }
 
-/// The payload of `add map ... <<`: the file's entry lines, ended by an
-/// empty line (which a payload cannot contain, so blank lines are dropped).
-fn map_payload(content: &str) -> String {
-    let mut payload = String::with_capacity(content.len() + 1);
+/// The most payload bytes sent in one `add map` (well under HAProxy's
+/// default 16 kB buffer, which also holds the command itself).
+const MAP_PAYLOAD_BYTES: usize = 8 * 1024;
+
+/// The payloads of `add map ... <<`: the file's entry lines in order, in
+/// chunks of at most `limit` bytes (a longer single line is a chunk of its
+/// own), each ended by an empty line (which a payload cannot contain, so
+/// blank lines and comments are dropped). An empty map gives no chunk.
+fn map_payloads(content: &str, limit: usize) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut chunk = String::new();
     for line in content.lines() {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        payload.push_str(line);
-        payload.push('\n');
+        if !chunk.is_empty() && chunk.len() + line.len() + 1 > limit {
+            chunk.push('\n');
+            chunks.push(std::mem::take(&mut chunk));
+        }
+        chunk.push_str(line);
+        chunk.push('\n');
     }
-    payload.push('\n');
-    payload
+    if !chunk.is_empty() {
+        chunk.push('\n');
+        chunks.push(chunk);
+    }
+    chunks
 }
 
 /// An interactive (`prompt`) session on the worker socket: commands are
@@ -574,7 +591,13 @@ mod tests {
     fn payload_answers_and_map_payloads() {
         assert_eq!(clean_answer("+ + + "), "");
         assert_eq!(clean_answer("No such server.\n"), "No such server.\n");
-        assert_eq!(map_payload("a 1\n\n# c\nb 2"), "a 1\nb 2\n\n");
+        assert_eq!(map_payloads("a 1\n\n# c\nb 2", 100), ["a 1\nb 2\n\n"]);
+        assert_eq!(
+            map_payloads("a 1\nb 2\nc 3\n", 8),
+            ["a 1\nb 2\n\n", "c 3\n\n"],
+            "chunks keep the order and stay under the limit"
+        );
+        assert!(map_payloads("# only a comment\n", 100).is_empty());
         assert!(Expect::AddressChanged.accepts("IP changed from '10.0.0.1' to '10.0.0.2'\n"));
         assert!(!Expect::AddressChanged.accepts("No such server.\n"));
         assert!(!Expect::Empty.accepts("Proxy is disabled.\n"));

@@ -126,16 +126,62 @@ pub fn scope(api_version: &str, kind: &str, extra_kinds: &KindSet) -> Option<Sco
         })
 }
 
-/// A hint for an unknown kind: the apiVersions that do serve a kind of that
-/// name (case-insensitively, to catch `ingress`), or where the table lives.
-pub fn hint(kind: &str, extra_kinds: &KindSet) -> String {
-    let known: Vec<String> = BUILT_IN
+/// API versions Kubernetes removed: (apiVersion, kind, the release that
+/// removed it, its replacement), so an old manifest gets the fix, not a
+/// guess.
+const REMOVED: &[(&str, &str, &str, &str)] = &[
+    (
+        "extensions/v1beta1",
+        "Ingress",
+        "1.22",
+        "networking.k8s.io/v1",
+    ),
+    (
+        "networking.k8s.io/v1beta1",
+        "Ingress",
+        "1.22",
+        "networking.k8s.io/v1",
+    ),
+    (
+        "networking.k8s.io/v1beta1",
+        "IngressClass",
+        "1.22",
+        "networking.k8s.io/v1",
+    ),
+    (
+        "discovery.k8s.io/v1beta1",
+        "EndpointSlice",
+        "1.25",
+        "discovery.k8s.io/v1",
+    ),
+    ("extensions/v1beta1", "Deployment", "1.16", "apps/v1"),
+    ("apps/v1beta1", "Deployment", "1.16", "apps/v1"),
+    ("apps/v1beta2", "Deployment", "1.16", "apps/v1"),
+    ("policy/v1beta1", "PodDisruptionBudget", "1.25", "policy/v1"),
+];
+
+/// A hint for an unknown kind: the replacement of a removed apiVersion, or
+/// the apiVersions that do serve a kind of that name (case-insensitively,
+/// to catch `ingress`), or where the table lives.
+pub fn hint(api_version: &str, kind: &str, extra_kinds: &KindSet) -> String {
+    if let Some((_, _, release, replacement)) = REMOVED
+        .iter()
+        .find(|(v, k, _, _)| *v == api_version && *k == kind)
+    {
+        return format!(
+            "{api_version} {kind} was removed in Kubernetes {release}; use apiVersion: {replacement}"
+        );
+    }
+    let mut known: Vec<String> = BUILT_IN
         .iter()
         .map(|(v, k, _)| (*v, *k))
         .chain(extra_kinds.iter().map(|(v, k)| (v.as_str(), k.as_str())))
         .filter(|(_, k)| k.eq_ignore_ascii_case(kind))
         .map(|(v, k)| format!("{v} {k}"))
         .collect();
+    // A built-in kind a library also watches is listed once.
+    known.sort();
+    known.dedup();
     if known.is_empty() {
         "it is neither a built-in Kubernetes kind nor a kind any enabled library watches; \
          check the spelling or enable the library that handles it"

@@ -161,8 +161,17 @@ fn unknown_kinds_are_refused_unless_a_library_watches_them() {
         .expect_err("v1beta1 Ingress is not served")
         .to_string();
     assert!(
-        error.contains("did you mean networking.k8s.io/v1 Ingress"),
+        error.contains(
+            "networking.k8s.io/v1beta1 Ingress was removed in Kubernetes 1.22; use apiVersion: networking.k8s.io/v1"
+        ),
         "{error}"
+    );
+    let typo = "apiVersion: networking.k8s.io/v2\nkind: Ingress\nmetadata: {name: x}\n";
+    let error = parse_str(typo).expect_err("no v2").to_string();
+    assert_eq!(
+        error.matches("networking.k8s.io/v1 Ingress").count(),
+        1,
+        "the suggestion is named once: {error}"
     );
     let custom = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n";
     let error = parse_str(custom).expect_err("unknown CRD").to_string();

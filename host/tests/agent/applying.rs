@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use haptic::agent::ApplyMode;
 use haptic::agent::wire::WorkerRole;
+use haptic::agent::{ApplyMode, BundleFile};
 
 use crate::harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map, web_bundle};
 
@@ -162,6 +162,65 @@ async fn map_entries_change_at_runtime() {
     assert_eq!(
         get(pod.http_port, "web.test", "/").expect("request").body,
         "web"
+    );
+}
+
+/// A map bigger than HAProxy's CLI buffer (16 kB) still changes at
+/// runtime: the agent sends it in chunks, in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_map_larger_than_the_cli_buffer_changes_at_runtime() {
+    let pod = Pod::start();
+    let backends = Backends::start(&["web", "api"]);
+    let servers = |b: usize, name| vec![(name, backends.addresses[b], true)];
+    let backends_config = config(
+        pod.http_port,
+        &[("web", servers(0, "web-1")), ("api", servers(1, "api-1"))],
+        "",
+    );
+    // ~3,000 hosts, ~80 kB.
+    let map = |last: &str| BundleFile {
+        path: "maps/hosts.map".into(),
+        content: (0..3000)
+            .map(|i| format!("host-{i:04}.padding-for-a-realistic-length.test web\n"))
+            .chain([format!("last.test {last}\n")])
+            .collect(),
+    };
+    let mut tokens = Tokens::default();
+    let first = bundle(backends_config.clone(), vec![map("web")]);
+    pod.client
+        .apply(&tokens.request(&first))
+        .await
+        .expect("first");
+    assert_eq!(
+        get(pod.http_port, "last.test", "/").expect("request").body,
+        "web"
+    );
+
+    let changed = bundle(backends_config, vec![map("api")]);
+    let applied = pod
+        .client
+        .apply(&tokens.request(&changed))
+        .await
+        .expect("map change");
+    assert_eq!(
+        applied.mode,
+        ApplyMode::Runtime,
+        "no reload for a map change"
+    );
+    assert_eq!(
+        get(pod.http_port, "last.test", "/").expect("request").body,
+        "api"
+    );
+    assert_eq!(
+        get(
+            pod.http_port,
+            "host-0000.padding-for-a-realistic-length.test",
+            "/"
+        )
+        .expect("request")
+        .body,
+        "web",
+        "the first chunk's entries are there too"
     );
 }
 

@@ -54,6 +54,35 @@ impl Classes {
         index
     }
 
+    /// Why `ingress` is not ours, for the log; `None` when it is.
+    pub fn not_served_because(&self, ingress: &Ingress, class_name: &str) -> Option<String> {
+        if self.serves(ingress, class_name) {
+            return None;
+        }
+        let named = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref());
+        let legacy = ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LEGACY_ANNOTATION));
+        Some(match (named, legacy) {
+            (Some(name), _) => {
+                format!("its ingressClassName `{name}` names no IngressClass of this controller")
+            }
+            (None, Some(value)) => {
+                format!("its {LEGACY_ANNOTATION} annotation is `{value}`, not `{class_name}`")
+            }
+            (None, None) => format!(
+                "it has no ingressClassName and no IngressClass of this controller is the default \
+                 (set ingressClassName: {class_name}, or annotate the IngressClass with \
+                 {DEFAULT_CLASS_ANNOTATION}: \"true\")"
+            ),
+        })
+    }
+
     /// Whether `ingress` is ours (see the module docs).
     pub fn serves(&self, ingress: &Ingress, class_name: &str) -> bool {
         if let Some(name) = ingress
@@ -131,6 +160,31 @@ mod tests {
         assert!(
             !index.serves(&ingress(Some("other"), Some("haptic")), "haptic"),
             "spec wins over the annotation"
+        );
+    }
+
+    #[test]
+    fn an_ingress_not_served_says_why() {
+        let ours = [class("haptic", "haproxy-haptic.org/controller", false)];
+        let classes = Classes::new(ours.iter(), "haproxy-haptic.org/controller");
+        assert_eq!(
+            classes.not_served_because(&ingress(Some("haptic"), None), "haptic"),
+            None
+        );
+        let other = classes
+            .not_served_because(&ingress(Some("nginx"), None), "haptic")
+            .unwrap();
+        assert!(other.contains("`nginx` names no IngressClass"), "{other}");
+        let legacy = classes
+            .not_served_because(&ingress(None, Some("nginx")), "haptic")
+            .unwrap();
+        assert!(legacy.contains("annotation is `nginx`"), "{legacy}");
+        let classless = classes
+            .not_served_because(&ingress(None, None), "haptic")
+            .unwrap();
+        assert!(
+            classless.contains("no IngressClass of this controller is the default"),
+            "{classless}"
         );
     }
 }

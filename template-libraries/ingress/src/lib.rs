@@ -119,19 +119,37 @@ impl Library for IngressLibrary {
         let v = &self.values;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
         let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
-        let mut served: Vec<Entry<'_, Ingress>> = ctx
-            .objects::<Ingress>(INGRESSES)?
-            .filter(|i| classes.serves(i, &v.class_name))
-            .collect();
+        // Warnings about an Ingress are logged when it changes (or on a
+        // complete render), not again on every render of any Ingress.
+        let changed: HashSet<&ObjectKey> = ctx.changes().iter().map(|c| &c.key).collect();
+        let mut served: Vec<Entry<'_, Ingress>> = Vec::new();
+        let mut not_served = 0usize;
+        for ingress in ctx.objects::<Ingress>(INGRESSES)? {
+            match classes.not_served_because(&ingress, &v.class_name) {
+                None => served.push(ingress),
+                Some(reason) => {
+                    not_served += 1;
+                    if ctx.is_complete() || changed.contains(ingress.key) {
+                        log::warn(&format!(
+                            "Ingress {}/{} is not served: {reason}",
+                            ingress.key.namespace, ingress.key.name
+                        ));
+                    }
+                }
+            }
+        }
+        if ctx.is_complete() && not_served > 0 {
+            log::warn(&format!(
+                "{not_served} of {} Ingresses are not served (see the lines above)",
+                not_served + served.len()
+            ));
+        }
         // Older Ingresses win conflicts, as with other controllers.
         served.sort_by(|a, b| {
             let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
             (created(a), a.key).cmp(&(created(b), b.key))
         });
 
-        // Warnings about an Ingress are logged when it changes (or on a
-        // complete render), not again on every render of any Ingress.
-        let changed: HashSet<&ObjectKey> = ctx.changes().iter().map(|c| &c.key).collect();
         let mut table = RouteTable::default();
         let mut default_backend = None;
         for ingress in &served {
@@ -144,6 +162,12 @@ impl Library for IngressLibrary {
             let Some(spec) = ingress.spec.as_ref() else {
                 continue;
             };
+            if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
+                warn(format!(
+                    "Ingress {namespace}/{} has spec.tls, which haptic does not terminate yet: its hosts are served over plain HTTP only",
+                    ingress.key.name
+                ));
+            }
             if default_backend.is_none()
                 && let Some(backend) = spec
                     .default_backend

@@ -54,6 +54,7 @@ fn creatable(mut object: Value) -> Value {
         }
         "Pod" => {
             object["spec"]["nodeSelector"] = json!({"haptic.test/never": "true"});
+            object["spec"]["containers"] = json!([{"name": "app", "image": "haptic.test/echo"}]);
             if let Some(fields) = object.as_object_mut() {
                 fields.remove("status");
             }
@@ -244,7 +245,7 @@ fn main() {
         println!("seed: controller start -> first configuration on both HAProxy pods: {seed:?} ({lines} config lines)");
 
         // Let the first status writes (the gated pods' conditions) settle.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
         let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "ns-0");
         let names: Vec<String> = ingresses
             .list(&Default::default())
