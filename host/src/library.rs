@@ -44,7 +44,8 @@ pub struct RuntimeConfig {
     pub call_deadline: Duration,
     /// Largest linear memory one library instance may grow to.
     pub memory_limit_bytes: usize,
-    /// Where wasmtime keeps compiled code between runs; `None` compiles every
+    /// Where wasmtime keeps compiled code between runs (in its `wasmtime`
+    /// subdirectory, which wasmtime's cleaner owns); `None` compiles every
     /// component afresh in each process.
     pub cache_dir: Option<PathBuf>,
 }

@@ -217,10 +217,18 @@ pub async fn run_with(
         state.clone(),
     )));
 
+    let (status_tx, status_rx) = mpsc::unbounded_channel();
+    tasks.push(tokio::spawn(
+        StatusTask {
+            applier,
+            events: parts.events,
+            state: state.clone(),
+        }
+        .run(status_rx),
+    ));
     let deployer = Deployer {
         fleet: Fleet::new(settings.fleet.clone()),
-        applier,
-        events: parts.events,
+        status: status_tx,
         state: state.clone(),
         settings: settings.clone(),
     };
@@ -516,10 +524,26 @@ fn is_gate_patch(patch: &StatusPatch) -> bool {
 /// The deploy task's state.
 struct Deployer {
     fleet: Fleet,
+    /// Status writes go to their own task: thousands of first-time gate
+    /// conditions must not hold the next deploy.
+    status: mpsc::UnboundedSender<StatusJob>,
+    state: Arc<State>,
+    settings: Settings,
+}
+
+/// Work for the status task.
+enum StatusJob {
+    /// The candidate's patches of this variant.
+    Write(Arc<Candidate>, StatusVariant),
+    /// A failed render: its `render-failed` patches and Event.
+    Report(Failure),
+}
+
+/// The status task: writes patches and reports failures, in order.
+struct StatusTask {
     applier: StatusApplier,
     events: Arc<dyn EventSink>,
     state: Arc<State>,
-    settings: Settings,
 }
 
 impl Deployer {
@@ -547,7 +571,7 @@ impl Deployer {
                 changed = leading.changed() => if changed.is_err() { return },
                 Some(failure) = failures.recv() => {
                     if leading.borrow().is_some() {
-                        self.report(failure).await;
+                        let _ = self.status.send(StatusJob::Report(failure));
                     }
                     continue;
                 }
@@ -564,17 +588,17 @@ impl Deployer {
             // retry, or the periodic resync. Pods already on the candidate
             // only confirm it (one state request each).
             if rendered_written != Some(candidate.sequence) {
-                self.write(&candidate, StatusVariant::Rendered).await;
+                self.write(&candidate, StatusVariant::Rendered);
                 rendered_written = Some(candidate.sequence);
             }
             match self.deploy(&candidate, epoch, &mut candidates).await {
                 DeployResult::Converged => {
-                    self.write(&candidate, StatusVariant::Deployed).await;
+                    self.write(&candidate, StatusVariant::Deployed);
                     retry.reset();
                 }
                 DeployResult::Superseded => {}
                 DeployResult::Failed(message) => {
-                    self.write(&candidate, StatusVariant::DeployFailed).await;
+                    self.write(&candidate, StatusVariant::DeployFailed);
                     let pause = retry.next();
                     tracing::warn!(%message, retry_in = ?pause, "the fleet does not run the newest configuration yet");
                     wake_at = tokio::time::Instant::now() + pause;
@@ -675,6 +699,26 @@ impl Deployer {
             .metrics
             .fleet_converged_pods
             .set(converged as i64);
+    }
+
+    /// Queues the candidate's patches of `variant` for the status task.
+    fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
+        if candidate.patches.contains_key(&variant) {
+            let _ = self
+                .status
+                .send(StatusJob::Write(candidate.clone(), variant));
+        }
+    }
+}
+
+impl StatusTask {
+    async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StatusJob>) {
+        while let Some(job) = jobs.recv().await {
+            match job {
+                StatusJob::Write(candidate, variant) => self.write(&candidate, variant).await,
+                StatusJob::Report(failure) => self.report(failure).await,
+            }
+        }
     }
 
     /// Writes the candidate's patches of `variant`.

@@ -194,7 +194,10 @@ impl LibraryRuntime {
 }
 
 fn disk_cache(dir: &Path) -> Result<Cache, String> {
-    let dir = std::path::absolute(dir)
+    // A subdirectory of wasmtime's own: its cache cleaner deletes whatever
+    // it finds under its directory, and `~/.cache/haptic` also holds the
+    // cargo target directory and helm (it once deleted both).
+    let dir = std::path::absolute(dir.join("wasmtime"))
         .map_err(|error| format!("cache directory `{}`: {error}", dir.display()))?;
     std::fs::create_dir_all(&dir).map_err(|error| {
         format!(

@@ -729,6 +729,48 @@ async fn scenario(bed: &Bed, timings: &mut Vec<(String, Duration)>) -> anyhow::R
     println!(
         "  controller logs: no refusal but {forgiven} on pods by the old replicas during the upgrade"
     );
+
+    // 6. helm uninstall leaves nothing of the release behind.
+    let argv: Vec<String> = [
+        "uninstall",
+        RELEASE,
+        "--namespace",
+        NAMESPACE,
+        "--wait",
+        "--kubeconfig",
+        tools.kubeconfig.as_str(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    run(&tools.helm, &argv, None).await?;
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    // Not `until`: the controller pods being deleted may well log refusals
+    // once their RBAC is gone.
+    let left = bed::wait_for("nothing of the release to be left", Duration::from_secs(90), || {
+        let kubectl = tools.kubectl.clone();
+        let kubeconfig = tools.kubeconfig.clone();
+        let selector = selector.clone();
+        async move {
+            let argv: Vec<String> = [
+                "get",
+                "deployments,replicasets,pods,services,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,clusterroles,clusterrolebindings,ingressclasses",
+                "--all-namespaces",
+                "-l",
+                selector.as_str(),
+                "-o",
+                "name",
+                "--kubeconfig",
+                kubeconfig.as_str(),
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            let out = run(&kubectl, &argv, None).await.map_err(|e| format!("{e:#}"))?;
+            if out.trim().is_empty() { Ok(()) } else { Err(out) }
+        }
+    })
+    .await;
+    left.map_err(|e| anyhow::anyhow!("after helm uninstall: {e}"))?;
+    lap("helm uninstall, nothing left", timings);
     Ok(())
 }
 
