@@ -69,46 +69,90 @@ fn check_gate_order(
     })
 }
 
+/// Load through every HAProxy pod (close-per-request, 2 workers) with the
+/// gate-order checker watching, from start to [`Watched::finish`].
+struct Watched {
+    counts: Arc<LoadCounts>,
+    stop: Arc<AtomicBool>,
+    generators: Vec<tokio::task::JoinHandle<()>>,
+    order: tokio::task::JoinHandle<()>,
+    report: Arc<std::sync::Mutex<OrderReport>>,
+}
+
+/// What the load and the checker saw.
+struct Observed {
+    ok: u64,
+    failures: Vec<String>,
+    checked: BTreeSet<String>,
+    violations: Vec<String>,
+}
+
+impl Watched {
+    fn start(installation: &Installation) -> Self {
+        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
+        let order = check_gate_order(installation, report.clone());
+        let counts = Arc::new(LoadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        Self {
+            counts,
+            stop,
+            generators,
+            order,
+            report,
+        }
+    }
+
+    /// Stops the load, lets the checker see the last condition, stops it.
+    async fn finish(self) -> Observed {
+        self.stop.store(true, Ordering::Relaxed);
+        for generator in self.generators {
+            let _ = generator.await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.order.abort();
+        let (checked, violations) = {
+            let report = self.report.lock().expect("report");
+            (report.checked.clone(), report.violations.clone())
+        };
+        Observed {
+            ok: self.counts.ok.load(Ordering::Relaxed),
+            failures: self
+                .counts
+                .failures
+                .lock()
+                .map(|f| f.clone())
+                .unwrap_or_default(),
+            checked,
+            violations,
+        }
+    }
+}
+
 #[test]
 fn e2e_gated_single_replica_rollouts_drop_no_request() {
     bed::in_pod_network(async {
         let installation = Installation::start(true, 2).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
-        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
-        let order = check_gate_order(&installation, report.clone());
-
-        let counts = Arc::new(LoadCounts::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        let watched = Watched::start(&installation);
         let rounds = 10;
         for round in 1..=rounds {
             let took = installation.rollout_restart(round).await;
             println!("rollout {round}: {took:?}");
         }
-        stop.store(true, Ordering::Relaxed);
-        for generator in generators {
-            let _ = generator.await;
-        }
-        // Let the watcher see the last condition, then stop it.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        order.abort();
-        let (checked, violations) = {
-            let report = report.lock().expect("report");
-            (report.checked.clone(), report.violations.clone())
-        };
-        let ok = counts.ok.load(Ordering::Relaxed);
-        let failed = counts.failed.load(Ordering::Relaxed);
+        let Observed {
+            ok,
+            failures,
+            checked,
+            violations,
+        } = watched.finish().await;
         println!(
-            "{rounds} gated rollouts: {ok} requests ok, {failed} failed; gate checked on {} pods",
+            "{rounds} gated rollouts: {ok} requests ok, {} failed; gate checked on {} pods",
+            failures.len(),
             checked.len()
         );
-        let failures = counts
-            .failures
-            .lock()
-            .map(|f| f.clone())
-            .unwrap_or_default();
-        assert_eq!(failed, 0, "failed requests: {failures:#?}");
+        assert!(failures.is_empty(), "failed requests: {failures:#?}");
         assert!(ok > 100, "the load generator sent too little: {ok}");
         assert!(violations.is_empty(), "{violations:#?}");
         assert!(
@@ -311,11 +355,7 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
         let first = installation.start_replica("replica-a").await;
         installation.wait_routed().await;
         let second = installation.start_replica("replica-b").await;
-        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
-        let order = check_gate_order(&installation, report.clone());
-        let counts = Arc::new(LoadCounts::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        let watched = Watched::start(&installation);
         installation.rollout_restart(1).await;
         assert_eq!(
             second.state.metrics.leader.get(),
@@ -333,24 +373,14 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
         assert_eq!(second.state.metrics.leader.get(), 1, "replica-b leads");
         installation.rollout_restart(3).await;
 
-        stop.store(true, Ordering::Relaxed);
-        for generator in generators {
-            let _ = generator.await;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        order.abort();
-        let (checked, violations) = {
-            let report = report.lock().expect("report");
-            (report.checked.clone(), report.violations.clone())
-        };
-        let failures = counts
-            .failures
-            .lock()
-            .map(|f| f.clone())
-            .unwrap_or_default();
+        let Observed {
+            ok,
+            failures,
+            checked,
+            violations,
+        } = watched.finish().await;
         println!(
-            "leader failover: {} ok, {} failed, gate checked on {} pods",
-            counts.ok.load(Ordering::Relaxed),
+            "leader failover: {ok} ok, {} failed, gate checked on {} pods",
             failures.len(),
             checked.len()
         );
@@ -507,32 +537,18 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
             "the new pod runs a configuration: {state:?}"
         );
 
-        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
-        let order = check_gate_order(&installation, report.clone());
-        let counts = Arc::new(LoadCounts::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let generators = load(&installation.proxies, 2, counts.clone(), stop.clone());
+        let watched = Watched::start(&installation);
         for round in 1..=2 {
             installation.rollout_restart(round).await;
         }
-        stop.store(true, Ordering::Relaxed);
-        for generator in generators {
-            let _ = generator.await;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        order.abort();
-        let (checked, violations) = {
-            let report = report.lock().expect("report");
-            (report.checked.clone(), report.violations.clone())
-        };
-        let failures = counts
-            .failures
-            .lock()
-            .map(|f| f.clone())
-            .unwrap_or_default();
+        let Observed {
+            ok,
+            failures,
+            checked,
+            violations,
+        } = watched.finish().await;
         println!(
-            "3 HAProxy pods after an agent restart: {} ok, {} failed, gate checked on {} pods",
-            counts.ok.load(Ordering::Relaxed),
+            "3 HAProxy pods after an agent restart: {ok} ok, {} failed, gate checked on {} pods",
             failures.len(),
             checked.len()
         );
