@@ -31,15 +31,8 @@ enum Command {
         /// Manifest files or directories (multi-document YAML, as `kubectl apply -f` takes them).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// A Helm-style values file (`templateLibraries.<name>...`).
-        #[arg(short = 'f', long = "values")]
-        values: Option<PathBuf>,
-        /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
-        #[arg(long = "set", value_name = "PATH=VALUE")]
-        set: Vec<String>,
-        /// A custom template library (.wasm component) to render with the bundled ones.
-        #[arg(short = 'l', long = "library")]
-        libraries: Vec<PathBuf>,
+        #[command(flatten)]
+        libraries: LibraryArgs,
         /// Write haproxy.cfg, files and status-patches/ into this directory instead of stdout.
         #[arg(short, long)]
         out: Option<PathBuf>,
@@ -156,20 +149,41 @@ struct AgentArgs {
     max_files: usize,
 }
 
+/// The libraries and values every rendering command takes.
+#[derive(Debug, clap::Args)]
+struct LibraryArgs {
+    /// A Helm-style values file (`templateLibraries.<name>...` or `controller.templateLibraries...`).
+    #[arg(short = 'f', long = "values", env = "HAPTIC_VALUES")]
+    values: Option<PathBuf>,
+    /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// A custom template library (.wasm component) to render with the bundled ones.
+    #[arg(short = 'l', long = "library")]
+    libraries: Vec<PathBuf>,
+}
+
+impl LibraryArgs {
+    /// The values file (or none) with every `--set` applied.
+    fn values(&self) -> Result<Values> {
+        let mut values = match &self.values {
+            Some(path) => Values::load(path)?,
+            None => Values::default(),
+        };
+        for assignment in &self.set {
+            values.set_assignment(assignment)?;
+        }
+        Ok(values)
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Manifest files or directories (watched; subdirectories too).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
-    /// A Helm-style values file (`templateLibraries.<name>...`).
-    #[arg(short = 'f', long = "values")]
-    values: Option<PathBuf>,
-    /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    set: Vec<String>,
-    /// A custom template library (.wasm component).
-    #[arg(short = 'l', long = "library")]
-    libraries: Vec<PathBuf>,
+    #[command(flatten)]
+    libraries: LibraryArgs,
     /// How many local HAProxy instances (each with its agent) to deploy to.
     #[arg(long, default_value_t = 1)]
     proxies: usize,
@@ -217,15 +231,8 @@ struct ControllerArgs {
     /// PEM private key of --agent-client-cert.
     #[arg(long, requires = "agent_client_cert")]
     agent_client_key: Option<PathBuf>,
-    /// A Helm-style values file (`templateLibraries.<name>...` or `controller.templateLibraries...`).
-    #[arg(short = 'f', long = "values", env = "HAPTIC_VALUES")]
-    values: Option<PathBuf>,
-    /// Override a value, e.g. `--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true`.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    set: Vec<String>,
-    /// A custom template library (.wasm component).
-    #[arg(short = 'l', long = "library")]
-    libraries: Vec<PathBuf>,
+    #[command(flatten)]
+    libraries: LibraryArgs,
     /// Load every `*.wasm` in this directory as a custom library (a mounted ConfigMap).
     #[arg(long)]
     library_dir: Option<PathBuf>,
@@ -287,23 +294,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Render {
             inputs,
-            values,
-            set,
             libraries,
             out,
             no_validate,
         } => {
-            let mut values = match values {
-                Some(path) => Values::load(&path)?,
-                None => Values::default(),
-            };
-            for assignment in &set {
-                values.set_assignment(assignment)?;
-            }
             let job = Job {
                 inputs,
-                values,
-                custom_libraries: libraries,
+                values: libraries.values()?,
+                custom_libraries: libraries.libraries,
                 validate: !no_validate,
             };
             let runtime = runtime()?;
@@ -386,20 +384,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_local(args: RunArgs) -> Result<ExitCode> {
-    let mut values = match &args.values {
-        Some(path) => Values::load(path)?,
-        None => Values::default(),
-    };
-    for assignment in &args.set {
-        values.set_assignment(assignment)?;
-    }
-    let values = haptic::local::local_values(values)?;
+    let values = haptic::local::local_values(args.libraries.values()?)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let libraries = haptic::engine::load_libraries(&self::runtime()?, &args.libraries)?;
+        let libraries =
+            haptic::engine::load_libraries(&self::runtime()?, &args.libraries.libraries)?;
         let engine = haptic::engine::Engine::new(libraries, values.clone())?;
         let options = haptic::local::RunOptions {
             inputs: args.inputs,
@@ -418,14 +410,8 @@ fn run_local(args: RunArgs) -> Result<ExitCode> {
 fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
     use haptic::controller::{self, ElectionSettings, FleetSettings, proxies::ProxySettings};
 
-    let mut values = match &args.values {
-        Some(path) => Values::load(path)?,
-        None => Values::default(),
-    };
-    for assignment in &args.set {
-        values.set_assignment(assignment)?;
-    }
-    let mut custom = args.libraries.clone();
+    let values = args.libraries.values()?;
+    let mut custom = args.libraries.libraries.clone();
     if let Some(dir) = &args.library_dir {
         let entries = std::fs::read_dir(dir)
             .with_context(|| format!("reading the library directory {}", dir.display()))?;
