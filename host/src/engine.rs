@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::library::types::Watch;
+use crate::library::types::{ObjectKey, Watch};
 use crate::library::{LibraryError, LibraryRuntime, LoadedLibrary};
 use crate::render::{ClusterChange, ClusterObject, ObjectRef, RenderError, Rendered, Renderer};
 use crate::validate::{self, ValidationError};
@@ -175,6 +175,12 @@ impl Engine {
     /// The cluster object a library's error names, if it is in the view.
     fn blamed_object(&self, error: &RenderError) -> Option<Box<ObjectRef>> {
         let (library, key) = error.object()?;
+        self.object_of(library, key).map(Box::new)
+    }
+
+    /// The cluster object behind `library`'s key for it (as its errors and
+    /// warnings name objects), if it is in the view.
+    pub fn object_of(&self, library: &str, key: &ObjectKey) -> Option<ObjectRef> {
         let (_, watch) = self
             .watches()
             .find(|(name, watch)| *name == library && watch.name == key.watch)?;
@@ -184,7 +190,7 @@ impl Engine {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
         };
-        self.object(&reference).map(|_| Box::new(reference))
+        self.object(&reference).map(|_| reference)
     }
 }
 

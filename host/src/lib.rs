@@ -19,6 +19,8 @@
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
 //!   with local HAProxy processes and their agents.
+//! - [`tls`]: certificate checks and the default certificate for TLS
+//!   termination.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
 //!   agents and deploys to it).
 
@@ -33,6 +35,7 @@ pub mod offline;
 pub mod render;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
 pub mod synthetic;
+pub mod tls;
 pub mod validate;
 pub mod values;
 

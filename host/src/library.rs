@@ -17,12 +17,15 @@
 
 pub mod types;
 
+#[macro_use]
+mod bindings_common;
 mod checks;
 mod component;
 mod engine;
 mod guest_output;
 mod instance;
 mod v0_1_0;
+mod v0_2_0;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -48,6 +51,9 @@ pub struct RuntimeConfig {
     /// subdirectory, which wasmtime's cleaner owns); `None` compiles every
     /// component afresh in each process.
     pub cache_dir: Option<PathBuf>,
+    /// The certificate (PEM bundle) libraries get from the `tls` import's
+    /// `default-certificate`; `None` generates one per runtime.
+    pub default_certificate: Option<crate::tls::SecretPem>,
 }
 
 impl Default for RuntimeConfig {
@@ -56,6 +62,7 @@ impl Default for RuntimeConfig {
             call_deadline: Duration::from_secs(5),
             memory_limit_bytes: 512 << 20,
             cache_dir: None,
+            default_certificate: None,
         }
     }
 }

@@ -50,26 +50,37 @@ pub struct RunOptions {
     pub listen: SocketAddr,
 }
 
+/// A local HAProxy's HTTPS port: 8443 beside 8080, counting up alike.
+fn https_port(http_port: u16) -> u16 {
+    http_port.saturating_add(363)
+}
+
 /// The values `haptic run` needs unless the user set them: local ports.
 pub fn local_values(mut values: Values) -> anyhow::Result<Values> {
     let libraries = values.template_libraries();
     let set = |path: &[&str]| {
-        let mut node = libraries.get("base");
-        for key in path {
+        let mut node = libraries.get(path[0]);
+        for key in &path[1..] {
             node = node.and_then(|n| n.get(*key));
         }
         node.is_some()
     };
-    if !set(&["frontends", "http", "bind"]) {
+    if !set(&["base", "frontends", "http", "bind"]) {
         values.set(
             "templateLibraries.base.frontends.http.bind",
             r#"'"127.0.0.1:${HAPTIC_HTTP_PORT-8080}"'"#,
         )?;
     }
-    if !set(&["frontends", "healthz", "bind"]) {
+    if !set(&["base", "frontends", "healthz", "bind"]) {
         values.set(
             "templateLibraries.base.frontends.healthz.bind",
             r#"'"127.0.0.1:${HAPTIC_HEALTHZ_PORT-9080}"'"#,
+        )?;
+    }
+    if !set(&["ingress", "tls", "bind"]) {
+        values.set(
+            "templateLibraries.ingress.tls.bind",
+            r#"'"127.0.0.1:${HAPTIC_HTTPS_PORT-8443}"'"#,
         )?;
     }
     Ok(values)
@@ -128,7 +139,8 @@ pub async fn run(
             .with_context(|| format!("starting local HAProxy {index}"))?;
         let endpoint = format!("http://127.0.0.1:{agent_port}");
         listing.push(serde_json::json!({
-            "name": format!("haproxy-{index}"), "httpPort": http_port, "agent": endpoint,
+            "name": format!("haproxy-{index}"), "httpPort": http_port,
+            "httpsPort": https_port(http_port), "agent": endpoint,
             "configDir": dir.join(format!("haproxy-{index}")),
         }));
         members.push(ProxyPod {
@@ -185,7 +197,10 @@ pub async fn run(
         events: Arc::new(LogEvents),
         elector: None,
     };
-    let ports: Vec<String> = proxies.iter().map(|p| p.http_port.to_string()).collect();
+    let ports: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("{} (HTTPS {})", p.http_port, https_port(p.http_port)))
+        .collect();
     eprintln!(
         "haptic run: {} HAProxy on 127.0.0.1 port {}; status at http://{}/status; Ctrl-C stops everything",
         proxies.len(),
@@ -235,6 +250,7 @@ fn start_proxy(
     let healthz_port = http_port.saturating_add(1000);
     let env = [
         ("HAPTIC_HTTP_PORT", http_port.to_string()),
+        ("HAPTIC_HTTPS_PORT", https_port(http_port).to_string()),
         ("HAPTIC_HEALTHZ_PORT", healthz_port.to_string()),
     ];
     let haproxy = Command::new(exe)

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server, tls};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
+use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::offline::{self, Job};
 use haptic::validate::Validator;
 use haptic::values::Values;
@@ -161,6 +162,13 @@ struct LibraryArgs {
     /// A custom template library (.wasm component) to render with the bundled ones.
     #[arg(short = 'l', long = "library")]
     libraries: Vec<PathBuf>,
+    /// The certificate and key (one PEM file) served when SNI matches no TLS
+    /// host, unless values name a Secret for it. Created 0600 with a fresh
+    /// self-signed certificate when missing, so it stays the same across
+    /// runs. Default: `~/.local/state/haptic/default-certificate.pem` for
+    /// `render` and `run`; one generated in memory for `controller`.
+    #[arg(long, env = "HAPTIC_DEFAULT_CERTIFICATE", value_name = "FILE")]
+    default_certificate: Option<PathBuf>,
 }
 
 impl LibraryArgs {
@@ -174,6 +182,21 @@ impl LibraryArgs {
             values.set_assignment(assignment)?;
         }
         Ok(values)
+    }
+
+    /// The library runtime, with the default certificate from
+    /// `--default-certificate`, else (when `local`) from the user's state
+    /// directory, else generated for this process.
+    fn runtime(&self, local: bool) -> Result<LibraryRuntime> {
+        let path = self
+            .default_certificate
+            .clone()
+            .or_else(|| local.then(DefaultCertificate::local_path).flatten());
+        let default_certificate = match path {
+            Some(path) => Some(DefaultCertificate::load_or_create(&path)?.pem),
+            None => None,
+        };
+        runtime_with(default_certificate)
     }
 }
 
@@ -279,12 +302,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The library runtime with a default certificate generated in memory.
 fn runtime() -> Result<LibraryRuntime> {
+    runtime_with(None)
+}
+
+fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime> {
     let cache_dir = std::env::var_os("HAPTIC_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/haptic")));
     LibraryRuntime::new(RuntimeConfig {
         cache_dir,
+        default_certificate,
         ..RuntimeConfig::default()
     })
     .context("starting the template library runtime")
@@ -304,11 +333,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 custom_libraries: libraries.libraries,
                 validate: !no_validate,
             };
-            let runtime = runtime()?;
+            let runtime = libraries.runtime(true)?;
             let loaded = offline::load_libraries(&runtime, &job.custom_libraries)?;
             let output = offline::render(&job, loaded)?;
             for warning in &output.warnings {
                 eprintln!("haproxy warning: {warning}");
+            }
+            for (library, _, warning) in &output.rendered.warnings {
+                eprintln!("warning from {library} ({}): {}", warning.reason, warning.message);
             }
             match out {
                 Some(dir) => {
@@ -390,8 +422,10 @@ fn run_local(args: RunArgs) -> Result<ExitCode> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let libraries =
-            haptic::engine::load_libraries(&self::runtime()?, &args.libraries.libraries)?;
+        let libraries = haptic::engine::load_libraries(
+            &args.libraries.runtime(true)?,
+            &args.libraries.libraries,
+        )?;
         let engine = haptic::engine::Engine::new(libraries, values.clone())?;
         let options = haptic::local::RunOptions {
             inputs: args.inputs,
@@ -473,7 +507,7 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
         .build()
         .context("starting the controller's runtime")?;
     runtime.block_on(async {
-        let libraries = haptic::engine::load_libraries(&self::runtime()?, &custom)?;
+        let libraries = haptic::engine::load_libraries(&args.libraries.runtime(false)?, &custom)?;
         let engine = haptic::engine::Engine::new(libraries, values)?;
         let client = kube::Client::try_default().await.context(
             "connecting to the Kubernetes API (in-cluster service account, or KUBECONFIG)",

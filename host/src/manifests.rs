@@ -10,6 +10,7 @@
 //! libraries can cache per-object work by it.
 
 mod kinds;
+mod fields;
 mod selector;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::library::types::Watch;
 pub use kinds::Scope;
+pub use fields::FieldSelector;
 pub use selector::{LabelSelector, Labels};
 
 /// `(apiVersion, kind)` pairs accepted besides the built-in kinds: the kinds
@@ -120,12 +122,14 @@ pub enum ManifestError {
         first: Box<Source>,
         second: Box<Source>,
     },
-    /// A watch's label selector does not parse.
+    /// A watch's label or field selector does not parse.
     #[error(
-        "watch '{watch}' has an invalid label selector '{selector}': {reason}; fix the library's watch"
+        "watch '{watch}' has an invalid {which} selector '{selector}': {reason}; fix the library's watch"
     )]
     BadSelector {
         watch: String,
+        /// `label` or `field`.
+        which: &'static str,
         selector: String,
         reason: String,
     },
@@ -326,36 +330,84 @@ pub fn select<'a>(
         .collect())
 }
 
-fn watch_selector(watch: &Watch) -> Result<LabelSelector, ManifestError> {
-    let text = watch.label_selector.as_deref().unwrap_or_default();
-    LabelSelector::parse(text).map_err(|reason| ManifestError::BadSelector {
+fn watch_selector(watch: &Watch) -> Result<WatchFilter, ManifestError> {
+    WatchFilter::of(watch).map_err(|bad| ManifestError::BadSelector {
         watch: watch.name.clone(),
-        selector: text.to_owned(),
-        reason,
+        which: bad.which,
+        selector: bad.selector,
+        reason: bad.reason,
     })
 }
 
-fn matches_parsed(watch: &Watch, selector: &LabelSelector, m: &Manifest) -> bool {
+fn matches_parsed(watch: &Watch, filter: &WatchFilter, m: &Manifest) -> bool {
     watch_selects(
         watch,
-        selector,
+        filter,
         &m.api_version,
         &m.kind,
         &m.namespace,
         &m.labels(),
+        || std::borrow::Cow::Borrowed(&m.object),
     )
+}
+
+/// A watch's label and field selectors, parsed once for many objects.
+#[derive(Debug, Clone, Default)]
+pub struct WatchFilter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+/// A selector of a watch that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadWatchSelector {
+    /// `label` or `field`.
+    pub which: &'static str,
+    pub selector: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadWatchSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid {} selector '{}': {}",
+            self.which, self.selector, self.reason
+        )
+    }
+}
+
+impl WatchFilter {
+    pub fn of(watch: &Watch) -> Result<Self, BadWatchSelector> {
+        let labels_text = watch.label_selector.as_deref().unwrap_or_default();
+        let fields_text = watch.field_selector.as_deref().unwrap_or_default();
+        Ok(Self {
+            labels: LabelSelector::parse(labels_text).map_err(|reason| BadWatchSelector {
+                which: "label",
+                selector: labels_text.to_owned(),
+                reason,
+            })?,
+            fields: FieldSelector::parse(fields_text).map_err(|reason| BadWatchSelector {
+                which: "field",
+                selector: fields_text.to_owned(),
+                reason,
+            })?,
+        })
+    }
 }
 
 /// The one rule for which objects a watch asks for, shared by manifests and
 /// the render pipeline's store: same apiVersion and kind, the watch's
-/// namespace (none or empty means all), and its label selector.
-pub fn watch_selects(
+/// namespace (none or empty means all), its label selector and its field
+/// selector (`object` is asked for only when there is one).
+pub fn watch_selects<'a>(
     watch: &Watch,
-    selector: &LabelSelector,
+    filter: &WatchFilter,
     api_version: &str,
     kind: &str,
     namespace: &str,
     labels: &impl Labels,
+    object: impl FnOnce() -> std::borrow::Cow<'a, Value>,
 ) -> bool {
     api_version == watch.api_version
         && kind == watch.kind
@@ -363,7 +415,8 @@ pub fn watch_selects(
             .namespace
             .as_deref()
             .is_none_or(|ns| ns.is_empty() || ns == namespace)
-        && selector.matches(labels)
+        && filter.labels.matches(labels)
+        && (filter.fields.is_empty() || filter.fields.matches(&object()))
 }
 
 fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {

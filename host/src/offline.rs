@@ -142,6 +142,10 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("haproxy.cfg"), &output.rendered.config)?;
     for (path, content) in &output.rendered.files {
         let target = dir.join(path);
+        if output.rendered.secret_files.contains(path) {
+            crate::tls::write_secret_file(&target, content)?;
+            continue;
+        }
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -163,6 +167,14 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
 pub fn to_text(output: &JobOutput) -> String {
     let mut text = output.rendered.config.clone();
     for (path, content) in &output.rendered.files {
+        if output.rendered.secret_files.contains(path) {
+            let _ = writeln!(
+                text,
+                "# ---- file: {path} (key material, {} bytes, not shown; `-o DIR` writes it with mode 0600)",
+                content.len()
+            );
+            continue;
+        }
         let _ = write!(text, "# ---- file: {path}\n{content}");
         if !content.ends_with('\n') {
             text.push('\n');

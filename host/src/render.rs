@@ -10,7 +10,9 @@
 mod merge;
 mod store;
 
-pub use merge::{LibraryItems, MergeCache, MergeError, PlannedPatch, Rendered, merge};
+pub use merge::{
+    LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
+};
 pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};

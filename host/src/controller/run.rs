@@ -25,7 +25,7 @@
 //! Event on the object the library blamed, and the last good render's
 //! `render-failed` patches are written.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,7 +45,7 @@ use crate::agent::plan::{self, Plan};
 use crate::agent::{Bundle, BundleFile, FencingToken};
 use crate::engine::{self, Engine, EngineError};
 use crate::library::types::{StatusPatch, StatusVariant};
-use crate::render::{ObjectRef, Rendered};
+use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
 /// The readiness gate's condition type.
 pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
@@ -353,6 +353,7 @@ async fn render_loop(
     let mut last_good: Option<Rendered> = None;
     let mut sequence = clock_sequence();
     let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
+    let mut warned: HashSet<PlannedWarning> = HashSet::new();
     let mut first = true;
     loop {
         // With no watches (no library watches anything) the first render
@@ -384,6 +385,7 @@ async fn render_loop(
                 continue;
             }
         };
+        report_new_warnings(&engine, &rendered, &mut warned, &failures);
         let next = bundle(&rendered);
         if needs_validation(accepted.as_deref(), &next) {
             let started = Instant::now();
@@ -462,12 +464,41 @@ fn report_failure(
         .unwrap_or_default();
     let _ = failures.send(Failure {
         event: FailureEvent {
-            reason,
+            reason: reason.into(),
             note: error.to_string(),
             object,
         },
         patches,
     });
+}
+
+/// Logs and records as Events the library warnings that were not in the
+/// previous render: a warning lasts as long as its problem, and its owner
+/// hears of it once (and again if it changes), not on every render.
+fn report_new_warnings(
+    engine: &Engine,
+    rendered: &Rendered,
+    warned: &mut HashSet<PlannedWarning>,
+    failures: &mpsc::UnboundedSender<Failure>,
+) {
+    let current: HashSet<PlannedWarning> = rendered.warnings.iter().cloned().collect();
+    for planned in rendered.warnings.iter().filter(|w| !warned.contains(*w)) {
+        let (library, _, warning) = planned;
+        let object = warning
+            .object
+            .as_ref()
+            .and_then(|key| engine.object_of(library, key));
+        tracing::warn!(library = %library, reason = %warning.reason, "{}", warning.message);
+        let _ = failures.send(Failure {
+            event: FailureEvent {
+                reason: warning.reason.clone().into(),
+                note: warning.message.clone(),
+                object,
+            },
+            patches: Vec::new(),
+        });
+    }
+    *warned = current;
 }
 
 fn candidate(

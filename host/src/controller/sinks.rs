@@ -83,11 +83,12 @@ impl StatusWriter for ApiStatusWriter {
     }
 }
 
-/// A failure worth telling the object's owner about.
+/// A failure or a library's warning worth telling the object's owner about
+/// (a Kubernetes Event of type Warning).
 #[derive(Debug, Clone)]
 pub struct FailureEvent {
-    /// `RenderFailed`, `ConfigRefused`, ...
-    pub reason: &'static str,
+    /// `RenderFailed`, `ConfigRefused`, a library's own (`TLSSecretMissing`).
+    pub reason: std::borrow::Cow<'static, str>,
     pub note: String,
     /// The object a library blamed, if any.
     pub object: Option<ObjectRef>,
@@ -150,7 +151,7 @@ impl EventSink for ApiEvents {
             }
             let event = Event {
                 type_: EventType::Warning,
-                reason: event.reason.into(),
+                reason: event.reason.into_owned(),
                 note: Some(note),
                 action: "Render".into(),
                 secondary: None,

@@ -30,6 +30,8 @@ pub struct WatchTarget {
     /// `None`: every namespace.
     pub namespace: Option<String>,
     pub label_selector: Option<String>,
+    /// Evaluated by the API server (e.g. `type=kubernetes.io/tls`).
+    pub field_selector: Option<String>,
     /// Dropped before storing.
     pub trim: Arc<[String]>,
 }
@@ -45,7 +47,11 @@ impl WatchTarget {
             Some(selector) => format!(" matching {selector}"),
             None => String::new(),
         };
-        format!("{} ({}){scope}{selector}", self.kind, self.api_version)
+        let fields = match &self.field_selector {
+            Some(selector) => format!(" with fields {selector}"),
+            None => String::new(),
+        };
+        format!("{} ({}){scope}{selector}{fields}", self.kind, self.api_version)
     }
 }
 
@@ -74,6 +80,13 @@ pub fn targets<'a>(
                     .clone()
                     .filter(|selector| !selector.trim().is_empty())
             }));
+            // A kind watched with different field selectors is listed whole;
+            // the store gives each library its own part.
+            let field_selector = shared(watches.iter().map(|w| {
+                w.field_selector
+                    .clone()
+                    .filter(|selector| !selector.trim().is_empty())
+            }));
             WatchTarget {
                 trim: trims
                     .get(&kind)
@@ -83,6 +96,7 @@ pub fn targets<'a>(
                 kind: kind.1,
                 namespace,
                 label_selector,
+                field_selector,
             }
         })
         .collect()
@@ -152,6 +166,9 @@ async fn run(
     let mut config = watcher::Config::default().any_semantic();
     if let Some(selector) = &target.label_selector {
         config = config.labels(selector);
+    }
+    if let Some(selector) = &target.field_selector {
+        config = config.fields(selector);
     }
     let stream = watcher(api, config).default_backoff();
     futures::pin_mut!(stream);

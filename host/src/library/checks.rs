@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use thiserror::Error;
 
-use super::types::{Item, LibraryInfo, Plan, RenderOutput, SectionKind, StatusPatch};
+use super::types::{Item, LibraryInfo, Plan, RenderOutput, SectionKind, StatusPatch, Warning};
 
 /// What is wrong with a library's output.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -68,6 +68,9 @@ pub enum Malformed {
     /// A watch in the library's plan is unusable.
     #[error("watch {name:?} {why}")]
     BadWatch { name: String, why: &'static str },
+    /// A warning the host could not log or record as an Event.
+    #[error("warning: {0}")]
+    BadWarning(String),
 }
 
 /// Keywords that open a section in haproxy.cfg (HAProxy 2.6 and later). The
@@ -172,7 +175,31 @@ fn check_item(item: &Item) -> Result<(), Malformed> {
         }
         Item::File(file) => check_path(&file.path),
         Item::StatusPatch(patch) => check_status_patch(patch),
+        Item::Warning(warning) => check_warning(warning),
     }
+}
+
+/// A warning becomes a log line and an Event: a reason Kubernetes accepts
+/// (CamelCase, at most 128 characters) and a message without key material.
+fn check_warning(warning: &Warning) -> Result<(), Malformed> {
+    let reason = &warning.reason;
+    let camel_case = reason.len() <= 128
+        && reason.starts_with(|c: char| c.is_ascii_uppercase())
+        && reason.chars().all(|c| c.is_ascii_alphanumeric());
+    if !camel_case {
+        return Err(Malformed::BadWarning(format!(
+            "reason `{reason}` must be CamelCase letters and digits, at most 128 characters"
+        )));
+    }
+    if warning.message.trim().is_empty() {
+        return Err(Malformed::BadWarning("the message is empty".to_owned()));
+    }
+    if crate::tls::holds_private_key(&warning.message) {
+        return Err(Malformed::BadWarning(
+            "the message holds a PEM private key; never put key material in a warning".to_owned(),
+        ));
+    }
+    check_text(&warning.message)
 }
 
 /// HAProxy accepts letters, digits, `-`, `_`, `.` and `:` in section names

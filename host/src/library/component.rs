@@ -17,44 +17,49 @@ use super::checks::Malformed;
 use super::engine::Shared;
 use super::instance::{LibraryInstance, StoreState};
 use super::types::{Change, GuestError, LibraryInfo, Plan, RenderOutput};
-use super::{LibraryError, describe_error, v0_1_0};
+use super::{LibraryError, describe_error, v0_1_0, v0_2_0};
 
 /// The export that marks a template library; a version follows the `@`.
 const LIBRARY_EXPORT: &str = "haptic:template/library@";
 
 /// Contract versions this host has bindings for, oldest first.
-pub const SUPPORTED_CONTRACTS: &[Version] = &[v0_1_0::VERSION];
+pub const SUPPORTED_CONTRACTS: &[Version] = &[v0_1_0::VERSION, v0_2_0::VERSION];
 
 /// A contract version with bindings in this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contract {
     V0_1_0,
+    V0_2_0,
 }
 
 impl Contract {
-    const ALL: &[Contract] = &[Contract::V0_1_0];
+    const ALL: &[Contract] = &[Contract::V0_1_0, Contract::V0_2_0];
 
     fn version(self) -> Version {
         match self {
             Self::V0_1_0 => v0_1_0::VERSION,
+            Self::V0_2_0 => v0_2_0::VERSION,
         }
     }
 
     fn prepare(self, instance_pre: InstancePre<StoreState>) -> wasmtime::Result<ContractPre> {
         match self {
             Self::V0_1_0 => v0_1_0::Pre::new(instance_pre).map(ContractPre::V0_1_0),
+            Self::V0_2_0 => v0_2_0::Pre::new(instance_pre).map(ContractPre::V0_2_0),
         }
     }
 }
 
 /// Adds the host imports of every supported contract version.
 pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    v0_1_0::add_to_linker(linker)
+    v0_1_0::add_to_linker(linker)?;
+    v0_2_0::add_to_linker(linker)
 }
 
 /// A component checked against the bindings of its contract version.
 pub(super) enum ContractPre {
     V0_1_0(v0_1_0::Pre),
+    V0_2_0(v0_2_0::Pre),
 }
 
 impl ContractPre {
@@ -64,6 +69,7 @@ impl ContractPre {
     ) -> wasmtime::Result<ContractExports> {
         match self {
             Self::V0_1_0(pre) => pre.instantiate(store).map(ContractExports::V0_1_0),
+            Self::V0_2_0(pre) => pre.instantiate(store).map(ContractExports::V0_2_0),
         }
     }
 }
@@ -71,6 +77,7 @@ impl ContractPre {
 /// The exports of one instance, whatever its contract version.
 pub(super) enum ContractExports {
     V0_1_0(v0_1_0::Exports),
+    V0_2_0(v0_2_0::Exports),
 }
 
 impl ContractExports {
@@ -80,6 +87,7 @@ impl ContractExports {
     ) -> wasmtime::Result<Result<LibraryInfo, Malformed>> {
         match self {
             Self::V0_1_0(exports) => exports.describe(store),
+            Self::V0_2_0(exports) => exports.describe(store),
         }
     }
 
@@ -90,6 +98,7 @@ impl ContractExports {
     ) -> wasmtime::Result<Result<Plan, GuestError>> {
         match self {
             Self::V0_1_0(exports) => exports.configure(store, values),
+            Self::V0_2_0(exports) => exports.configure(store, values),
         }
     }
 
@@ -100,6 +109,7 @@ impl ContractExports {
     ) -> wasmtime::Result<Result<RenderOutput, GuestError>> {
         match self {
             Self::V0_1_0(exports) => exports.render(store, changes),
+            Self::V0_2_0(exports) => exports.render(store, changes),
         }
     }
 }
@@ -349,8 +359,8 @@ mod tests {
 
     #[test]
     fn supported_versions_are_described_as_ranges() {
-        assert_eq!(supported_description(), "0.1.x");
-        assert_eq!(latest_supported(), v("0.1.0"));
+        assert_eq!(supported_description(), "0.1.x and 0.2.x");
+        assert_eq!(latest_supported(), v("0.2.0"));
     }
 
     #[test]

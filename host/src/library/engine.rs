@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Linker;
 use wasmtime::{Cache, CacheConfig, Config, Engine};
 
+use crate::tls::{DefaultCertificate, SecretPem};
+
 use super::component::{self, LoadedLibrary, Prepared};
 use super::instance::StoreState;
 use super::{LibraryError, RuntimeConfig, describe_error};
@@ -40,6 +42,8 @@ pub(super) struct Shared {
     pub(super) engine: Engine,
     pub(super) linker: Linker<StoreState>,
     pub(super) config: RuntimeConfig,
+    /// The configured default certificate, or one generated for this runtime.
+    pub(super) default_certificate: SecretPem,
     _ticker: Ticker,
 }
 
@@ -116,11 +120,18 @@ impl LibraryRuntime {
         let ticker = Ticker::start(engine.clone()).map_err(|error| {
             engine_error(format!("cannot start the epoch ticker thread: {error}"))
         })?;
+        let default_certificate = match &config.default_certificate {
+            Some(pem) => pem.clone(),
+            None => DefaultCertificate::generate()
+                .map_err(|error| engine_error(error.to_string()))?
+                .pem,
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 engine,
                 linker,
                 config,
+                default_certificate,
                 _ticker: ticker,
             }),
             disk_cache,

@@ -8,6 +8,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, WasmBacktrace};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::tls::SecretPem;
+
 use super::checks;
 use super::component::{ContractExports, ContractPre};
 use super::engine::Shared;
@@ -48,10 +50,11 @@ pub(super) struct StoreState {
     /// Log lines forwarded and dropped in the current call.
     log_lines: usize,
     log_lines_dropped: usize,
+    default_certificate: SecretPem,
 }
 
 impl StoreState {
-    fn new(library: Arc<str>, memory_limit: usize) -> Self {
+    fn new(library: Arc<str>, memory_limit: usize, default_certificate: SecretPem) -> Self {
         let stdout = GuestOutput::new(library.clone(), "stdout");
         let stderr = GuestOutput::new(library.clone(), "stderr");
         // No preopens, environment, arguments or stdin; sockets and name
@@ -78,12 +81,23 @@ impl StoreState {
             last_error: None,
             log_lines: 0,
             log_lines_dropped: 0,
+            default_certificate,
         }
+    }
+
+    /// The runtime's default certificate (the `tls` import of 0.2.0).
+    pub(super) fn default_certificate_pem(&self) -> &SecretPem {
+        &self.default_certificate
     }
 
     /// The host `log` import: the line goes to `tracing`, tagged with the
     /// library. Bounded like stdout so a chatty library cannot flood the log.
     pub(super) fn guest_log(&mut self, level: GuestLogLevel, mut message: String) {
+        if crate::tls::holds_private_key(&message) {
+            // A library must never log key material; if one does, the line
+            // does not reach the log.
+            message = "(a log line holding a PEM private key was withheld)".to_owned();
+        }
         if message.len() > MAX_LOG_LINE {
             let mut end = MAX_LOG_LINE;
             while !message.is_char_boundary(end) {
@@ -237,7 +251,11 @@ impl LibraryInstance {
     ) -> Result<Self, LibraryError> {
         let mut store = Store::new(
             &shared.engine,
-            StoreState::new(label, shared.config.memory_limit_bytes),
+            StoreState::new(
+                label,
+                shared.config.memory_limit_bytes,
+                shared.default_certificate.clone(),
+            ),
         );
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(shared.deadline_ticks());

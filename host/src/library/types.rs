@@ -13,6 +13,8 @@ pub struct Watch {
     pub kind: String,
     pub namespace: Option<String>,
     pub label_selector: Option<String>,
+    /// Contract 0.2.0 and later; always `None` for 0.1.0 libraries.
+    pub field_selector: Option<String>,
     pub ignore_fields: Vec<String>,
 }
 
@@ -130,10 +132,47 @@ pub struct Snippet {
 }
 
 /// A file written next to haproxy.cfg (path relative to its directory).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct AuxFile {
     pub path: String,
     pub content: String,
+    /// Holds key material: written 0600, never shown. Set by
+    /// [`AuxFile::new`] for any content with a PEM private key, whatever the
+    /// library said.
+    pub secret: bool,
+}
+
+impl AuxFile {
+    pub fn new(path: String, content: String, declared_secret: bool) -> Self {
+        let secret = declared_secret || crate::tls::holds_private_key(&content);
+        Self {
+            path,
+            content,
+            secret,
+        }
+    }
+}
+
+impl fmt::Debug for AuxFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("AuxFile");
+        debug.field("path", &self.path);
+        if self.secret {
+            debug.field("content", &format_args!("<{} bytes redacted>", self.content.len()));
+        } else {
+            debug.field("content", &self.content);
+        }
+        debug.field("secret", &self.secret).finish()
+    }
+}
+
+/// A problem with the input that a library worked around (contract 0.2.0).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Warning {
+    pub object: Option<ObjectKey>,
+    /// CamelCase, e.g. `TLSSecretMissing`.
+    pub reason: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -194,6 +233,7 @@ pub enum Item {
     Snippet(Arc<Snippet>),
     File(Arc<AuxFile>),
     StatusPatch(Arc<StatusPatch>),
+    Warning(Arc<Warning>),
 }
 
 /// The result of one render call: a whole output or a delta.

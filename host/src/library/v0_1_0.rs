@@ -1,9 +1,9 @@
 //! Bindings for `haptic:template@0.1.0` and their conversion into the host's
 //! version-independent [`types`].
 //!
-//! A released contract is frozen, so this module never changes once 0.1.0
-//! ships; a 0.2.0 contract gets a sibling module and a match arm in
-//! [`component`](super::component).
+//! A released contract is frozen: this module changes only when the host's
+//! own types do. What it shares with later versions comes from
+//! [`common_bindings!`](super::bindings_common).
 
 use std::sync::Arc;
 
@@ -26,89 +26,7 @@ use bindings::haptic::template::types as wit;
 /// The contract version these bindings were generated from.
 pub(super) const VERSION: semver::Version = semver::Version::new(0, 1, 0);
 
-/// Adds this version's host imports (`haptic:template/host@0.1.0`).
-pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    bindings::TemplateLibrary::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| {
-        state
-    })
-}
-
-impl bindings::haptic::template::types::Host for StoreState {}
-
-impl bindings::haptic::template::host::Host for StoreState {
-    fn log(&mut self, level: wit::LogLevel, message: String) {
-        let level = match level {
-            wit::LogLevel::Trace => GuestLogLevel::Trace,
-            wit::LogLevel::Debug => GuestLogLevel::Debug,
-            wit::LogLevel::Info => GuestLogLevel::Info,
-            wit::LogLevel::Warn => GuestLogLevel::Warn,
-            wit::LogLevel::Error => GuestLogLevel::Error,
-        };
-        self.guest_log(level, message);
-    }
-}
-
-/// A component checked against this version's world, ready to instantiate.
-pub(super) struct Pre(bindings::TemplateLibraryPre<StoreState>);
-
-impl Pre {
-    /// Fails when the component lacks an export of this version or has the
-    /// wrong types for one.
-    pub(super) fn new(instance_pre: InstancePre<StoreState>) -> wasmtime::Result<Self> {
-        bindings::TemplateLibraryPre::new(instance_pre).map(Self)
-    }
-
-    pub(super) fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Exports> {
-        self.0.instantiate(store).map(Exports)
-    }
-}
-
-/// The exports of one instance.
-pub(super) struct Exports(bindings::TemplateLibrary);
-
-impl Exports {
-    pub(super) fn describe(
-        &self,
-        store: &mut Store<StoreState>,
-    ) -> wasmtime::Result<Result<types::LibraryInfo, Malformed>> {
-        let info = self.0.haptic_template_library().call_describe(store)?;
-        let default_values = match serde_json::from_str(&info.default_values) {
-            Ok(values) => values,
-            Err(error) => return Ok(Err(Malformed::BadDefaultValues(error.to_string()))),
-        };
-        Ok(Ok(types::LibraryInfo {
-            name: info.name,
-            version: info.version,
-            order: info.order,
-            default_values,
-        }))
-    }
-
-    pub(super) fn configure(
-        &self,
-        store: &mut Store<StoreState>,
-        values: &str,
-    ) -> wasmtime::Result<Result<types::Plan, types::GuestError>> {
-        let plan = self
-            .0
-            .haptic_template_library()
-            .call_configure(store, values)?;
-        Ok(plan.map(plan_from_wit).map_err(error_from_wit))
-    }
-
-    pub(super) fn render(
-        &self,
-        store: &mut Store<StoreState>,
-        changes: &[types::Change],
-    ) -> wasmtime::Result<Result<types::RenderOutput, types::GuestError>> {
-        let changes: Vec<wit::Change> = changes.iter().map(change_to_wit).collect();
-        let output = self
-            .0
-            .haptic_template_library()
-            .call_render(store, &changes)?;
-        Ok(output.map(output_from_wit).map_err(error_from_wit))
-    }
-}
+common_bindings!();
 
 fn plan_from_wit(plan: wit::Plan) -> types::Plan {
     types::Plan {
@@ -121,6 +39,7 @@ fn plan_from_wit(plan: wit::Plan) -> types::Plan {
                 kind: watch.kind,
                 namespace: watch.namespace,
                 label_selector: watch.label_selector,
+                field_selector: None,
                 ignore_fields: watch.ignore_fields,
             })
             .collect(),
@@ -128,113 +47,13 @@ fn plan_from_wit(plan: wit::Plan) -> types::Plan {
     }
 }
 
-fn error_from_wit(error: wit::RenderError) -> types::GuestError {
-    types::GuestError {
-        message: error.message,
-        object: error.object.map(key_from_wit),
-    }
-}
-
-fn key_from_wit(key: wit::ObjectKey) -> types::ObjectKey {
-    types::ObjectKey {
-        watch: key.watch,
-        namespace: key.namespace,
-        name: key.name,
-    }
-}
-
-fn key_to_wit(key: &types::ObjectKey) -> wit::ObjectKey {
-    wit::ObjectKey {
-        watch: key.watch.clone(),
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-    }
-}
-
-fn change_to_wit(change: &types::Change) -> wit::Change {
-    match change {
-        types::Change::Applied(object) => wit::Change::Applied(wit::Object {
-            key: key_to_wit(&object.key),
-            resource_version: object.resource_version.clone(),
-            json: object.json.clone(),
-        }),
-        types::Change::Deleted(key) => wit::Change::Deleted(key_to_wit(key)),
-    }
-}
-
-fn output_from_wit(output: wit::RenderOutput) -> types::RenderOutput {
-    types::RenderOutput {
-        complete: output.complete,
-        upserts: output
-            .upserts
-            .into_iter()
-            .map(|keyed| (keyed.key, item_from_wit(keyed.item)))
-            .collect(),
-        removals: output.removals,
-    }
-}
-
 fn item_from_wit(item: wit::Item) -> types::Item {
     match item {
-        wit::Item::Section(section) => types::Item::Section(Arc::new(types::Section {
-            kind: kind_from_wit(section.kind),
-            name: section.name,
-            body: section.body,
-        })),
-        wit::Item::Snippet(snippet) => types::Item::Snippet(Arc::new(types::Snippet {
-            target_kind: kind_from_wit(snippet.target_kind),
-            target_name: snippet.target_name,
-            slot: slot_from_wit(snippet.slot),
-            priority: snippet.priority,
-            lines: snippet.lines,
-        })),
-        wit::Item::File(file) => types::Item::File(Arc::new(types::AuxFile {
-            path: file.path,
-            content: file.content,
-        })),
-        wit::Item::StatusPatch(patch) => types::Item::StatusPatch(Arc::new(types::StatusPatch {
-            variant: variant_from_wit(patch.variant),
-            api_version: patch.api_version,
-            kind: patch.kind,
-            namespace: patch.namespace,
-            name: patch.name,
-            status: patch.status,
-        })),
-    }
-}
-
-fn kind_from_wit(kind: wit::SectionKind) -> types::SectionKind {
-    use types::SectionKind as K;
-    match kind {
-        wit::SectionKind::Global => K::Global,
-        wit::SectionKind::Defaults => K::Defaults,
-        wit::SectionKind::Frontend => K::Frontend,
-        wit::SectionKind::Backend => K::Backend,
-        wit::SectionKind::Listen => K::Listen,
-        wit::SectionKind::Userlist => K::Userlist,
-        wit::SectionKind::Resolvers => K::Resolvers,
-        wit::SectionKind::Peers => K::Peers,
-        wit::SectionKind::Cache => K::Cache,
-        wit::SectionKind::Ring => K::Ring,
-        wit::SectionKind::HttpErrors => K::HttpErrors,
-    }
-}
-
-fn slot_from_wit(slot: wit::Slot) -> types::Slot {
-    match slot {
-        wit::Slot::Acls => types::Slot::Acls,
-        wit::Slot::RequestRules => types::Slot::RequestRules,
-        wit::Slot::ResponseRules => types::Slot::ResponseRules,
-        wit::Slot::Routing => types::Slot::Routing,
-        wit::Slot::Other => types::Slot::Other,
-    }
-}
-
-fn variant_from_wit(variant: wit::StatusVariant) -> types::StatusVariant {
-    match variant {
-        wit::StatusVariant::Rendered => types::StatusVariant::Rendered,
-        wit::StatusVariant::Deployed => types::StatusVariant::Deployed,
-        wit::StatusVariant::RenderFailed => types::StatusVariant::RenderFailed,
-        wit::StatusVariant::DeployFailed => types::StatusVariant::DeployFailed,
+        wit::Item::Section(section) => section_from_wit(section),
+        wit::Item::Snippet(snippet) => snippet_from_wit(snippet),
+        wit::Item::File(file) => {
+            types::Item::File(Arc::new(types::AuxFile::new(file.path, file.content, false)))
+        }
+        wit::Item::StatusPatch(patch) => patch_from_wit(patch),
     }
 }

@@ -10,14 +10,14 @@
 //! whose body and snippets are the very same items as last time is reused
 //! as is, and one changed endpoint costs one section's text, not the file's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::library::types::{
-    Item, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,
+    Item, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant, Warning,
 };
 
 /// One library's current output, in the order libraries merge.
@@ -29,6 +29,9 @@ pub struct LibraryItems<'a> {
 
 /// A status patch the render plans, with the library that made it.
 pub type PlannedPatch = (Arc<str>, Arc<StatusPatch>);
+
+/// A warning a library keeps in its output: (library, item key, warning).
+pub type PlannedWarning = (Arc<str>, String, Arc<Warning>);
 
 /// A merged render: what gets validated and deployed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +47,10 @@ pub struct Rendered {
     pub line_origins: Vec<(Range<usize>, Arc<str>)>,
     /// Which library wrote each file.
     pub file_origins: BTreeMap<String, Arc<str>>,
+    /// Files that hold key material: written 0600, never shown.
+    pub secret_files: BTreeSet<String>,
+    /// Problems libraries worked around, in merge order.
+    pub warnings: Vec<PlannedWarning>,
 }
 
 impl Rendered {
@@ -204,7 +211,7 @@ pub fn merge(
     let mut rendered = Rendered::default();
 
     for library in libraries {
-        for item in library.items.values() {
+        for (key, item) in library.items {
             match item {
                 Item::Section(section) => {
                     let order = section_order(section.kind, &section.name);
@@ -236,6 +243,9 @@ pub fn merge(
                     rendered
                         .files
                         .insert(file.path.clone(), file.content.clone());
+                    if file.secret {
+                        rendered.secret_files.insert(file.path.clone());
+                    }
                 }
                 Item::StatusPatch(patch) => {
                     let identity = (
@@ -258,6 +268,11 @@ pub fn merge(
                         .entry(patch.variant)
                         .or_default()
                         .push((library.library.clone(), patch.clone()))
+                }
+                Item::Warning(warning) => {
+                    rendered
+                        .warnings
+                        .push((library.library.clone(), key.clone(), warning.clone()));
                 }
                 Item::Snippet(_) => {}
             }

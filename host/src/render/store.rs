@@ -254,24 +254,24 @@ impl ClusterStore {
     }
 }
 
-fn selector(library: &str, watch: &Watch) -> Result<manifests::LabelSelector, RenderError> {
-    let text = watch.label_selector.as_deref().unwrap_or_default();
-    manifests::LabelSelector::parse(text).map_err(|message| RenderError::BadWatch {
+fn selector(library: &str, watch: &Watch) -> Result<manifests::WatchFilter, RenderError> {
+    manifests::WatchFilter::of(watch).map_err(|bad| RenderError::BadWatch {
         library: library.to_owned(),
         watch: watch.name.clone(),
-        message,
+        message: bad.to_string(),
     })
 }
 
-fn selects(watch: &Watch, selector: &manifests::LabelSelector, object: &ClusterObject) -> bool {
+fn selects(watch: &Watch, filter: &manifests::WatchFilter, object: &ClusterObject) -> bool {
     let reference = &object.reference;
     manifests::watch_selects(
         watch,
-        selector,
+        filter,
         &reference.api_version,
         &reference.kind,
         &reference.namespace,
         &object.labels,
+        || std::borrow::Cow::Owned(object.value()),
     )
 }
 

@@ -14,12 +14,15 @@
 //!   `haptic.unavailable` (503). The oldest served Ingress with a
 //!   `spec.defaultBackend` catches what no rule matches; without one, base's
 //!   404 backend does.
+//! - TLS: see [`tls`] (certificates from `kubernetes.io/tls` Secrets by
+//!   SNI, a default certificate, HTTPS redirect, HSTS).
 //! - Status: with `publishedAddress.ip` or `.hostname` set, every served
 //!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
 //!   Ingresses of another class get nothing.
 
 pub mod class;
 pub mod routes;
+pub mod tls;
 
 use std::collections::HashSet;
 
@@ -34,6 +37,7 @@ use serde::Deserialize;
 
 use crate::class::Classes;
 use crate::routes::{EXACT_MAP, PREFIX_MAP, PathKind, RouteTable};
+use crate::tls::{CertificateCache, TlsRender, TlsValues};
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -55,6 +59,9 @@ pub struct IngressValues {
     pub frontend: String,
     /// The address published in `status.loadBalancer.ingress`.
     pub published_address: PublishedAddress,
+    /// TLS termination.
+    #[serde(default)]
+    pub tls: TlsValues,
 }
 
 /// `publishedAddress`; empty fields are left out, both empty means no patch.
@@ -72,7 +79,8 @@ pub fn defaults() -> serde_json::Value {
         "className": "haptic",
         "controller": "haproxy-haptic.org/controller",
         "frontend": "http",
-        "publishedAddress": { "ip": "", "hostname": "" }
+        "publishedAddress": { "ip": "", "hostname": "" },
+        "tls": tls::defaults()
     })
 }
 
@@ -80,6 +88,7 @@ pub fn defaults() -> serde_json::Value {
 #[derive(Debug, Default)]
 pub struct IngressLibrary {
     values: IngressValues,
+    certificates: CertificateCache,
 }
 
 impl Library for IngressLibrary {
@@ -91,6 +100,7 @@ impl Library for IngressLibrary {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
+        self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -109,6 +119,9 @@ impl Library for IngressLibrary {
                     .parse_as::<ServicePorts>()
                     .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
             );
+        if self.values.tls.enabled {
+            plan = plan.watch(tls::secrets_watch());
+        }
         if self.publishes() {
             plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
         }
@@ -117,6 +130,7 @@ impl Library for IngressLibrary {
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
         let v = &self.values;
+        let certificates = &mut self.certificates;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
         let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
         // Warnings about an Ingress are logged when it changes (or on a
@@ -162,9 +176,9 @@ impl Library for IngressLibrary {
             let Some(spec) = ingress.spec.as_ref() else {
                 continue;
             };
-            if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
+            if !v.tls.enabled && spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
                 warn(format!(
-                    "Ingress {namespace}/{} has spec.tls, which haptic does not terminate yet: its hosts are served over plain HTTP only",
+                    "Ingress {namespace}/{} has spec.tls, but templateLibraries.ingress.tls.enabled is false: its hosts are served over plain HTTP only",
                     ingress.key.name
                 ));
             }
@@ -229,6 +243,14 @@ impl Library for IngressLibrary {
             UNAVAILABLE_BACKEND,
             "    http-request return status 503 content-type text/plain string 'Service Unavailable'\n",
         )?;
+
+        if v.tls.enabled {
+            let mut tls = TlsRender::new(&v.tls, &v.frontend);
+            for ingress in &served {
+                tls.add_ingress(ctx, certificates, ingress, out)?;
+            }
+            tls.finish(ctx, certificates, out)?;
+        }
 
         if let Some(status) = self.load_balancer_status() {
             for ingress in &served {

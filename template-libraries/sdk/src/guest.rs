@@ -115,6 +115,7 @@ fn plan_to_wit(plan: Plan) -> w::Plan {
                 kind: watch.kind,
                 namespace: watch.namespace,
                 label_selector: watch.label_selector,
+                field_selector: watch.field_selector,
                 ignore_fields: watch.ignore_fields,
             })
             .collect(),
@@ -163,7 +164,24 @@ fn item_to_wit(item: Item) -> w::Item {
             priority,
             lines,
         }),
-        Item::File { path, content } => w::Item::File(w::AuxFile { path, content }),
+        Item::File {
+            path,
+            content,
+            secret,
+        } => w::Item::File(w::AuxFile {
+            path,
+            content,
+            secret,
+        }),
+        Item::Warning {
+            object,
+            reason,
+            message,
+        } => w::Item::Warning(w::Warning {
+            object: object.as_ref().map(key_to_wit),
+            reason,
+            message,
+        }),
         Item::StatusPatch {
             variant,
             api_version,

@@ -87,6 +87,7 @@ pub mod readiness;
 mod runtime;
 pub mod slim;
 pub mod testing;
+pub mod tls;
 pub mod values;
 
 pub use error::{Error, Result};
@@ -103,7 +104,7 @@ pub use k8s_openapi as k8s;
 #[doc(hidden)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../../wit/haptic-template@0.1.0",
+        path: "../../wit/haptic-template@0.2.0",
         world: "template-library",
         pub_export_macro: true,
         default_bindings_module: "haptic_sdk::wit",

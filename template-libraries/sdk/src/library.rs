@@ -124,6 +124,9 @@ pub struct Watch {
     pub namespace: Option<String>,
     /// A label selector such as `app=web,tier!=cache`.
     pub label_selector: Option<String>,
+    /// A field selector such as `type=kubernetes.io/tls`, evaluated by the
+    /// API server.
+    pub field_selector: Option<String>,
     /// Dotted paths removed by the host before the object reaches the library.
     pub ignore_fields: Vec<String>,
     pub(crate) parser: Parser,
@@ -140,6 +143,7 @@ impl fmt::Debug for Watch {
             .field("kind", &self.kind)
             .field("namespace", &self.namespace)
             .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
             .field("ignore_fields", &self.ignore_fields)
             .field("type", &self.type_name)
             .field("lazy", &self.lazy)
@@ -162,6 +166,7 @@ impl Watch {
             kind: kind.into(),
             namespace: None,
             label_selector: None,
+            field_selector: None,
             ignore_fields: vec!["metadata.managedFields".to_owned()],
             parser: parse_as::<serde_json::Value>,
             type_id: TypeId::of::<serde_json::Value>(),
@@ -201,6 +206,16 @@ impl Watch {
     #[must_use]
     pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
         self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects matching a field selector, e.g. `type=kubernetes.io/tls`
+    /// for TLS Secrets. The API server filters, so other objects never cost
+    /// the host memory; which fields a kind supports is the API server's
+    /// (Secrets: `type`, `metadata.name`, `metadata.namespace`).
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
         self
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::{Error, Result};
+use crate::{Error, ObjectKey, Result};
 
 /// HAProxy configuration section kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,7 +103,12 @@ pub enum Item {
         lines: String,
     },
     /// A file next to haproxy.cfg, path relative to its directory.
-    File { path: String, content: String },
+    /// `secret`: it holds key material (see [`Output::secret_file`]).
+    File {
+        path: String,
+        content: String,
+        secret: bool,
+    },
     /// A server-side-apply patch of an object's status (a JSON object).
     StatusPatch {
         variant: StatusVariant,
@@ -112,6 +117,13 @@ pub enum Item {
         namespace: String,
         name: String,
         status: String,
+    },
+    /// A problem with the input the library worked around (see
+    /// [`Output::warning`]).
+    Warning {
+        object: Option<ObjectKey>,
+        reason: String,
+        message: String,
     },
 }
 
@@ -272,12 +284,56 @@ impl Output {
 
     /// Adds an auxiliary file, keyed `file:<path>`.
     pub fn file(&mut self, path: impl Into<String>, content: impl Into<String>) -> Result<()> {
-        let path = path.into();
+        self.put_file(path.into(), content.into(), false)
+    }
+
+    /// Adds a file that holds key material (a certificate with its private
+    /// key), keyed `file:<path>`: the host writes it with mode 0600 and never
+    /// shows its content in logs, errors or test reports.
+    pub fn secret_file(
+        &mut self,
+        path: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Result<()> {
+        self.put_file(path.into(), content.into(), true)
+    }
+
+    fn put_file(&mut self, path: String, content: String, secret: bool) -> Result<()> {
         self.put(
             format!("file:{path}"),
             Item::File {
                 path,
-                content: content.into(),
+                content,
+                secret,
+            },
+        )
+    }
+
+    /// Reports a problem with `object` that the library worked around (a
+    /// missing TLS Secret served with the default certificate, say). The host
+    /// logs it when it first appears or changes and, in a cluster, records a
+    /// Kubernetes Event of type Warning on the object. Emit it on every
+    /// render while the problem lasts; it is gone when a render no longer
+    /// emits it. `reason` is CamelCase (`TLSSecretMissing`); `message` is one
+    /// sentence for a person and must never contain key material.
+    pub fn warning(
+        &mut self,
+        object: Option<&ObjectKey>,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Result<()> {
+        let message = message.into();
+        let about = object.map_or_else(String::new, |key| {
+            format!("{}:{}/{}", key.watch, key.namespace, key.name)
+        });
+        let mut hash = DefaultHasher::new();
+        message.hash(&mut hash);
+        self.put(
+            format!("warning:{reason}:{about}:{:016x}", hash.finish()),
+            Item::Warning {
+                object: object.cloned(),
+                reason: reason.to_owned(),
+                message,
             },
         )
     }

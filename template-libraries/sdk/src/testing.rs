@@ -135,6 +135,19 @@ impl<T: Library> Harness<T> {
         }
     }
 
+    /// Every warning of the output as `(reason, message)`.
+    pub fn warnings(&self) -> Vec<(String, String)> {
+        self.output
+            .values()
+            .filter_map(|item| match item {
+                Item::Warning {
+                    reason, message, ..
+                } => Some((reason.clone(), message.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every status patch of the output as `(namespace/name, status JSON)`.
     pub fn status_patches(&self) -> Vec<(String, Value)> {
         self.output
