@@ -63,12 +63,27 @@ enum Command {
         extra: Vec<String>,
     },
     /// Run a template library's fixture tests.
+    #[command(after_long_help = fixtures::FORMAT)]
     Test {
         /// A bundled library's name (e.g. `kubernetes-backends`) or the path of a .wasm component.
         library: String,
-        /// The directory holding one folder per case (default: `<library>/fixtures` for bundled ones).
+        /// The directory holding one folder per case (default: `template-libraries/<library>/fixtures`
+        /// for bundled ones, `./fixtures` for a .wasm).
         #[arg(long)]
         fixtures: Option<PathBuf>,
+    },
+    /// Start a template library of your own: a standalone Cargo project (SDK
+    /// dependency, pinned toolchain, Makefile, fixtures) whose `make test`
+    /// builds it and passes `haptic test` as written.
+    New {
+        /// The directory to create; its last component names the library unless --name does.
+        dir: PathBuf,
+        /// The library's name (kebab-case, e.g. `ip-allow-list`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The haptic-sdk crate to depend on (default: the SDK of the checkout this haptic was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
 }
 
@@ -258,7 +273,10 @@ fn main() -> ExitCode {
     // The offline jobs print their result; the long-running ones report
     // what they do (deploys, status changes) at info.
     let default_filter = match cli.command {
-        Command::Render { .. } | Command::Test { .. } | Command::Haproxy { .. } => "warn",
+        Command::Render { .. }
+        | Command::Test { .. }
+        | Command::New { .. }
+        | Command::Haproxy { .. } => "warn",
         _ => "warn,haptic=info",
     };
     tracing_subscriber::fmt()
@@ -331,6 +349,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::New { dir, name, sdk } => new_library(dir, name, sdk),
         Command::Agent(args) => run_agent(args),
         Command::Controller(args) => run_controller(*args),
         Command::Run(args) => run_local(*args),
@@ -356,7 +375,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 LibraryUnderTest::Bundled(name) => PathBuf::from("template-libraries")
                     .join(name)
                     .join("fixtures"),
-                LibraryUnderTest::Custom(path) => path.with_file_name("fixtures"),
+                LibraryUnderTest::Custom(_) => PathBuf::from("fixtures"),
             });
             let reports = fixtures::run(&runtime()?, &under_test, &dir)?;
             let failed = reports.iter().filter(|r| !r.passed()).count();
@@ -381,6 +400,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Result<ExitCode> {
+    use haptic::scaffold::{self, NewLibrary};
+
+    let name = match name {
+        Some(name) => name,
+        None => dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .context("the directory has no last component to name the library by; pass --name")?,
+    };
+    let haptic = std::env::current_exe().context("finding this haptic binary for the Makefile")?;
+    let new = NewLibrary {
+        dir: dir.clone(),
+        name,
+        sdk: sdk.unwrap_or_else(scaffold::default_sdk),
+        haptic,
+    };
+    let written = scaffold::create(&new)?;
+    println!(
+        "created template library `{}` in {} ({} files)",
+        new.name,
+        dir.display(),
+        written.len()
+    );
+    println!("next: cd {} && make test", dir.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_local(args: RunArgs) -> Result<ExitCode> {
