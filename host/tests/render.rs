@@ -159,3 +159,23 @@ fn null_in_values_removes_a_default_from_what_the_library_sees() {
         "{global:#?}"
     );
 }
+
+#[test]
+fn a_library_error_names_the_object_by_kind_not_by_watch() {
+    // Issue 11: the error read `ingresses shop/admin`, the library's watch
+    // name, which the person reading it never wrote.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: admin, namespace: shop}\nspec: {rules: 5}\n",
+    )
+    .expect("manifest");
+    let error = render(Values::default(), vec![path]).expect_err("the Ingress cannot be read");
+    let message = error.to_string();
+    assert!(
+        message.starts_with("library `ingress` could not render: Ingress shop/admin: "),
+        "{message}"
+    );
+    assert!(message.contains("bad.yaml document 1"), "{message}");
+}
