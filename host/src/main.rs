@@ -328,12 +328,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for warning in &output.warnings {
                 eprintln!("haproxy warning: {warning}");
             }
+            for warning in &output.self_loops {
+                eprintln!("warning: {warning}");
+            }
+            let validated = match &output.validated_by {
+                Some(by) => format!("validated by {by}"),
+                None => "NOT validated (--no-validate): HAProxy may refuse it".to_owned(),
+            };
             match out {
                 Some(dir) => {
                     offline::write_dir(&output, &dir)
                         .with_context(|| format!("writing the render to {}", dir.display()))?;
                     eprintln!(
-                        "wrote haproxy.cfg ({} lines), {} files and {} status patches to {}",
+                        "wrote haproxy.cfg ({} lines), {} files and {} status patches to {}; {validated}",
                         output.rendered.config.lines().count(),
                         output.rendered.files.len(),
                         output
@@ -345,7 +352,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         dir.display()
                     );
                 }
-                None => print!("{}", offline::to_text(&output)),
+                None => {
+                    print!("{}", offline::to_text(&output));
+                    eprintln!("haproxy.cfg {validated}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

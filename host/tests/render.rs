@@ -179,3 +179,25 @@ fn a_library_error_names_the_object_by_kind_not_by_watch() {
     );
     assert!(message.contains("bad.yaml document 1"), "{message}");
 }
+
+#[test]
+fn the_example_cluster_is_warned_about_binding_its_own_endpoints() {
+    // Issue 11: base's default `bind :8080` covers the example's loopback
+    // endpoints on port 8080, and nothing said so.
+    let output = render(Values::default(), vec![repo().join("examples/cluster")]).expect("renders");
+    assert_eq!(output.self_loops.len(), 1, "{:?}", output.self_loops);
+    assert!(
+        output.self_loops[0].contains("`frontend http` binds `:8080`, which includes 127."),
+        "{:?}",
+        output.self_loops
+    );
+    let by = output.validated_by.as_deref().unwrap_or_default();
+    assert!(by.starts_with("HAProxy 2.") && by.ends_with(" -c`)"), "{by}");
+
+    let mut values = Values::default();
+    values
+        .set_assignment("templateLibraries.base.frontends.http.bind=127.0.0.1:8080")
+        .expect("assignment");
+    let output = render(values, vec![repo().join("examples/cluster")]).expect("renders");
+    assert!(output.self_loops.is_empty(), "{:?}", output.self_loops);
+}
