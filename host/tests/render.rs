@@ -192,7 +192,10 @@ fn the_example_cluster_is_warned_about_binding_its_own_endpoints() {
         output.self_loops
     );
     let by = output.validated_by.as_deref().unwrap_or_default();
-    assert!(by.starts_with("HAProxy 2.") && by.ends_with(" -c`)"), "{by}");
+    assert!(
+        by.starts_with("HAProxy 2.") && by.ends_with(" -c`)"),
+        "{by}"
+    );
 
     let mut values = Values::default();
     values
