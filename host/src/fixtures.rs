@@ -306,10 +306,22 @@ fn check(
                 "file `{path}` was rendered, which the case lists in absentFiles"
             ));
         } else if !others.iter().any(|other| other.files.contains_key(path)) {
+            let mut rendered: Vec<&str> = others
+                .iter()
+                .flat_map(|other| other.files.keys().map(String::as_str))
+                .collect();
+            rendered.sort_unstable();
+            rendered.dedup();
+            let close = similar::get_close_matches(path.as_str(), &rendered, 3, 0.5);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!(" (other cases render {})", close.join(", "))
+            };
             failures.push(format!(
                 "absentFiles entry `{path}` is vacuous: no case of this directory renders that \
                  file, so it would pass whatever the library does; fix the path or add a case \
-                 that renders it"
+                 that renders it{hint}"
             ));
         }
     }

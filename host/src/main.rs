@@ -395,6 +395,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 for failure in &report.failures {
                     println!("       {}", failure.replace('\n', "\n       "));
                 }
+                if !report.passed() {
+                    println!(
+                        "       whole configuration: {}",
+                        render_command(&dir.join(&report.name), &under_test)
+                    );
+                }
             }
             println!("{} passed, {} failed", reports.len() - failed, failed);
             if reports.is_empty() {
@@ -410,6 +416,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// The `haptic render` that shows a fixture case's whole configuration.
+fn render_command(case: &std::path::Path, library: &LibraryUnderTest) -> String {
+    let mut command = format!("haptic render {}", case.join("manifests.yaml").display());
+    let values = case.join("values.yaml");
+    if values.is_file() {
+        command.push_str(&format!(" -f {}", values.display()));
+    }
+    if let LibraryUnderTest::Custom(path) = library {
+        command.push_str(&format!(" -l {}", path.display()));
+    }
+    command
 }
 
 fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Result<ExitCode> {
