@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render run test lint unit-test fixtures e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: build render run test lint unit-test fixtures new-library-test e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -48,6 +48,15 @@ unit-test:
 fixtures: build
 	$(CARGO) run -q -- test $(EXAMPLE_WASM) --fixtures examples/maintenance-mode/fixtures
 
+# What a new author does, outside the repository: `haptic new` into a fresh
+# temporary directory, then the project's own `make test lint` (its build,
+# unit tests and fixtures). Its target directory is separate from the
+# workspace's (and kept, so a second run is warm).
+new-library-test: build
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	$(CARGO) run -q -- new "$$dir/ip-allow-list" && \
+	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test lint
+
 testbed-binaries:
 	bash tests/testbed/scripts/build-binaries.sh
 
@@ -61,7 +70,7 @@ e2e-test: testbed-binaries
 chart-test:
 	bash charts/haptic/tests/run.sh
 
-test: setup lint unit-test chart-test e2e-test
+test: setup lint unit-test new-library-test chart-test e2e-test
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up

@@ -40,8 +40,9 @@ pub enum EngineError {
         second: String,
     },
     /// Rendering failed; `object` is the object the library blamed, when
-    /// it named one that is in the cluster view.
-    #[error("{error}")]
+    /// it named one that is in the cluster view. The message names that
+    /// object by kind (`Ingress shop/admin`), not by the library's watch.
+    #[error("{}", render_message(error, object.as_deref()))]
     Render {
         error: RenderError,
         object: Option<Box<ObjectRef>>,
@@ -192,6 +193,27 @@ impl Engine {
         };
         self.object(&reference).map(|_| reference)
     }
+}
+
+/// A render error's text, with the object a library blamed named by its
+/// kind: the watch name (`ingresses`) is the library's own label, which the
+/// reader of the error never saw.
+fn render_message(error: &RenderError, object: Option<&ObjectRef>) -> String {
+    if let (RenderError::Library { library, error }, Some(object)) = (error, object)
+        && let LibraryError::Guest { call, error, .. } = &**error
+        && error.object.is_some()
+    {
+        let name = if object.namespace.is_empty() {
+            object.name.clone()
+        } else {
+            format!("{}/{}", object.namespace, object.name)
+        };
+        return format!(
+            "library `{library}` could not {call}: {} {name}: {}",
+            object.kind, error.message
+        );
+    }
+    error.to_string()
 }
 
 /// The libraries `values` enable and the values tree they are configured with.

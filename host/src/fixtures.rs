@@ -5,60 +5,30 @@
 //! A case is a directory:
 //! - `manifests.yaml`: the input objects (multi-document YAML);
 //! - `values.yaml` (optional): the Helm-style values tree;
-//! - `expect.yaml`: what must hold (see [`Expectations`]).
+//! - `expect.yaml`: what must hold (see [`Expectations`] and [`FORMAT`]).
 //!
 //! The library under test renders together with the enabled bundled
 //! libraries, so the merged configuration is complete and every successful
 //! case is also checked with the real `haproxy -c`.
+//!
+//! Every case renders before any is checked, because a negative assertion
+//! (`absent`, `absentFiles`) must be witnessed by another case of the
+//! directory that renders what it forbids: one that matches nothing
+//! anywhere would pass whatever the library does.
 
-use std::collections::BTreeMap;
+mod expect;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use thiserror::Error;
 
+pub use self::expect::{Expectations, ExpectedPatch, FORMAT, Pattern};
 use crate::library::LibraryRuntime;
 use crate::library::types::StatusVariant;
 use crate::offline::{self, Job, JobOutput};
+use crate::render::Rendered;
 use crate::values::Values;
-
-/// What a case expects, from its `expect.yaml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Expectations {
-    /// What the case is about, shown in reports.
-    #[serde(default)]
-    pub description: String,
-    /// Lines that must each equal some line of haproxy.cfg (whitespace trimmed).
-    #[serde(default)]
-    pub contains: Vec<String>,
-    /// Lines that must not appear in haproxy.cfg.
-    #[serde(default)]
-    pub absent: Vec<String>,
-    /// Per auxiliary file, lines it must contain.
-    #[serde(default)]
-    pub files: BTreeMap<String, Vec<String>>,
-    /// Per variant (`rendered`, `deployed`, ...), exactly the status patches the
-    /// library under test must plan; an empty list means none.
-    #[serde(default)]
-    pub status_patches: BTreeMap<String, Vec<ExpectedPatch>>,
-    /// The render must fail with an error containing this text.
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-/// A status patch a case expects.
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ExpectedPatch {
-    pub api_version: String,
-    pub kind: String,
-    #[serde(default)]
-    pub namespace: String,
-    pub name: String,
-    pub status: serde_json::Value,
-}
 
 /// Why fixtures could not be run at all (a failing case is a result, not this).
 #[derive(Debug, Error)]
@@ -145,60 +115,102 @@ pub fn run(
             .name
             .clone(),
     };
-    discover(fixtures)?
+    let cases: Vec<CaseRun> = discover(fixtures)?
         .iter()
-        .map(|case| Ok(run_case(runtime, library, &name, case)))
-        .collect()
+        .map(|dir| CaseRun::render(runtime, library, dir))
+        .collect();
+    Ok(cases
+        .iter()
+        .enumerate()
+        .map(|(index, case)| {
+            let others: Vec<&Rendered> = cases
+                .iter()
+                .enumerate()
+                .filter(|(other, _)| *other != index)
+                .filter_map(|(_, other)| other.rendered())
+                .collect();
+            case.report(&name, &others)
+        })
+        .collect())
 }
 
-fn run_case(
-    runtime: &LibraryRuntime,
-    library: &LibraryUnderTest,
-    name: &str,
-    case: &Path,
-) -> CaseReport {
-    let mut report = CaseReport {
-        name: case
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        description: String::new(),
-        failures: Vec::new(),
-    };
-    let expect = match read_expectations(&case.join("expect.yaml")) {
-        Ok(expect) => expect,
-        Err(failure) => {
-            report.failures.push(failure);
-            return report;
+/// One case, rendered but not yet checked.
+struct CaseRun {
+    name: String,
+    expect: Result<Expectations, String>,
+    outcome: Result<JobOutput, offline::JobError>,
+}
+
+impl CaseRun {
+    fn render(runtime: &LibraryRuntime, library: &LibraryUnderTest, dir: &Path) -> Self {
+        Self {
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            expect: read_expectations(&dir.join("expect.yaml")),
+            outcome: render_case(runtime, library, dir),
         }
-    };
-    report.description.clone_from(&expect.description);
-    let outcome = render_case(runtime, library, case);
-    match (outcome, &expect.error) {
-        (Err(error), Some(expected)) => {
-            let message = error_chain(&error);
-            if !message.contains(expected.as_str()) {
-                report.failures.push(format!(
-                    "expected an error containing {expected:?}, got: {message}"
-                ));
-            }
-        }
-        (Err(error), None) => report
-            .failures
-            .push(format!("render failed: {}", error_chain(&error))),
-        (Ok(_), Some(expected)) => report.failures.push(format!(
-            "expected an error containing {expected:?}, but the render succeeded"
-        )),
-        (Ok(output), None) => check(&output, &expect, name, &mut report.failures),
     }
-    report
+
+    fn rendered(&self) -> Option<&Rendered> {
+        self.outcome.as_ref().ok().map(|output| &output.rendered)
+    }
+
+    /// Checks the case; `others` are the renders of the directory's other
+    /// cases, the witnesses of its negative assertions.
+    fn report(&self, library: &str, others: &[&Rendered]) -> CaseReport {
+        let mut report = CaseReport {
+            name: self.name.clone(),
+            description: String::new(),
+            failures: Vec::new(),
+        };
+        let expect = match &self.expect {
+            Ok(expect) => expect,
+            Err(failure) => {
+                report.failures.push(failure.clone());
+                return report;
+            }
+        };
+        report.description.clone_from(&expect.description);
+        let failures = &mut report.failures;
+        match (&self.outcome, &expect.error) {
+            (Err(error), Some(expected)) => {
+                let message = error_chain(error);
+                if !message.contains(expected.as_str()) {
+                    failures.push(format!(
+                        "expected an error containing {expected:?}, got: {message}"
+                    ));
+                }
+            }
+            (Err(error), None) => failures.push(format!("render failed: {}", error_chain(error))),
+            (Ok(_), Some(expected)) => failures.push(format!(
+                "expected an error containing {expected:?}, but the render succeeded"
+            )),
+            (Ok(output), None) => check(&output.rendered, expect, library, others, failures),
+        }
+        let unchecked = expect.render_keys();
+        if expect.error.is_some() && !unchecked.is_empty() {
+            failures.push(format!(
+                "`error` expects the render to fail, so there is nothing to check {} against; \
+                 move {} to a case that renders",
+                unchecked.join(", "),
+                if unchecked.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        report
+    }
 }
 
 fn read_expectations(path: &Path) -> Result<Expectations, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text)
-        .map_err(|e| format!("{} is not a valid expectation file: {e}", path.display()))
+    serde_yaml_ng::from_str(&text).map_err(|e| {
+        format!(
+            "{} is not a valid expectation file: {e} (`haptic test --help` lists the keys)",
+            path.display()
+        )
+    })
 }
 
 fn render_case(
@@ -239,29 +251,78 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     message
 }
 
-fn check(output: &JobOutput, expect: &Expectations, library: &str, failures: &mut Vec<String>) {
-    let rendered = &output.rendered;
-    let has_line = |text: &str, line: &str| text.lines().any(|l| l.trim() == line.trim());
-    for line in &expect.contains {
-        if !has_line(&rendered.config, line) {
-            failures.push(format!("haproxy.cfg lacks the line `{line}`"));
+fn check(
+    rendered: &Rendered,
+    expect: &Expectations,
+    library: &str,
+    others: &[&Rendered],
+    failures: &mut Vec<String>,
+) {
+    let config = &rendered.config;
+    for pattern in &expect.contains {
+        if !pattern.matches_any(config) {
+            failures.push(missing("haproxy.cfg", pattern, config));
         }
     }
-    for line in &expect.absent {
-        if has_line(&rendered.config, line) {
+    for pattern in &expect.absent {
+        if let Some(line) = config.lines().find(|line| pattern.matches(line)) {
             failures.push(format!(
-                "haproxy.cfg has the line `{line}`, which the case says must be absent"
+                "haproxy.cfg has `{}`, which matches absent {pattern}",
+                line.trim()
+            ));
+        } else if !others
+            .iter()
+            .any(|other| pattern.matches_any(&other.config))
+        {
+            failures.push(format!(
+                "absent {pattern} is vacuous: no case of this directory renders such a line, so \
+                 it would pass whatever the library does. A string matches a whole line, \
+                 {{substring: ...}} part of one; fix the pattern or add a case that renders \
+                 it{}",
+                closest_lines(
+                    pattern,
+                    std::iter::once(config.as_str())
+                        .chain(others.iter().map(|o| o.config.as_str()))
+                )
             ));
         }
     }
-    for (path, lines) in &expect.files {
+    for (path, patterns) in &expect.files {
         match rendered.files.get(path) {
-            None => failures.push(format!("no file `{path}` was rendered")),
+            None => failures.push(format!(
+                "no file `{path}` was rendered{}",
+                list_files(rendered)
+            )),
             Some(content) => {
-                for line in lines.iter().filter(|line| !has_line(content, line)) {
-                    failures.push(format!("file `{path}` lacks the line `{line}`"));
+                for pattern in patterns.iter().filter(|p| !p.matches_any(content)) {
+                    failures.push(missing(&format!("file `{path}`"), pattern, content));
                 }
             }
+        }
+    }
+    for path in &expect.absent_files {
+        if rendered.files.contains_key(path) {
+            failures.push(format!(
+                "file `{path}` was rendered, which the case lists in absentFiles"
+            ));
+        } else if !others.iter().any(|other| other.files.contains_key(path)) {
+            let mut rendered: Vec<&str> = others
+                .iter()
+                .flat_map(|other| other.files.keys().map(String::as_str))
+                .collect();
+            rendered.sort_unstable();
+            rendered.dedup();
+            let close = similar::get_close_matches(path.as_str(), &rendered, 3, 0.5);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!(" (other cases render {})", close.join(", "))
+            };
+            failures.push(format!(
+                "absentFiles entry `{path}` is vacuous: no case of this directory renders that \
+                 file, so it would pass whatever the library does; fix the path or add a case \
+                 that renders it{hint}"
+            ));
         }
     }
     for (variant_name, expected) in &expect.status_patches {
@@ -294,10 +355,81 @@ fn check(output: &JobOutput, expect: &Expectations, library: &str, failures: &mu
         expected.sort_by_key(sort_key);
         if actual != expected {
             failures.push(format!(
-                "`{variant_name}` status patches of `{library}` differ:\n  expected: {}\n  actual:   {}",
-                serde_json::to_string(&expected).unwrap_or_default(),
-                serde_json::to_string(&actual).unwrap_or_default()
+                "`{variant_name}` status patches of `{library}` differ (- expected, + actual):\n{}",
+                diff(&patches_yaml(&expected), &patches_yaml(&actual))
             ));
         }
     }
+}
+
+/// A pattern no line matched, with the lines closest to it as a diff.
+fn missing(what: &str, pattern: &Pattern, text: &str) -> String {
+    format!(
+        "{what} has no line matching {pattern}{}",
+        closest_lines(pattern, [text])
+    )
+}
+
+/// The lines of `texts` most like `pattern`, shown as `-` expected / `+`
+/// rendered.
+fn closest_lines<'a>(pattern: &Pattern, texts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut lines: Vec<&str> = texts
+        .into_iter()
+        .flat_map(str::lines)
+        .map(str::trim)
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    let close = similar::get_close_matches(pattern.text(), &lines, 3, 0.5);
+    let partial: Vec<&str> = match pattern {
+        // A prefix of longer lines is the classic whole-line mistake; the
+        // ratio alone ranks such lines low.
+        Pattern::Line(line) => lines
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with(line.trim()) && !close.contains(l))
+            .take(3)
+            .collect(),
+        Pattern::Substring(_) => Vec::new(),
+    };
+    if close.is_empty() && partial.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("; closest rendered lines:\n  - {}", pattern.text());
+    for line in partial.iter().chain(&close) {
+        let _ = write!(out, "\n  + {line}");
+    }
+    out
+}
+
+fn list_files(rendered: &Rendered) -> String {
+    if rendered.files.is_empty() {
+        " (the render has no files)".to_owned()
+    } else {
+        let names: Vec<&str> = rendered.files.keys().map(String::as_str).collect();
+        format!(" (rendered: {})", names.join(", "))
+    }
+}
+
+fn patches_yaml(patches: &[ExpectedPatch]) -> String {
+    if patches.is_empty() {
+        return "[]\n".to_owned();
+    }
+    serde_yaml_ng::to_string(patches).unwrap_or_else(|e| format!("(not serializable: {e})\n"))
+}
+
+/// A line diff of two texts, without file headers.
+fn diff(expected: &str, actual: &str) -> String {
+    similar::TextDiff::from_lines(expected, actual)
+        .iter_all_changes()
+        .map(|change| {
+            let sign = match change.tag() {
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+                similar::ChangeTag::Equal => ' ',
+            };
+            format!("  {sign} {}", change.value().trim_end_matches('\n'))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

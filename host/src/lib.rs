@@ -15,6 +15,7 @@
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
+//! - [`scaffold`]: a new library project of one's own (`haptic new`).
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
@@ -33,6 +34,7 @@ pub mod local;
 pub mod manifests;
 pub mod offline;
 pub mod render;
+pub mod scaffold;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
 pub mod synthetic;
 pub mod tls;

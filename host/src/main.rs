@@ -64,12 +64,27 @@ enum Command {
         extra: Vec<String>,
     },
     /// Run a template library's fixture tests.
+    #[command(after_long_help = fixtures::FORMAT)]
     Test {
         /// A bundled library's name (e.g. `kubernetes-backends`) or the path of a .wasm component.
         library: String,
-        /// The directory holding one folder per case (default: `<library>/fixtures` for bundled ones).
+        /// The directory holding one folder per case (default: `template-libraries/<library>/fixtures`
+        /// for bundled ones, `./fixtures` for a .wasm).
         #[arg(long)]
         fixtures: Option<PathBuf>,
+    },
+    /// Start a template library of your own: a standalone Cargo project (SDK
+    /// dependency, pinned toolchain, Makefile, fixtures) whose `make test`
+    /// builds it and passes `haptic test` as written.
+    New {
+        /// The directory to create; its last component names the library unless --name does.
+        dir: PathBuf,
+        /// The library's name (kebab-case, e.g. `ip-allow-list`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The haptic-sdk crate to depend on (default: the SDK of the checkout this haptic was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
 }
 
@@ -281,7 +296,10 @@ fn main() -> ExitCode {
     // The offline jobs print their result; the long-running ones report
     // what they do (deploys, status changes) at info.
     let default_filter = match cli.command {
-        Command::Render { .. } | Command::Test { .. } | Command::Haproxy { .. } => "warn",
+        Command::Render { .. }
+        | Command::Test { .. }
+        | Command::New { .. }
+        | Command::Haproxy { .. } => "warn",
         _ => "warn,haptic=info",
     };
     tracing_subscriber::fmt()
@@ -342,12 +360,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for (library, _, warning) in &output.rendered.warnings {
                 eprintln!("warning from {library} ({}): {}", warning.reason, warning.message);
             }
+            for warning in &output.self_loops {
+                eprintln!("warning: {warning}");
+            }
+            let validated = match &output.validated_by {
+                Some(by) => format!("validated by {by}"),
+                None => "NOT validated (--no-validate): HAProxy may refuse it".to_owned(),
+            };
             match out {
                 Some(dir) => {
                     offline::write_dir(&output, &dir)
                         .with_context(|| format!("writing the render to {}", dir.display()))?;
                     eprintln!(
-                        "wrote haproxy.cfg ({} lines), {} files and {} status patches to {}",
+                        "wrote haproxy.cfg ({} lines), {} files and {} status patches to {}; {validated}",
                         output.rendered.config.lines().count(),
                         output.rendered.files.len(),
                         output
@@ -359,10 +384,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         dir.display()
                     );
                 }
-                None => print!("{}", offline::to_text(&output)),
+                None => {
+                    print!("{}", offline::to_text(&output));
+                    eprintln!("haproxy.cfg {validated}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::New { dir, name, sdk } => new_library(dir, name, sdk),
         Command::Agent(args) => run_agent(args),
         Command::Controller(args) => run_controller(*args),
         Command::Run(args) => run_local(*args),
@@ -388,7 +417,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 LibraryUnderTest::Bundled(name) => PathBuf::from("template-libraries")
                     .join(name)
                     .join("fixtures"),
-                LibraryUnderTest::Custom(path) => path.with_file_name("fixtures"),
+                LibraryUnderTest::Custom(_) => PathBuf::from("fixtures"),
             });
             let reports = fixtures::run(&runtime()?, &under_test, &dir)?;
             let failed = reports.iter().filter(|r| !r.passed()).count();
@@ -397,6 +426,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{mark} {} - {}", report.name, report.description);
                 for failure in &report.failures {
                     println!("       {}", failure.replace('\n', "\n       "));
+                }
+                if !report.passed() {
+                    println!(
+                        "       whole configuration: {}",
+                        render_command(&dir.join(&report.name), &under_test)
+                    );
                 }
             }
             println!("{} passed, {} failed", reports.len() - failed, failed);
@@ -413,6 +448,47 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// The `haptic render` that shows a fixture case's whole configuration.
+fn render_command(case: &std::path::Path, library: &LibraryUnderTest) -> String {
+    let mut command = format!("haptic render {}", case.join("manifests.yaml").display());
+    let values = case.join("values.yaml");
+    if values.is_file() {
+        command.push_str(&format!(" -f {}", values.display()));
+    }
+    if let LibraryUnderTest::Custom(path) = library {
+        command.push_str(&format!(" -l {}", path.display()));
+    }
+    command
+}
+
+fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Result<ExitCode> {
+    use haptic::scaffold::{self, NewLibrary};
+
+    let name = match name {
+        Some(name) => name,
+        None => dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .context("the directory has no last component to name the library by; pass --name")?,
+    };
+    let haptic = std::env::current_exe().context("finding this haptic binary for the Makefile")?;
+    let new = NewLibrary {
+        dir: dir.clone(),
+        name,
+        sdk: sdk.unwrap_or_else(scaffold::default_sdk),
+        haptic,
+    };
+    let written = scaffold::create(&new)?;
+    println!(
+        "created template library `{}` in {} ({} files)",
+        new.name,
+        dir.display(),
+        written.len()
+    );
+    println!("next: cd {} && make test", dir.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_local(args: RunArgs) -> Result<ExitCode> {

@@ -3,6 +3,8 @@
 //! patches out. No cluster is involved; the render core ([`crate::engine`])
 //! is the controller's own, so only the source of objects differs.
 
+mod loopback;
+
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use crate::engine::{self, Engine, EngineError};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
 use crate::render::{ClusterChange, ClusterObject, Rendered};
+use crate::validate::Validator;
 use crate::values::Values;
 
 /// What one offline render takes.
@@ -35,6 +38,12 @@ pub struct JobOutput {
     pub rendered: Rendered,
     /// HAProxy's warnings about an accepted configuration.
     pub warnings: Vec<String>,
+    /// What validated it (`HAProxy 2.6.12 (/usr/sbin/haproxy -c)`); `None`
+    /// when validation was skipped.
+    pub validated_by: Option<String>,
+    /// Frontends that would listen on a loopback backend's own address and
+    /// port when run on this machine (see [`loopback`]).
+    pub self_loops: Vec<String>,
 }
 
 /// Why an offline render failed.
@@ -108,12 +117,27 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
         source_hint: source_hint(&error, &manifests),
         error: Box::new(error),
     })?;
-    let warnings = if job.validate {
-        engine::validate(&rendered)?
+    let (warnings, validated_by) = if job.validate {
+        (engine::validate(&rendered)?, Some(validator()?))
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
-    Ok(JobOutput { rendered, warnings })
+    Ok(JobOutput {
+        self_loops: loopback::self_loops(&rendered.config),
+        rendered,
+        warnings,
+        validated_by,
+    })
+}
+
+/// The HAProxy that validates renders, as a report names it.
+fn validator() -> Result<String, JobError> {
+    let validator = Validator::from_env().map_err(EngineError::Validate)?;
+    let version = validator.version().map_err(EngineError::Validate)?;
+    Ok(format!(
+        "HAProxy {version} (`{} -c`)",
+        validator.binary.display()
+    ))
 }
 
 /// Finds the manifest behind a library's complaint about an object.

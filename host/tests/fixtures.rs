@@ -106,3 +106,125 @@ fn a_failing_expectation_is_reported() {
         reports[0].failures
     );
 }
+
+/// Writes one case into `dir`.
+fn case(dir: &std::path::Path, name: &str, manifests: &str, expect: &str) {
+    let case = dir.join(name);
+    std::fs::create_dir(&case).expect("case dir");
+    std::fs::write(case.join("manifests.yaml"), manifests).expect("manifests");
+    std::fs::write(case.join("expect.yaml"), expect).expect("expect");
+}
+
+fn failures_of<'a>(reports: &'a [fixtures::CaseReport], name: &str) -> &'a [String] {
+    &reports
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+        .failures
+}
+
+#[test]
+fn a_vacuous_absent_is_reported_not_passed() {
+    // Issue 11: `absent: ["http-request deny"]` passed while deny lines
+    // were present, because a string matches whole lines only.
+    let manifests = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/source-allow-list/fixtures/annotated-hosts-allow-listed-sources/manifests.yaml"),
+    )
+    .expect("example manifests");
+    let dir = tempfile::tempdir().expect("temp dir");
+    case(
+        dir.path(),
+        "whole-line",
+        &manifests,
+        "absent: [\"http-request deny\"]\n",
+    );
+    case(
+        dir.path(),
+        "substring",
+        &manifests,
+        "absent: [{substring: \"http-request deny\"}]\n",
+    );
+    case(
+        dir.path(),
+        "no-such-file",
+        &manifests,
+        "absentFiles: [maps/allow-list.lst]\n",
+    );
+    case(
+        dir.path(),
+        "empty",
+        "",
+        "absent: [{substring: \"http-request deny\"}]\n",
+    );
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let library = LibraryUnderTest::Custom(PathBuf::from(
+        haptic::guests::EXAMPLE_SOURCE_ALLOW_LIST_PATH,
+    ));
+    let reports = fixtures::run(&runtime, &library, dir.path()).expect("runs");
+
+    let whole_line = failures_of(&reports, "whole-line");
+    assert_eq!(whole_line.len(), 1, "{whole_line:?}");
+    assert!(whole_line[0].contains("is vacuous"), "{whole_line:?}");
+    assert!(
+        whole_line[0].contains("+ http-request deny deny_status 403 if"),
+        "shows the lines it did not match: {whole_line:?}"
+    );
+    let substring = failures_of(&reports, "substring");
+    assert!(
+        substring.len() == 1 && substring[0].contains("which matches absent a line containing"),
+        "{substring:?}"
+    );
+    let file = failures_of(&reports, "no-such-file");
+    assert!(
+        file.len() == 1 && file[0].contains("is vacuous"),
+        "{file:?}"
+    );
+    // Witnessed by the other cases, which render deny lines.
+    assert!(failures_of(&reports, "empty").is_empty());
+}
+
+#[test]
+fn a_failing_case_shows_the_closest_lines_and_a_patch_diff() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    case(
+        dir.path(),
+        "typo",
+        "",
+        "contains: [\"bind :8008\"]\nfiles: {maps/none.map: []}\nstatusPatches: {deployed: [{apiVersion: v1, kind: Pod, name: p, status: {}}]}\n",
+    );
+    case(
+        dir.path(),
+        "error-and-lines",
+        "",
+        "error: refused\ncontains: [frontend http]\n",
+    );
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let reports = fixtures::run(
+        &runtime,
+        &LibraryUnderTest::Bundled("base".into()),
+        dir.path(),
+    )
+    .expect("runs");
+    let typo = failures_of(&reports, "typo");
+    assert_eq!(typo.len(), 3, "{typo:?}");
+    assert!(
+        typo[0].contains("  - bind :8008\n  + bind :8080"),
+        "{typo:?}"
+    );
+    assert!(
+        typo[1].contains("no file `maps/none.map` was rendered"),
+        "{typo:?}"
+    );
+    assert!(
+        typo[2].contains("- - apiVersion: v1") && typo[2].contains("+ []"),
+        "{typo:?}"
+    );
+    let error = failures_of(&reports, "error-and-lines");
+    assert!(
+        error
+            .iter()
+            .any(|f| f.contains("nothing to check contains against")),
+        "{error:?}"
+    );
+}

@@ -159,3 +159,48 @@ fn null_in_values_removes_a_default_from_what_the_library_sees() {
         "{global:#?}"
     );
 }
+
+#[test]
+fn a_library_error_names_the_object_by_kind_not_by_watch() {
+    // Issue 11: the error read `ingresses shop/admin`, the library's watch
+    // name, which the person reading it never wrote.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: admin, namespace: shop}\nspec: {rules: 5}\n",
+    )
+    .expect("manifest");
+    let error = render(Values::default(), vec![path]).expect_err("the Ingress cannot be read");
+    let message = error.to_string();
+    assert!(
+        message.starts_with("library `ingress` could not render: Ingress shop/admin: "),
+        "{message}"
+    );
+    assert!(message.contains("bad.yaml document 1"), "{message}");
+}
+
+#[test]
+fn the_example_cluster_is_warned_about_binding_its_own_endpoints() {
+    // Issue 11: base's default `bind :8080` covers the example's loopback
+    // endpoints on port 8080, and nothing said so.
+    let output = render(Values::default(), vec![repo().join("examples/cluster")]).expect("renders");
+    assert_eq!(output.self_loops.len(), 1, "{:?}", output.self_loops);
+    assert!(
+        output.self_loops[0].contains("`frontend http` binds `:8080`, which includes 127."),
+        "{:?}",
+        output.self_loops
+    );
+    let by = output.validated_by.as_deref().unwrap_or_default();
+    assert!(
+        by.starts_with("HAProxy 2.") && by.ends_with(" -c`)"),
+        "{by}"
+    );
+
+    let mut values = Values::default();
+    values
+        .set_assignment("templateLibraries.base.frontends.http.bind=127.0.0.1:8080")
+        .expect("assignment");
+    let output = render(values, vec![repo().join("examples/cluster")]).expect("renders");
+    assert!(output.self_loops.is_empty(), "{:?}", output.self_loops);
+}

@@ -68,7 +68,14 @@
 //! `[lib] crate-type = ["cdylib", "rlib"]`; the `.wasm` is the component.
 //! [`testing::Harness`] runs the same library natively in unit tests.
 //!
-//! Modules: [`library`] (the trait and plan), [`values`], [`objects`] (the
+//! Where your lines land among the bundled libraries' and what they provide
+//! to build on (`frontend http`, `txn.haptic_host`, ...) is in
+//! [`extending`]: slots, priorities and the public names, as a contract.
+//! `haptic new <dir>` starts a project of your own that builds and passes
+//! `haptic test` as written.
+//!
+//! Modules: [`extending`] (the extension points), [`library`] (the trait and
+//! plan), [`values`], [`objects`] (the
 //! object view and render context), [`output`] (the builder), [`names`]
 //! (HAProxy-safe names and escaping), [`readiness`] (endpoint routing and
 //! the pod readiness gate), [`slim`] (small types for Pods, EndpointSlices
@@ -77,6 +84,7 @@
 extern crate self as haptic_sdk;
 
 mod error;
+pub mod extending;
 mod guest;
 pub mod library;
 pub mod log;

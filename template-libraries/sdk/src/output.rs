@@ -42,13 +42,27 @@ impl SectionKind {
     }
 }
 
-/// Where lines added to another library's section go (see the WIT docs).
+/// Where lines added to a section go. A section is its owner's body, then
+/// the snippets by slot in the order below, then by priority (lower first),
+/// library order and key; [`crate::extending`] shows where the bundled
+/// libraries' lines sit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Slot {
+    /// `acl` declarations, first, so every rule can name them.
     Acls,
+    /// `http-request` and `tcp-request` rules, run in file order for every
+    /// request. `ingress` sets the `txn.haptic_*` variables here at priority
+    /// 0: read them above 0.
     RequestRules,
+    /// `http-response` and `http-after-response` rules, run after every
+    /// request rule (so the `txn.haptic_*` variables are set).
     ResponseRules,
+    /// `use_backend` and other routing decisions; the first that matches
+    /// wins. `ingress` routes at 0 (map lookups) and 1000 (an Ingress's
+    /// default backend).
     Routing,
+    /// Anything else: options, timeouts, `server` lines, lines for
+    /// `global` and `defaults`.
     Other,
 }
 
@@ -218,7 +232,12 @@ impl Output {
         )
     }
 
-    /// Adds lines into a section another library (or this one) defines.
+    /// Adds lines into a section another library (or this one) defines,
+    /// after that section's body. Within `slot`, snippets sort by `priority`
+    /// ascending (lower is earlier, negative allowed), then by library order
+    /// ([`Info::order`](crate::Info::order), then name), then by key; see
+    /// [`crate::extending`] for where the bundled libraries' lines sit. A
+    /// target no enabled library defines fails the render.
     pub fn snippet(
         &mut self,
         target_kind: SectionKind,

@@ -305,3 +305,140 @@ fn two_libraries_patching_one_objects_status_in_one_variant_conflict() {
     );
     assert!(error.to_string().contains("`lib-a` and `lib-b`"), "{error}");
 }
+
+#[test]
+fn snippets_sort_by_slot_then_priority_then_library_then_key() {
+    // The order the SDK documents (`haptic_sdk::extending`): the owner's
+    // body first whatever the priorities, then slot, priority ascending,
+    // library merge position, item key.
+    let base = items(&[
+        ("g", section(SectionKind::Global, "", "maxconn 100")),
+        ("f", section(SectionKind::Frontend, "http", "bind :8080")),
+    ]);
+    let first = items(&[
+        (
+            "z",
+            snippet(SectionKind::Frontend, "http", Slot::Other, -900, "option a"),
+        ),
+        (
+            "y",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::Routing,
+                0,
+                "use_backend first0",
+            ),
+        ),
+        (
+            "x",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::RequestRules,
+                0,
+                "http-request first0",
+            ),
+        ),
+        (
+            "b",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::ResponseRules,
+                5,
+                "http-response first5-b",
+            ),
+        ),
+        (
+            "a",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::ResponseRules,
+                5,
+                "http-response first5-a",
+            ),
+        ),
+    ]);
+    let second = items(&[
+        (
+            "a",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::RequestRules,
+                -200,
+                "http-request second-200",
+            ),
+        ),
+        (
+            "b",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::RequestRules,
+                0,
+                "http-request second0",
+            ),
+        ),
+        (
+            "c",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::Acls,
+                1000,
+                "acl second1000 always_true",
+            ),
+        ),
+        (
+            "d",
+            snippet(
+                SectionKind::Frontend,
+                "http",
+                Slot::Routing,
+                -1,
+                "use_backend second-1",
+            ),
+        ),
+    ]);
+    let rendered = merge_once(&[
+        LibraryItems {
+            library: &name("base"),
+            items: &base,
+        },
+        LibraryItems {
+            library: &name("first"),
+            items: &first,
+        },
+        LibraryItems {
+            library: &name("second"),
+            items: &second,
+        },
+    ])
+    .unwrap();
+    let frontend: Vec<&str> = rendered
+        .config
+        .lines()
+        .skip_while(|line| *line != "frontend http")
+        .take_while(|line| !line.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        frontend,
+        [
+            "frontend http",
+            "bind :8080",
+            "acl second1000 always_true",
+            "http-request second-200",
+            "http-request first0",
+            "http-request second0",
+            "http-response first5-a",
+            "http-response first5-b",
+            "use_backend second-1",
+            "use_backend first0",
+            "option a",
+        ]
+    );
+}

@@ -1,0 +1,88 @@
+//! Extension points: where a library's lines land, and what the bundled
+//! libraries provide for others to build on.
+//!
+//! This page is a contract, versioned like the WIT (see [Versioning](#versioning)). The
+//! order it states is checked by rendering the real libraries
+//! (`host/tests/extension_points.rs` and the merge tests in haptic's
+//! repository), not only by reading code.
+//!
+//! # Where snippet lines land
+//!
+//! Every section has exactly one owner, the library that emits it with
+//! [`Output::section`](crate::Output::section). Any library may add lines to
+//! it with [`Output::snippet`](crate::Output::snippet). The merged section is:
+//!
+//! 1. its header line (`frontend http`);
+//! 2. the owner's body, as the owner wrote it: always first, whatever the
+//!    priorities (nothing can go before `base`'s `bind`);
+//! 3. the snippets, ordered by
+//!    1. [`Slot`](crate::Slot), in this order: `Acls`, `RequestRules`,
+//!       `ResponseRules`, `Routing`, `Other`;
+//!    2. priority, ascending: **lower is earlier**; negative priorities come
+//!       before the bundled libraries' `0`, and equal ones fall through to
+//!    3. library merge order: [`Info::order`](crate::Info::order) ascending,
+//!       then the library's name;
+//!    4. the item key (derived from the snippet's target, slot, priority and
+//!       lines, unless [`Output::snippet_keyed`](crate::Output::snippet_keyed)
+//!       names one).
+//!
+//! Each line of a snippet becomes a line of the section, indented by four
+//! spaces unless it already starts with whitespace; blank lines are dropped.
+//!
+//! HAProxy evaluates `http-request` rules in file order and the
+//! `use_backend` rules only after all of them, first match wins; the slots
+//! keep each kind of rule together so HAProxy never warns about a rule placed
+//! after a `use_backend`. With the bundled libraries, a custom library's
+//! request rule at priority `-200` and its routing rule at `500`, the
+//! `frontend http` section reads:
+//!
+//! ```text
+//! frontend http
+//!     bind :8080                                      base, the body
+//!     default_backend haptic.not-found                base, the body
+//!     http-request deny if ...                        yours: RequestRules, -200
+//!     http-request set-var(txn.haptic_host) ...       ingress: RequestRules, 0 (four set-var lines)
+//!     use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)] if ...
+//!                                                     ingress: Routing, 0 (six map lookups)
+//!     use_backend yours if ...                        yours: Routing, 500
+//!     use_backend default_web_80                      ingress: Routing, 1000 (spec.defaultBackend)
+//! ```
+//!
+//! So a request rule that reads a `txn.haptic_*` variable needs a priority
+//! **above 0** (at `-200` it runs before `ingress` sets them); a response
+//! rule (`ResponseRules`) may read them at any priority. A routing rule
+//! below `0` wins over every Ingress route; at `1` to `999` it catches what
+//! no Ingress rule matched, before an Ingress default backend does; and
+//! `default_backend haptic.not-found` takes the rest.
+//!
+//! # What the bundled libraries provide
+//!
+//! | name | kind | provided by | what it is |
+//! | --- | --- | --- | --- |
+//! | `global`, `defaults` (unnamed) | sections | `base` | add lines with [`Slot::Other`](crate::Slot::Other) |
+//! | `http` | frontend | `base` | where routing hangs: body `bind <templateLibraries.base.frontends.http.bind>` and `default_backend haptic.not-found` |
+//! | `healthz`, `stats` (off by default) | frontends | `base` | probes and HAProxy's stats page |
+//! | `haptic.not-found` | backend | `base` | answers 404; the `http` frontend's default |
+//! | `haptic.unavailable` | backend | `ingress` | answers 503; where a route to a missing Service port goes |
+//! | `<namespace>_<service>_<port>` | backends | `kubernetes-backends` | one per Service port, named by [`names::backend_name`](crate::names::backend_name); servers named after their pods |
+//! | `txn.haptic_host` | variable | `ingress` | the request's `Host` header without its port, lowercased (`shop.example.com`) |
+//! | `txn.haptic_wildcard` | variable | `ingress` | `txn.haptic_host` with its first label replaced by `*` (`*.example.com`) |
+//! | `txn.haptic_key_host` | variable | `ingress` | `txn.haptic_host` followed by the path (`shop.example.com/cart`): the key of the Ingress maps |
+//! | `txn.haptic_key_wildcard` | variable | `ingress` | `txn.haptic_wildcard` followed by the path |
+//! | `maps/ingress-exact.map`, `maps/ingress-prefix.map` | files | `ingress` | `<key> <backend>` per Ingress path (read them; a file has one owner) |
+//!
+//! The variables are set for every request in the frontend `ingress` routes
+//! in (`templateLibraries.ingress.frontend`, `http` by default) whenever the
+//! `ingress` library is enabled, even before any Ingress exists. A snippet
+//! into a section that no enabled library defines fails the render, naming
+//! both (enable `base`, or define the section yourself).
+//!
+//! # Versioning
+//!
+//! The slots, the order rule and the names in the table are public: a
+//! released haptic keeps them, as it keeps a released WIT version. Renaming
+//! or removing one is a breaking change of the library that provides it, made
+//! only in a new major version and announced in `template-libraries/README.md`;
+//! adding one is not. Anything not listed (other variables, ACL names, the
+//! lines of a section's body, the order of the maps' entries) may change in
+//! any release; do not match on it.
