@@ -345,13 +345,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             no_validate,
         } => {
+            let runtime = libraries.runtime(true)?;
             let job = Job {
                 inputs,
                 values: libraries.values()?,
                 custom_libraries: libraries.libraries,
                 validate: !no_validate,
             };
-            let runtime = libraries.runtime(true)?;
             let loaded = offline::load_libraries(&runtime, &job.custom_libraries)?;
             let output = offline::render(&job, loaded)?;
             for warning in &output.warnings {

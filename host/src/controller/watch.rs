@@ -265,6 +265,7 @@ mod tests {
             kind: kind.into(),
             namespace: namespace.map(str::to_owned),
             label_selector: selector.map(str::to_owned),
+            field_selector: None,
             ignore_fields: ignore.iter().map(|s| (*s).to_owned()).collect(),
         }
     }

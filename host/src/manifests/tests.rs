@@ -15,6 +15,7 @@ fn watch(api_version: &str, kind: &str, namespace: Option<&str>, selector: Optio
         kind: kind.into(),
         namespace: namespace.map(Into::into),
         label_selector: selector.map(Into::into),
+        field_selector: None,
         ignore_fields: vec![],
     }
 }

@@ -441,6 +441,7 @@ mod tests {
             kind: "Service".into(),
             namespace: Some(String::new()),
             label_selector: Some("app=web".into()),
+            field_selector: None,
             ignore_fields: Vec::new(),
         };
         let object = ClusterObject::from_value(

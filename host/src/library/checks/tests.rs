@@ -20,10 +20,7 @@ fn snippet(target_kind: SectionKind, target_name: &str, lines: &str) -> Item {
 }
 
 fn file(path: &str) -> Item {
-    Item::File(std::sync::Arc::new(AuxFile {
-        path: path.into(),
-        content: String::new(),
-    }))
+    Item::File(std::sync::Arc::new(AuxFile::new(path.into(), String::new(), false)))
 }
 
 fn patch(namespace: &str, name: &str, status: &str) -> Item {
@@ -257,6 +254,7 @@ fn plans_need_unique_named_watches() {
         kind: kind.into(),
         namespace: None,
         label_selector: None,
+        field_selector: None,
         ignore_fields: Vec::new(),
     };
     let plan = |watches| Plan {
