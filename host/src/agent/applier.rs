@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
-use super::haproxy::{CliError, Haproxy, RuntimeError};
+use super::haproxy::{CliError, Haproxy, RuntimeCommand, RuntimeError};
 use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
 use super::plan::{Plan, plan};
 use super::wire::{
@@ -325,7 +325,15 @@ impl Applier {
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(commands = commands.len(), "applied at runtime");
+                    let certificates = commands
+                        .iter()
+                        .filter(|c| matches!(c, RuntimeCommand::ReplaceCert { .. }))
+                        .count();
+                    tracing::info!(
+                        commands = commands.len(),
+                        certificates,
+                        "applied at runtime"
+                    );
                     return Ok(ApplyResponse {
                         id: bundle.id,
                         mode: ApplyMode::Runtime,
@@ -420,7 +428,7 @@ impl Applier {
         current: &WorkerState,
         bundle: &Bundle,
         token: FencingToken,
-        commands: &[super::haproxy::RuntimeCommand],
+        commands: &[RuntimeCommand],
     ) -> Result<(), RuntimeError> {
         if !commands.is_empty() {
             let pid = self.haproxy.apply_runtime(commands).await?;

@@ -156,14 +156,6 @@ impl CertPayload {
         }
         Ok(Self(payload))
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 impl std::fmt::Debug for CertPayload {
@@ -223,12 +215,15 @@ impl Haproxy {
     }
 
     /// Applies `commands` to the current worker on one connection and
-    /// returns the worker that took them. Fails at the first command the
-    /// worker refuses, with its answer; earlier commands stay applied, which
-    /// is safe because each one sets a value rather than changing it by a
-    /// step, so applying the batch again converges.
+    /// returns the worker that took them. The batch is written in one go,
+    /// so the worker runs all of it; the error names the first command it
+    /// refused, with its answer (never a payload). The others stay applied,
+    /// which is safe because each one sets a value rather than changing it
+    /// by a step, so applying the batch again converges; a refused
+    /// certificate keeps the old one (a commit is all or nothing).
     pub async fn apply_runtime(&self, commands: &[RuntimeCommand]) -> Result<u32, RuntimeError> {
-        // First exchange: who answers, and a version for every map to replace.
+        // First exchange: who answers, any ssl cert transaction left open,
+        // and a version for every map to replace.
         let rotates = commands
             .iter()
             .any(|c| matches!(c, RuntimeCommand::ReplaceCert { .. }));

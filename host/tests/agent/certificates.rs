@@ -3,53 +3,13 @@
 //! refused rotation that leaves the old certificate serving and no key
 //! material in any error or log line.
 
-use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use haptic::agent::{ApplyMode, Bundle, BundleFile};
+use haptic::agent::ApplyMode;
 
-use crate::harness::{Backends, CertFile, Pod, Tokens, bundle, config, hosts_map, tls_get};
-
-/// The crt-list the ingress library writes: one line per Ingress secret.
-const CRT_LIST: &str = "certs/shop_web.pem web.test\n";
-
-/// Backend `web` with servers `one` and `two` (each enabled or not), served
-/// over TLS on `https_port`: `certs/default.pem` for unknown names and, by
-/// the crt-list, `certs/shop_web.pem` for `web.test`.
-fn tls_bundle(
-    pod: &Pod,
-    https_port: u16,
-    servers: [(SocketAddr, bool); 2],
-    default: &CertFile,
-    shop: &str,
-    more: &[(&str, &str)],
-) -> Bundle {
-    let https = format!(
-        "\nfrontend https\n    bind 127.0.0.1:{https_port} ssl crt certs/default.pem crt-list certs/ingress.crt-list\n    default_backend web\n"
-    );
-    let [(one, one_on), (two, two_on)] = servers;
-    let mut crt_list = CRT_LIST.to_owned();
-    let mut files = vec![
-        hosts_map(&["web"]),
-        BundleFile::new("certs/default.pem", default.pem.clone()),
-        BundleFile::new("certs/shop_web.pem", shop),
-    ];
-    for (name, pem) in more {
-        crt_list.push_str(&format!("certs/{name}.pem {name}.test\n"));
-        files.push(BundleFile::new(format!("certs/{name}.pem"), *pem));
-    }
-    files.push(BundleFile::new("certs/ingress.crt-list", crt_list));
-    bundle(
-        config(
-            pod.http_port,
-            &[("web", vec![("one", one, one_on), ("two", two, two_on)])],
-            &https,
-        ),
-        files,
-    )
-}
+use crate::harness::{Backends, CertFile, Pod, Tokens, tls_bundle, tls_get};
 
 /// Asks over TLS until `cert` is presented for `sni` (trusting only its
 /// CA) or `within` passes; the backend's answer and how long it took.

@@ -579,6 +579,45 @@ pub fn pair_bundle(
     )
 }
 
+/// The crt-list the ingress library writes: one line per Ingress secret.
+pub const CRT_LIST: &str = "certs/shop_web.pem web.test\n";
+
+/// Backend `web` with servers `one` and `two` (each enabled or not), served
+/// over TLS on `https_port`: `certs/default.pem` for unknown names and, by
+/// the crt-list, `certs/shop_web.pem` for `web.test`.
+pub fn tls_bundle(
+    pod: &Pod,
+    https_port: u16,
+    servers: [(SocketAddr, bool); 2],
+    default: &CertFile,
+    shop: &str,
+    more: &[(&str, &str)],
+) -> Bundle {
+    let https = format!(
+        "\nfrontend https\n    bind 127.0.0.1:{https_port} ssl crt certs/default.pem crt-list certs/ingress.crt-list\n    default_backend web\n"
+    );
+    let [(one, one_on), (two, two_on)] = servers;
+    let mut crt_list = CRT_LIST.to_owned();
+    let mut files = vec![
+        hosts_map(&["web"]),
+        BundleFile::new("certs/default.pem", default.pem.clone()),
+        BundleFile::new("certs/shop_web.pem", shop),
+    ];
+    for (name, pem) in more {
+        crt_list.push_str(&format!("certs/{name}.pem {name}.test\n"));
+        files.push(BundleFile::new(format!("certs/{name}.pem"), *pem));
+    }
+    files.push(BundleFile::new("certs/ingress.crt-list", crt_list));
+    bundle(
+        config(
+            pod.http_port,
+            &[("web", vec![("one", one, one_on), ("two", two, two_on)])],
+            &https,
+        ),
+        files,
+    )
+}
+
 pub fn bundle(config: String, files: Vec<BundleFile>) -> Bundle {
     Bundle::new(config, files)
 }
