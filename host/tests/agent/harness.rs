@@ -391,6 +391,18 @@ fn read_response(reader: &mut impl BufRead) -> std::io::Result<Response> {
     })
 }
 
+/// `POST <path>` with a JSON `body` and the bearer token, on a fresh
+/// connection: what a controller of another version might send.
+pub fn post_json(port: u16, path: &str, body: &str) -> std::io::Result<Response> {
+    let mut connection = Connection::open(port)?;
+    write!(
+        connection.writer,
+        "POST {path} HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    read_response(&mut connection.reader)
+}
+
 /// One request on a fresh connection.
 pub fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
     Connection::open(port)?.request(host, path)

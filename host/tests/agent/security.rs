@@ -8,7 +8,8 @@ use haptic::agent::tls::ClientTls;
 use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
 use crate::harness::{
-    Backends, Pod, TOKEN, Tokens, client, get, hosts_map, issuer, leaf, web_bundle,
+    Backends, CertFile, Pod, TOKEN, Tokens, client, get, hosts_map, issuer, leaf, post_json,
+    web_bundle,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -132,6 +133,32 @@ async fn bad_requests_are_refused_and_change_nothing() {
         !pod.agent_log().contains(TOKEN),
         "the token must never be logged"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_body_never_echoes_key_material() {
+    let pod = Pod::start();
+    let cert = CertFile::new("CA", "web.test");
+    // A file given as a bare string: serde quotes the value it rejects.
+    let body = serde_json::json!({
+        "token": {"epoch": 1, "sequence": 1},
+        "bundle": {"id": "x", "config": "global\n", "files": [cert.pem]},
+    });
+    let answer = post_json(pod.agent_port, "/v1/apply", &body.to_string()).expect("answer");
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body.contains("bad-request"), "{}", answer.body);
+    assert!(answer.body.contains("wrong type"), "{}", answer.body);
+    assert!(!answer.body.contains("PRIVATE KEY"), "{}", answer.body);
+    for line in cert.key_lines() {
+        assert!(!answer.body.contains(line), "{}", answer.body);
+    }
+    // A bundle from an older controller (no `secret` field) is taken.
+    let server = "127.0.0.1:9".parse().expect("address");
+    let old = serde_json::to_value(web_bundle(pod.http_port, server, "")).expect("json");
+    assert!(!old.to_string().contains("secret"), "{old}");
+    let body = serde_json::json!({"token": {"epoch": 1, "sequence": 2}, "bundle": old});
+    let answer = post_json(pod.agent_port, "/v1/apply", &body.to_string()).expect("answer");
+    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 #[tokio::test(flavor = "multi_thread")]
