@@ -5,12 +5,15 @@
 //! - runtime apply, 1 and 101 changed servers: request in -> the apply
 //!   answers (the current worker has taken the commands) -> a request
 //!   through HAProxy shows the new server state;
+//! - certificate rotation (`set ssl cert` + `commit ssl cert`, no reload):
+//!   request in -> the apply answers, and -> a new TLS handshake presents
+//!   the new certificate;
 //! - reload apply at 3,000 routes (3,000 backends, a 3,000-entry host map):
 //!   request in -> the new worker answers `show info` with the new id;
 //! - the agent's resident memory (current and peak).
 //!
-//! `HAPTIC_BENCH_ROUNDS` sets the runtime rounds (default 200; reloads are a
-//! tenth of that, at least 10).
+//! `HAPTIC_BENCH_ROUNDS` sets the runtime rounds (default 200; rotations are
+//! half of that and reloads a tenth, at least 10 each).
 
 #[path = "../tests/agent/harness.rs"]
 mod harness;
@@ -19,7 +22,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use haptic::agent::{ApplyMode, BundleFile};
-use harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map};
+use harness::{Backends, CertFile, Pod, Tokens, bundle, config, get, hosts_map, tls_bundle};
 
 fn main() {
     let rounds: usize = std::env::var("HAPTIC_BENCH_ROUNDS")
@@ -81,6 +84,49 @@ fn main() {
         );
     }
 
+    // Certificate rotation: two certificates (each from a CA of its own)
+    // take turns for web.test; the client trusts only the expected one.
+    let https_port = harness::free_port();
+    let default = CertFile::new("default CA", "default.test");
+    let certs = [
+        CertFile::new("CA one", "web.test"),
+        CertFile::new("CA two", "web.test"),
+    ];
+    let render = |cert: &CertFile| {
+        tls_bundle(
+            &pod,
+            https_port,
+            [(a, true), (b, false)],
+            &default,
+            &cert.pem,
+            &[],
+        )
+    };
+    runtime
+        .block_on(pod.client.apply(&tokens.request(&render(&certs[0]))))
+        .expect("seed");
+    let (mut applied_in, mut served_in) = (Vec::new(), Vec::new());
+    for round in 1..=(rounds / 2).max(10) {
+        let cert = &certs[round % 2];
+        let request = tokens.request(&render(cert));
+        let started = Instant::now();
+        let applied = runtime.block_on(pod.client.apply(&request)).expect("apply");
+        applied_in.push(started.elapsed());
+        let (presented, _) =
+            harness::tls_get(https_port, "web.test", &cert.ca_pem, "/").expect("TLS request");
+        served_in.push(started.elapsed());
+        assert_eq!(applied.mode, ApplyMode::Runtime);
+        assert!(presented == cert.der, "the rotated certificate is served");
+    }
+    report(
+        "\ncertificate rotation (request -> the apply answers)",
+        &mut applied_in,
+    );
+    report(
+        "certificate rotation (request -> a new TLS handshake presents it)",
+        &mut served_in,
+    );
+
     // 3,000 routes: a backend and a host-map entry each.
     let routes = 3000;
     let names: Vec<String> = (0..routes).map(|i| format!("route{i}")).collect();
@@ -109,6 +155,7 @@ fn main() {
     runtime
         .block_on(pod.client.apply(&tokens.request(&first)))
         .expect("seed");
+    let reloads_before = reload_ms(&pod.agent_log()).len();
     let mut samples = Vec::new();
     for generation in 1..=(rounds / 10).max(10) {
         let next = render(generation);
@@ -133,21 +180,8 @@ fn main() {
         &mut samples,
     );
     // The agent's own figure: files written -> the new worker reports the id.
-    let mut inside: Vec<Duration> = pod
-        .agent_log()
-        .lines()
-        .filter_map(|l| {
-            l.split("reload_ms=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .map(Duration::from_millis)
-        .collect();
-    if inside.len() > 1 {
-        inside.remove(0); // the seed, from the previous section's bundle
+    let mut inside = reload_ms(&pod.agent_log()).split_off(reloads_before);
+    if !inside.is_empty() {
         report(
             "  of which files written -> new worker (agent log)",
             &mut inside,
@@ -170,6 +204,21 @@ fn main() {
             field("VmHWM:")
         );
     }
+}
+
+/// The `reload_ms` the agent logged for each reload, in order.
+fn reload_ms(log: &str) -> Vec<Duration> {
+    log.lines()
+        .filter_map(|l| {
+            l.split("reload_ms=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .map(Duration::from_millis)
+        .collect()
 }
 
 fn report(what: &str, samples: &mut [Duration]) {

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
-use super::haproxy::{CliError, Haproxy, RuntimeError};
+use super::haproxy::{CliError, Haproxy, RuntimeCommand, RuntimeError};
 use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
 use super::plan::{Plan, plan};
 use super::wire::{
@@ -304,7 +304,7 @@ impl Applier {
 
         let running = self.dir.read_bundle(&current.config_id).map(|(b, _)| b);
         let decision = match &running {
-            Some(running) => plan(running, &bundle, &self.haproxy.loaded_maps().await?),
+            Some(running) => plan(running, &bundle, &self.haproxy.loaded_files().await?),
             None => Plan::Reload(format!(
                 "the running bundle {} is not on disk",
                 current.config_id
@@ -317,6 +317,7 @@ impl Applier {
             Plan::Unchanged => Ok(Vec::new()),
             Plan::Runtime(commands) => Ok(commands),
         };
+        let mut runtime_refusal = None;
         let reason = match commands {
             Err(reason) => reason,
             Ok(commands) => match self
@@ -324,7 +325,15 @@ impl Applier {
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(commands = commands.len(), "applied at runtime");
+                    let certificates = commands
+                        .iter()
+                        .filter(|c| matches!(c, RuntimeCommand::ReplaceCert { .. }))
+                        .count();
+                    tracing::info!(
+                        commands = commands.len(),
+                        certificates,
+                        "applied at runtime"
+                    );
                     return Ok(ApplyResponse {
                         id: bundle.id,
                         mode: ApplyMode::Runtime,
@@ -333,12 +342,26 @@ impl Applier {
                 }
                 // The reload below starts the worker from the files, which
                 // undoes whatever part of the batch did apply.
-                Err(error) => format!("the runtime apply failed ({error})"),
+                Err(error) => {
+                    let reason = format!("the runtime apply failed ({error})");
+                    runtime_refusal = Some(error);
+                    reason
+                }
             },
         };
         tracing::info!(%reason, "reloading");
-        self.apply_reload(&mut state, &bundle, token, observed)
-            .await?;
+        if let Err(error) = self
+            .apply_reload(&mut state, &bundle, token, observed)
+            .await
+        {
+            // Both judges refused: say what each said.
+            return Err(match (error, runtime_refusal) {
+                (ApplyError::Refused(output), Some(refusal)) => ApplyError::Refused(format!(
+                    "{output}\n(the running worker had refused it at runtime first: {refusal})"
+                )),
+                (error, _) => error,
+            });
+        }
         Ok(ApplyResponse {
             id: bundle.id,
             mode: ApplyMode::Reload,
@@ -405,7 +428,7 @@ impl Applier {
         current: &WorkerState,
         bundle: &Bundle,
         token: FencingToken,
-        commands: &[super::haproxy::RuntimeCommand],
+        commands: &[RuntimeCommand],
     ) -> Result<(), RuntimeError> {
         if !commands.is_empty() {
             let pid = self.haproxy.apply_runtime(commands).await?;

@@ -15,6 +15,10 @@
 //! renames are atomic, so a process killed at any instant (agent or
 //! HAProxy) leaves either the old set or the new one, never a mix.
 //!
+//! Certificates and their keys live here, so the agent keeps everything it
+//! writes to its own user: files 0600, directories 0700 (HAProxy runs as
+//! the same user, as the chart has it).
+//!
 //! Nothing is fsynced, on purpose: the directory is a pod's `emptyDir`,
 //! which a process crash leaves intact (the page cache survives it) and a
 //! node crash deletes with the pod. Durability against power loss would buy
@@ -22,6 +26,7 @@
 
 use std::fs;
 use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -69,6 +74,9 @@ struct Metadata {
     id: String,
     token: FencingToken,
     files: Vec<String>,
+    /// The files flagged secret (absent in bundles older agents wrote).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    secret_files: Vec<String>,
 }
 
 /// The shared configuration directory.
@@ -126,7 +134,9 @@ impl ConfigDir {
             return Ok(target);
         }
         let bundles = self.root.join("bundles");
-        fs::create_dir_all(&bundles)?;
+        create_private_dir(&bundles)?;
+        // An older agent made it world-readable; nothing below it may be.
+        fs::set_permissions(&bundles, fs::Permissions::from_mode(0o700))?;
         let staging = bundles.join(format!(
             ".staging-{}-{}",
             dir_name(&bundle.id),
@@ -135,7 +145,7 @@ impl ConfigDir {
         if staging.exists() {
             fs::remove_dir_all(&staging)?;
         }
-        fs::create_dir_all(&staging)?;
+        create_private_dir(&staging)?;
         write_file(
             &staging.join(CONFIG_FILE),
             self.with_agent_lines(bundle).as_bytes(),
@@ -147,6 +157,12 @@ impl ConfigDir {
             id: bundle.id.clone(),
             token,
             files: bundle.files.iter().map(|f| f.path.clone()).collect(),
+            secret_files: bundle
+                .files
+                .iter()
+                .filter(|f| f.secret)
+                .map(|f| f.path.clone())
+                .collect(),
         };
         write_file(&staging.join(METADATA_FILE), &to_json(&metadata)?)?;
         if target.exists() {
@@ -170,7 +186,12 @@ impl ConfigDir {
         let mut files = Vec::with_capacity(metadata.files.len());
         for path in metadata.files {
             let content = fs::read_to_string(dir.join(&path)).ok()?;
-            files.push(BundleFile { path, content });
+            let secret = metadata.secret_files.contains(&path);
+            files.push(BundleFile {
+                path,
+                content,
+                secret,
+            });
         }
         Some((
             Bundle {
@@ -236,7 +257,7 @@ impl ConfigDir {
 
     /// Replaces the agent's state atomically.
     pub fn save_state(&self, state: &AgentState) -> std::io::Result<()> {
-        fs::create_dir_all(&self.root)?;
+        create_private_dir(&self.root)?;
         let staging = self.root.join(format!(".{STATE_FILE}.tmp"));
         write_file(&staging, &to_json(state)?)?;
         fs::rename(&staging, self.root.join(STATE_FILE))
@@ -287,12 +308,22 @@ fn to_json(value: &impl Serialize) -> std::io::Result<Vec<u8>> {
     serde_json::to_vec_pretty(value).map_err(std::io::Error::other)
 }
 
+/// Creates `path` and its missing parents with mode 0700 (an existing
+/// directory is left as it is).
+fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
 /// Writes `path` (creating its parent) with mode 0600: certificates and
 /// keys live here too.
 fn write_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
+        create_private_dir(parent)?;
     }
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -316,10 +347,14 @@ mod tests {
     fn bundle(config: &str) -> Bundle {
         Bundle::new(
             config.to_owned(),
-            vec![BundleFile {
-                path: "maps/a.map".into(),
-                content: "k v\n".into(),
-            }],
+            vec![
+                BundleFile::new("maps/a.map", "k v\n"),
+                BundleFile {
+                    path: "certs/flagged.pem".into(),
+                    content: "-----BEGIN CERTIFICATE-----\n".into(),
+                    secret: true,
+                },
+            ],
         )
     }
 
@@ -374,5 +409,42 @@ mod tests {
         };
         dir.save_state(&state).expect("save");
         assert_eq!(dir.load_state().expect("load"), state);
+    }
+
+    #[test]
+    fn nothing_written_is_readable_by_other_users() {
+        let (temp, dir) = dir();
+        // A directory an older agent left world-readable.
+        fs::create_dir_all(temp.path().join("bundles")).expect("old bundles dir");
+        fs::set_permissions(
+            temp.path().join("bundles"),
+            fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        let b = bundle("global\n");
+        dir.write_bundle(&b, FencingToken::default())
+            .expect("write");
+        dir.save_state(&AgentState::default()).expect("state");
+        let mut checked = 0;
+        let mut pending = vec![temp.path().join("bundles")];
+        while let Some(path) = pending.pop() {
+            let metadata = fs::symlink_metadata(&path).expect("metadata");
+            let mode = metadata.permissions().mode() & 0o777;
+            if metadata.is_dir() {
+                assert_eq!(mode, 0o700, "{}", path.display());
+                pending.extend(
+                    fs::read_dir(&path)
+                        .expect("list")
+                        .map(|e| e.expect("entry").path()),
+                );
+            } else {
+                assert_eq!(mode, 0o600, "{}", path.display());
+            }
+            checked += 1;
+        }
+        // bundles/, the bundle, certs/, maps/ and four files.
+        assert_eq!(checked, 8);
+        let state = fs::metadata(temp.path().join(STATE_FILE)).expect("state file");
+        assert_eq!(state.permissions().mode() & 0o777, 0o600);
     }
 }

@@ -17,6 +17,8 @@ use thiserror::Error;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 
+use super::wire::{Redacted, holds_key_material};
+
 /// How long one CLI exchange may take before HAProxy counts as unreachable.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The master socket refuses connections for a moment while the master
@@ -94,6 +96,80 @@ pub enum RuntimeCommand {
     /// Replace a loaded map's entries atomically and in file order:
     /// `prepare map`, `add map @<version>` with the file as payload, `commit map`.
     ReplaceMap { map: String, content: String },
+    /// Replace a loaded certificate file's chain and key: `set ssl cert
+    /// <cert> <<` with the PEM as payload, `commit ssl cert <cert>`, then
+    /// `abort ssl cert <cert>`, which after a commit finds nothing to abort
+    /// and after a refusal drops the transaction (HAProxy keeps one open
+    /// across connections, and a later `set ssl cert` of another file would
+    /// update it instead of opening its own).
+    ReplaceCert { cert: String, pem: CertPayload },
+}
+
+/// A certificate file's PEM as the CLI takes it as a payload: no empty
+/// lines (an empty line ends a payload). Holds key material, so its Debug
+/// output is its size only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CertPayload(String);
+
+/// The most payload bytes one `set ssl cert` may carry. HAProxy reads the
+/// command and its payload into one buffer (tune.bufsize, 16 kB by
+/// default); on 2.6.12 a command of 16,235 bytes was taken and one of
+/// 16,479 made HAProxy close the connection without an answer. A chain of
+/// four RSA-4096 certificates with its key is ~9 kB.
+pub const CERT_PAYLOAD_BYTES: usize = 14 * 1024;
+
+impl CertPayload {
+    /// The payload for `content`, or why the runtime API cannot take it
+    /// (the caller reloads instead).
+    pub fn new(content: &str) -> Result<Self, String> {
+        if content.contains('\r') {
+            // `\r\n\r\n` would not end the payload: the commands after it
+            // would be read as PEM.
+            return Err("it has CRLF line ends".to_owned());
+        }
+        let mut payload = String::with_capacity(content.len());
+        let mut in_block = false;
+        for line in content.lines() {
+            if line.trim().is_empty() {
+                if in_block {
+                    return Err("it has an empty line inside a PEM block".to_owned());
+                }
+                // Between blocks PEM readers skip it; the CLI would stop there.
+                continue;
+            }
+            if line.starts_with("-----BEGIN ") {
+                in_block = true;
+            } else if line.starts_with("-----END ") {
+                in_block = false;
+            }
+            payload.push_str(line);
+            payload.push('\n');
+        }
+        if payload.is_empty() {
+            return Err("it is empty".to_owned());
+        }
+        if payload.len() > CERT_PAYLOAD_BYTES {
+            return Err(format!(
+                "it has {} bytes, more than the {CERT_PAYLOAD_BYTES} one runtime command can carry",
+                payload.len()
+            ));
+        }
+        Ok(Self(payload))
+    }
+}
+
+impl std::fmt::Debug for CertPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Redacted(self.0.len()).fmt(f)
+    }
+}
+
+/// The files a worker loaded, by the names its configuration gave them
+/// (`show map`, `show ssl cert`): what runtime commands can change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadedFiles {
+    pub maps: Vec<String>,
+    pub certs: Vec<String>,
 }
 
 /// The sockets of one HAProxy.
@@ -126,44 +202,60 @@ impl Haproxy {
         self.master("reload").await.map(drop)
     }
 
-    /// The map files the current worker loaded, by the name the
-    /// configuration gave them (relative paths stay relative).
-    pub async fn loaded_maps(&self) -> Result<Vec<String>, CliError> {
-        let answers = self.worker_session(&["show map".to_owned()]).await?;
-        let answer = answers.into_iter().next().unwrap_or_default();
-        // `0 (maps/host.map) pattern loaded from file ...`
-        Ok(answer
-            .lines()
-            .filter(|line| !line.starts_with('#'))
-            .filter_map(|line| {
-                let open = line.find('(')?;
-                let close = line[open..].find(") ")? + open;
-                Some(line[open + 1..close].to_owned())
-            })
-            .collect())
+    /// The map and certificate files the current worker loaded, by the
+    /// names the configuration gave them (relative paths stay relative).
+    pub async fn loaded_files(&self) -> Result<LoadedFiles, CliError> {
+        let mut answers = self
+            .worker_session(&["show map".to_owned(), "show ssl cert".to_owned()])
+            .await?
+            .into_iter();
+        let maps = parse_show_map(&answers.next().unwrap_or_default());
+        let certs = parse_show_ssl_cert(&answers.next().unwrap_or_default()).loaded;
+        Ok(LoadedFiles { maps, certs })
     }
 
     /// Applies `commands` to the current worker on one connection and
-    /// returns the worker that took them. Fails at the first command the
-    /// worker refuses, with its answer; earlier commands stay applied, which
-    /// is safe because each one sets a value rather than changing it by a
-    /// step, so applying the batch again converges.
+    /// returns the worker that took them. The batch is written in one go,
+    /// so the worker runs all of it; the error names the first command it
+    /// refused, with its answer (never a payload). The others stay applied,
+    /// which is safe because each one sets a value rather than changing it
+    /// by a step, so applying the batch again converges; a refused
+    /// certificate keeps the old one (a commit is all or nothing).
     pub async fn apply_runtime(&self, commands: &[RuntimeCommand]) -> Result<u32, RuntimeError> {
-        // First exchange: who answers, and a version for every map to replace.
+        // First exchange: who answers, any ssl cert transaction left open,
+        // and a version for every map to replace.
+        let rotates = commands
+            .iter()
+            .any(|c| matches!(c, RuntimeCommand::ReplaceCert { .. }));
         let mut first = vec!["show info".to_owned()];
+        if rotates {
+            first.push("show ssl cert".to_owned());
+        }
         first.extend(commands.iter().filter_map(|c| match c {
             RuntimeCommand::ReplaceMap { map, .. } => Some(format!("prepare map {map}")),
             _ => None,
         }));
         let mut session = WorkerSession::open(&self.worker_socket).await?;
         let answers = session.exchange(&first).await?;
-        let info = parse_show_info(&answers[0]).ok_or_else(|| CliError::Unexpected {
+        let mut answers = answers.iter();
+        let show_info = answers.next().cloned().unwrap_or_default();
+        let info = parse_show_info(&show_info).ok_or_else(|| CliError::Unexpected {
             command: "show info".into(),
-            answer: answers[0].clone(),
+            answer: show_info.clone(),
         })?;
-        let mut versions = answers[1..].iter();
         let mut lines = Vec::with_capacity(commands.len());
         let mut checks = Vec::with_capacity(commands.len());
+        if rotates {
+            let certs = parse_show_ssl_cert(&answers.next().cloned().unwrap_or_default());
+            if let Some(open) = certs.transaction {
+                // Left by an apply that died between `set` and `abort`; a
+                // `set ssl cert` of any file would now update it.
+                tracing::warn!(cert = %open, "aborting an unfinished ssl cert transaction");
+                lines.push(format!("abort ssl cert {open}"));
+                checks.push(Expect::Anything);
+            }
+        }
+        let mut versions = answers;
         for command in commands {
             match command {
                 RuntimeCommand::ServerAddress {
@@ -215,15 +307,24 @@ impl Haproxy {
                     lines.push(format!("commit map @{version} {map}"));
                     checks.push(Expect::Empty);
                 }
+                RuntimeCommand::ReplaceCert { cert, pem } => {
+                    lines.push(format!("set ssl cert {cert} <<\n{}\n", pem.0));
+                    checks.push(Expect::CertTransaction(cert.clone()));
+                    lines.push(format!("commit ssl cert {cert}"));
+                    checks.push(Expect::Committed);
+                    lines.push(format!("abort ssl cert {cert}"));
+                    checks.push(Expect::Anything);
+                }
             }
         }
         let answers = session.exchange(&lines).await?;
         for ((line, answer), check) in lines.iter().zip(&answers).zip(&checks) {
             if !check.accepts(answer) {
+                // The command without its payload.
                 let command = line.lines().next().unwrap_or_default().to_owned();
                 return Err(RuntimeError::Refused {
                     command,
-                    answer: answer.trim().to_owned(),
+                    answer: withhold_key_material(answer.trim()),
                 });
             }
         }
@@ -299,15 +400,23 @@ pub enum RuntimeError {
 }
 
 /// What a successful answer looks like.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Expect {
     Empty,
     /// `IP changed from ...`, `port changed from ...` or `no need to change the addr...`.
     AddressChanged,
+    /// `Transaction created for certificate <cert>!` (or `updated`): a
+    /// transaction for this very file. 2.6 answers `set ssl cert B` while
+    /// a transaction for A is open by updating A's and naming A.
+    CertTransaction(String),
+    /// `Committing <cert>.` ... `Success!`.
+    Committed,
+    /// Clean-up whose answer does not matter.
+    Anything,
 }
 
 impl Expect {
-    fn accepts(self, answer: &str) -> bool {
+    fn accepts(&self, answer: &str) -> bool {
         let answer = answer.trim();
         match self {
             Expect::Empty => answer.is_empty(),
@@ -316,7 +425,23 @@ impl Expect {
                     || answer.contains("changed from")
                     || answer.starts_with("no need to change")
             }
+            Expect::CertTransaction(cert) => {
+                answer == format!("Transaction created for certificate {cert}!")
+                    || answer == format!("Transaction updated for certificate {cert}!")
+            }
+            Expect::Committed => answer.ends_with("Success!") && !answer.contains("Can't"),
+            Expect::Anything => true,
         }
+    }
+}
+
+/// `text`, or a note in its place if it holds key material: HAProxy's
+/// answers go into errors and logs, and none may carry a key.
+fn withhold_key_material(text: &str) -> String {
+    if holds_key_material(text) {
+        "(answer withheld: it holds key material)".to_owned()
+    } else {
+        text.to_owned()
     }
 }
 
@@ -468,6 +593,52 @@ async fn connect_with_retry(which: &'static str, path: &Path) -> Result<UnixStre
     }
 }
 
+/// The names in `show map`: `0 (maps/host.map) pattern loaded from file ...`.
+fn parse_show_map(answer: &str) -> Vec<String> {
+    answer
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let open = line.find('(')?;
+            let close = line[open..].find(") ")? + open;
+            Some(line[open + 1..close].to_owned())
+        })
+        .collect()
+}
+
+/// What `show ssl cert` lists.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ShowSslCert {
+    /// Certificate files by the name the configuration (or crt-list) gave.
+    loaded: Vec<String>,
+    /// The file of the open transaction, if any (HAProxy has at most one).
+    transaction: Option<String>,
+}
+
+/// Parses 2.6's `show ssl cert`; the `# transaction` part appears only
+/// while one is open:
+///
+/// ```text
+/// # transaction
+/// *certs/web.pem
+/// # filename
+/// certs/default.pem
+/// certs/web.pem
+/// ```
+fn parse_show_ssl_cert(answer: &str) -> ShowSslCert {
+    let mut listed = ShowSslCert::default();
+    for line in answer.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.strip_prefix('*') {
+            Some(open) => listed.transaction = Some(open.to_owned()),
+            None => listed.loaded.push(line.to_owned()),
+        }
+    }
+    listed
+}
+
 /// Parses 2.6's `show proc`:
 ///
 /// ```text
@@ -601,5 +772,93 @@ mod tests {
         assert!(Expect::AddressChanged.accepts("IP changed from '10.0.0.1' to '10.0.0.2'\n"));
         assert!(!Expect::AddressChanged.accepts("No such server.\n"));
         assert!(!Expect::Empty.accepts("Proxy is disabled.\n"));
+    }
+
+    #[test]
+    fn show_ssl_cert_lists_files_and_the_open_transaction() {
+        let idle = "# filename\ncerts/default.pem\ncerts/web.pem\n\n";
+        assert_eq!(
+            parse_show_ssl_cert(idle),
+            ShowSslCert {
+                loaded: vec!["certs/default.pem".into(), "certs/web.pem".into()],
+                transaction: None,
+            }
+        );
+        let open = "# transaction\n*certs/web.pem\n# filename\ncerts/default.pem\ncerts/web.pem\n";
+        assert_eq!(
+            parse_show_ssl_cert(open).transaction.as_deref(),
+            Some("certs/web.pem")
+        );
+        assert_eq!(parse_show_ssl_cert(open).loaded.len(), 2);
+        assert_eq!(
+            parse_show_map(
+                "# id (file) description\n0 (maps/hosts.map) pattern loaded from file 'maps/hosts.map' used by map at file 'x' line 9. curr_ver=0 next_ver=0 entry_cnt=1\n"
+            ),
+            ["maps/hosts.map"]
+        );
+    }
+
+    #[test]
+    fn cert_payloads_are_pem_without_empty_lines_and_never_shown() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n\n-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----";
+        let payload = CertPayload::new(pem).expect("payload");
+        assert_eq!(
+            payload.0,
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n",
+            "an empty line between blocks is dropped (it would end the payload)"
+        );
+        let shown = format!(
+            "{:?}",
+            RuntimeCommand::ReplaceCert {
+                cert: "certs/web.pem".into(),
+                pem: payload,
+            }
+        );
+        assert!(
+            shown.contains("certs/web.pem")
+                && !shown.contains("MIGH")
+                && !shown.contains("PRIVATE"),
+            "{shown}"
+        );
+        for (bad, why) in [
+            (
+                "-----BEGIN CERTIFICATE-----\nMIIB\n\nMIIB\n-----END CERTIFICATE-----\n",
+                "inside a PEM block",
+            ),
+            (
+                "-----BEGIN CERTIFICATE-----\r\nMIIB\r\n-----END CERTIFICATE-----\r\n",
+                "CRLF",
+            ),
+            ("\n\n", "empty"),
+        ] {
+            let error = CertPayload::new(bad).expect_err(why);
+            assert!(error.contains(why), "{error}");
+        }
+        let huge = format!(
+            "-----BEGIN CERTIFICATE-----\n{}-----END CERTIFICATE-----\n",
+            format!("{}\n", "A".repeat(64)).repeat(250)
+        );
+        assert!(
+            CertPayload::new(&huge)
+                .expect_err("too large")
+                .contains("more than")
+        );
+    }
+
+    #[test]
+    fn cert_answers_must_name_the_file_and_succeed() {
+        let set = Expect::CertTransaction("certs/web.pem".into());
+        assert!(set.accepts("Transaction created for certificate certs/web.pem!\n"));
+        assert!(set.accepts("Transaction updated for certificate certs/web.pem!\n"));
+        // 2.6's answer when another file's transaction was open: refused.
+        assert!(!set.accepts("Transaction updated for certificate certs/other.pem!\n"));
+        assert!(!set.accepts("unable to load certificate from file 'certs/web.pem'.\nCan't load the payload\nCan't update certs/web.pem!\n"));
+        assert!(Expect::Committed.accepts("Committing certs/web.pem.\nSuccess!\n"));
+        assert!(!Expect::Committed.accepts("inconsistencies between private key and certificate loaded 'certs/web.pem'.\nCan't commit certs/web.pem!\n"));
+        assert!(
+            !Expect::Committed.accepts("No ongoing transaction! !\nCan't commit certs/web.pem!\n")
+        );
+        assert_eq!(withhold_key_material("No such server."), "No such server.");
+        assert!(!withhold_key_material("-----BEGIN PRIVATE KEY-----\nMIGH").contains("MIGH"));
     }
 }

@@ -3,10 +3,12 @@
 //! changed, a reload otherwise.
 //!
 //! Runtime-settable, per HAProxy 2.6: a `server` line's address and port,
-//! its `weight`, `disabled` (maintenance) or not, and the entries of a map
-//! file the worker loaded. Everything else (a new server, a new backend, an
-//! option, a changed certificate) needs a reload. The comparison is line by
-//! line, so it is exact: any difference it does not understand is a reload.
+//! its `weight`, `disabled` (maintenance) or not, the entries of a map file
+//! the worker loaded, and the content (chain and key) of a certificate file
+//! the worker loaded (`show ssl cert`). Everything else (a new server, a new
+//! backend, an option, a new certificate file, a changed crt-list) needs a
+//! reload. The comparison is line by line, so it is exact: any difference
+//! it does not understand is a reload.
 //!
 //! Why no `haproxy -c` for a runtime plan: every other line is identical to
 //! a bundle HAProxy already loaded, addresses are checked here to be literal
@@ -17,8 +19,8 @@
 
 use std::net::SocketAddr;
 
-use super::haproxy::RuntimeCommand;
-use super::wire::Bundle;
+use super::haproxy::{CertPayload, LoadedFiles, RuntimeCommand};
+use super::wire::{Bundle, BundleFile};
 
 /// What it takes to go from one bundle to another.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +33,10 @@ pub enum Plan {
     Reload(String),
 }
 
-/// The plan from `running` to `next`; `loaded_maps` are the map files the
-/// running worker loaded (`show map`), by the name the configuration gave.
-pub fn plan(running: &Bundle, next: &Bundle, loaded_maps: &[String]) -> Plan {
+/// The plan from `running` to `next`; `loaded` are the map and certificate
+/// files the running worker loaded, by the names the configuration gave
+/// (none: every file change is a reload).
+pub fn plan(running: &Bundle, next: &Bundle, loaded: &LoadedFiles) -> Plan {
     if running.config == next.config && running.files == next.files {
         return Plan::Unchanged;
     }
@@ -41,7 +44,7 @@ pub fn plan(running: &Bundle, next: &Bundle, loaded_maps: &[String]) -> Plan {
     if let Err(reason) = diff_config(&running.config, &next.config, &mut commands) {
         return Plan::Reload(reason);
     }
-    if let Err(reason) = diff_files(running, next, loaded_maps, &mut commands) {
+    if let Err(reason) = diff_files(running, next, loaded, &mut commands) {
         return Plan::Reload(reason);
     }
     if commands.is_empty() {
@@ -113,52 +116,73 @@ fn diff_config(old: &str, new: &str, commands: &mut Vec<RuntimeCommand>) -> Resu
     Ok(())
 }
 
+/// A path as HAProxy and the bundle may both spell it: `./certs/a.pem`,
+/// `certs//a.pem` and `certs/a.pem` are one file. HAProxy itself does not
+/// normalize: a runtime command must use the name it reported.
+fn normal(path: &str) -> String {
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect();
+    let root = if path.starts_with('/') { "/" } else { "" };
+    format!("{root}{}", parts.join("/"))
+}
+
 fn diff_files(
     running: &Bundle,
     next: &Bundle,
-    loaded_maps: &[String],
+    loaded: &LoadedFiles,
     commands: &mut Vec<RuntimeCommand>,
 ) -> Result<(), String> {
-    let normal = |path: &str| path.trim_start_matches("./").to_owned();
-    let mut old: Vec<(String, &str)> = running
-        .files
-        .iter()
-        .map(|f| (normal(&f.path), f.content.as_str()))
-        .collect();
-    let mut new: Vec<(String, &str)> = next
-        .files
-        .iter()
-        .map(|f| (normal(&f.path), f.content.as_str()))
-        .collect();
-    old.sort();
-    new.sort();
-    let names = |files: &[(String, &str)]| files.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
-    if names(&old) != names(&new) {
+    let (old, new) = (by_path(running), by_path(next));
+    if !old.iter().map(|(p, _)| p).eq(new.iter().map(|(p, _)| p)) {
         return Err("the set of auxiliary files changed".to_owned());
     }
-    for ((path, old_content), (_, new_content)) in old.iter().zip(&new) {
-        if old_content == new_content {
+    for ((path, old_file), (_, new_file)) in old.iter().zip(&new) {
+        if old_file.content == new_file.content {
             continue;
         }
-        if !loaded_maps.iter().any(|m| normal(m) == *path) {
+        // One file may be loaded under several spellings; each is its own
+        // certificate store in HAProxy.
+        let certs: Vec<&String> = loaded.certs.iter().filter(|c| normal(c) == *path).collect();
+        if !certs.is_empty() {
+            let pem = CertPayload::new(&new_file.content).map_err(|why| {
+                format!("certificate file {path} changed and cannot be replaced at runtime: {why}")
+            })?;
+            commands.extend(certs.into_iter().map(|cert| RuntimeCommand::ReplaceCert {
+                cert: cert.clone(),
+                pem: pem.clone(),
+            }));
+            continue;
+        }
+        let Some(map) = loaded.maps.iter().find(|m| normal(m) == *path) else {
             return Err(format!(
-                "file {path} changed and is not a map HAProxy loaded"
+                "file {path} changed and is neither a map nor a certificate HAProxy loaded"
+            ));
+        };
+        if old_file.is_secret() || new_file.is_secret() {
+            // Never a map payload: commands are logged when refused.
+            return Err(format!(
+                "file {path} holds key material and HAProxy loaded it as a map"
             ));
         }
-        if map_entries(old_content).eq(map_entries(new_content)) {
+        if map_entries(&old_file.content).eq(map_entries(&new_file.content)) {
             continue;
         }
-        let map = loaded_maps
-            .iter()
-            .find(|m| normal(m) == *path)
-            .cloned()
-            .unwrap_or_else(|| path.clone());
         commands.push(RuntimeCommand::ReplaceMap {
-            map,
-            content: (*new_content).to_owned(),
+            map: map.clone(),
+            content: new_file.content.clone(),
         });
     }
     Ok(())
+}
+
+/// A bundle's files by normalized path, in path order.
+fn by_path(bundle: &Bundle) -> Vec<(String, &BundleFile)> {
+    let mut files: Vec<(String, &BundleFile)> =
+        bundle.files.iter().map(|f| (normal(&f.path), f)).collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
 }
 
 fn map_entries(content: &str) -> impl Iterator<Item = &str> {

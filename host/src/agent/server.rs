@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 
 use super::applier::{Applier, ApplyError};
 use super::tls::{self, TlsError};
-use super::wire::{ApplyRequest, ErrorBody};
+use super::wire::{ApplyRequest, ErrorBody, holds_key_material};
 
 /// How the API listens and whom it lets in.
 #[derive(Debug, Clone)]
@@ -306,10 +306,21 @@ async fn apply(
     let request: ApplyRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
+            // serde quotes a mistyped value, which may be a key.
+            let detail = error.to_string();
+            let detail = if holds_key_material(&detail) {
+                format!(
+                    "a value at line {} column {} has the wrong type (not shown: it holds key material)",
+                    error.line(),
+                    error.column()
+                )
+            } else {
+                detail
+            };
             return Ok(error_response(
                 StatusCode::BAD_REQUEST,
                 "bad-request",
-                &format!("the body is not an apply request: {error}"),
+                &format!("the body is not an apply request: {detail}"),
             ));
         }
     };

@@ -43,15 +43,77 @@ impl fmt::Display for FencingToken {
 /// One auxiliary file of a bundle, at a path relative to the configuration
 /// directory (`default-path config` makes the configuration's relative paths
 /// resolve there).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// `secret` marks key material (a certificate file with its private key).
+/// It is left out of the JSON when false and defaults to false, so agents
+/// and controllers of either age read each other, and it is not part of the
+/// [`Bundle::content_id`] for the same reason. Treat a file as secret by
+/// [`BundleFile::is_secret`], which also catches unflagged keys. Debug
+/// output shows a secret file's size, never its content.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BundleFile {
     pub path: String,
     pub content: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub secret: bool,
+}
+
+impl BundleFile {
+    /// A file flagged secret when its content holds key material.
+    pub fn new(path: impl Into<String>, content: impl Into<String>) -> Self {
+        let content = content.into();
+        Self {
+            path: path.into(),
+            secret: holds_key_material(&content),
+            content,
+        }
+    }
+
+    /// Whether the content must never be shown: flagged by the sender, or
+    /// holding key material whatever the flag says.
+    pub fn is_secret(&self) -> bool {
+        self.secret || holds_key_material(&self.content)
+    }
+}
+
+impl fmt::Debug for BundleFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut file = f.debug_struct("BundleFile");
+        file.field("path", &self.path);
+        if self.is_secret() {
+            file.field("content", &Redacted(self.content.len()));
+        } else {
+            file.field("content", &self.content);
+        }
+        file.field("secret", &self.secret).finish()
+    }
+}
+
+/// Whether `text` holds a private key in PEM form (`-----BEGIN PRIVATE
+/// KEY-----`, `... RSA PRIVATE KEY-----`, `... ENCRYPTED PRIVATE KEY-----`
+/// and the like): the one rule for "never log, print or report this",
+/// applied whatever a file's `secret` flag says.
+pub fn holds_key_material(text: &str) -> bool {
+    text.contains("PRIVATE KEY-----")
+}
+
+/// Stands in for secret text in Debug output: its size only.
+pub struct Redacted(pub usize);
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<redacted: {} bytes of key material>", self.0)
+    }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// A rendered configuration as one unit: `haproxy.cfg`, its files, and the
-/// content id the agent recomputes before trusting anything else.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// content id the agent recomputes before trusting anything else. Debug
+/// output redacts secret files (and a configuration holding key material).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bundle {
     /// [`Bundle::content_id`] of the rest, as the sender computed it.
     pub id: String,
@@ -95,6 +157,19 @@ impl Bundle {
                 .iter()
                 .map(|f| f.path.len() + f.content.len())
                 .sum::<usize>()
+    }
+}
+
+impl fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut bundle = f.debug_struct("Bundle");
+        bundle.field("id", &self.id);
+        if holds_key_material(&self.config) {
+            bundle.field("config", &Redacted(self.config.len()));
+        } else {
+            bundle.field("config", &self.config);
+        }
+        bundle.field("files", &self.files).finish()
     }
 }
 
@@ -207,11 +282,12 @@ mod tests {
     use super::*;
 
     fn file(path: &str, content: &str) -> BundleFile {
-        BundleFile {
-            path: path.into(),
-            content: content.into(),
-        }
+        BundleFile::new(path, content)
     }
+
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
+    const CERT: &str =
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----\n";
 
     #[test]
     fn content_id_covers_config_paths_and_contents_but_not_file_order() {
@@ -236,5 +312,84 @@ mod tests {
         assert!(t(2, 0) > t(1, 99));
         assert!(t(1, 5) > t(1, 4));
         assert_eq!(t(1, 5).cmp(&t(1, 5)), Ordering::Equal);
+    }
+
+    #[test]
+    fn the_secret_flag_is_optional_on_the_wire_both_ways() {
+        // What an older controller sends: no flag, read as not secret.
+        let old: BundleFile =
+            serde_json::from_str(r#"{"path":"maps/a.map","content":"k v\n"}"#).expect("old form");
+        assert!(!old.secret);
+        // Not secret: serialised exactly as before, so an older agent reads it.
+        assert_eq!(
+            serde_json::to_string(&old).expect("json"),
+            r#"{"path":"maps/a.map","content":"k v\n"}"#
+        );
+        let pem = BundleFile::new("certs/a.pem", format!("{CERT}{KEY}"));
+        assert!(pem.secret, "key material is flagged by the constructor");
+        let json = serde_json::to_string(&pem).expect("json");
+        assert!(json.ends_with(r#","secret":true}"#), "{json}");
+        assert_eq!(
+            serde_json::from_str::<BundleFile>(&json).expect("read"),
+            pem
+        );
+        // The flag is a handling hint, not content: ids agree across versions.
+        assert_eq!(
+            Bundle::content_id("cfg", std::slice::from_ref(&pem)),
+            Bundle::content_id(
+                "cfg",
+                &[BundleFile {
+                    secret: false,
+                    ..pem.clone()
+                }]
+            )
+        );
+    }
+
+    #[test]
+    fn debug_output_never_shows_key_material() {
+        let flagged = BundleFile {
+            path: "certs/flagged.pem".into(),
+            content: CERT.into(),
+            secret: true,
+        };
+        // Unflagged, but holding a key: secret all the same.
+        let unflagged = BundleFile {
+            path: "certs/unflagged.pem".into(),
+            content: format!("{CERT}{KEY}"),
+            secret: false,
+        };
+        assert!(flagged.is_secret() && unflagged.is_secret());
+        let map = file("maps/a.map", "k v\n");
+        assert!(!map.is_secret());
+        let bundle = Bundle::new(format!("global\n# {KEY}"), vec![flagged, unflagged, map]);
+        let request = ApplyRequest {
+            token: FencingToken::default(),
+            bundle,
+        };
+        for shown in [format!("{request:?}"), format!("{request:#?}")] {
+            assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+            assert!(!shown.contains("MIGHAgEAMBMGByqGSM49"), "{shown}");
+            assert!(!shown.contains("MIIBszCCAVmgAwIBAgIUQ"), "{shown}");
+            assert!(
+                shown.contains("certs/flagged.pem") && shown.contains("redacted"),
+                "{shown}"
+            );
+            assert!(shown.contains("k v"), "other files stay readable: {shown}");
+        }
+    }
+
+    #[test]
+    fn key_material_is_any_pem_private_key() {
+        for key in [
+            "-----BEGIN PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "-----BEGIN EC PRIVATE KEY-----",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+        ] {
+            assert!(holds_key_material(&format!("x\n{key}\nAAAA\n")), "{key}");
+        }
+        assert!(!holds_key_material(CERT));
+        assert!(!holds_key_material("-----BEGIN PUBLIC KEY-----\n"));
     }
 }

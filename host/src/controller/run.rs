@@ -308,7 +308,10 @@ async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state:
 pub fn needs_validation(accepted: Option<&Bundle>, next: &Bundle) -> bool {
     match accepted {
         None => true,
-        Some(accepted) => matches!(plan::plan(accepted, next, &[]), Plan::Reload(_)),
+        Some(accepted) => matches!(
+            plan::plan(accepted, next, &Default::default()),
+            Plan::Reload(_)
+        ),
     }
 }
 
@@ -319,10 +322,7 @@ pub fn bundle(rendered: &Rendered) -> Bundle {
         rendered
             .files
             .iter()
-            .map(|(path, content)| BundleFile {
-                path: path.clone(),
-                content: content.clone(),
-            })
+            .map(|(path, content)| BundleFile::new(path.clone(), content.clone()))
             .collect(),
     )
 }
@@ -932,17 +932,11 @@ mod tests {
         assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));
         let with_map = Bundle::new(
             base.to_owned(),
-            vec![BundleFile {
-                path: "maps/hosts.map".into(),
-                content: "a.example.com b\n".into(),
-            }],
+            vec![BundleFile::new("maps/hosts.map", "a.example.com b\n")],
         );
         let map_changed = Bundle::new(
             base.to_owned(),
-            vec![BundleFile {
-                path: "maps/hosts.map".into(),
-                content: "c.example.com b\n".into(),
-            }],
+            vec![BundleFile::new("maps/hosts.map", "c.example.com b\n")],
         );
         assert!(
             needs_validation(Some(&with_map), &map_changed),

@@ -178,12 +178,14 @@ async fn a_map_larger_than_the_cli_buffer_changes_at_runtime() {
         "",
     );
     // ~3,000 hosts, ~80 kB.
-    let map = |last: &str| BundleFile {
-        path: "maps/hosts.map".into(),
-        content: (0..3000)
-            .map(|i| format!("host-{i:04}.padding-for-a-realistic-length.test web\n"))
-            .chain([format!("last.test {last}\n")])
-            .collect(),
+    let map = |last: &str| {
+        BundleFile::new(
+            "maps/hosts.map",
+            (0..3000)
+                .map(|i| format!("host-{i:04}.padding-for-a-realistic-length.test web\n"))
+                .chain([format!("last.test {last}\n")])
+                .collect::<String>(),
+        )
     };
     let mut tokens = Tokens::default();
     let first = bundle(backends_config.clone(), vec![map("web")]);

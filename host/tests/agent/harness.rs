@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -352,7 +352,7 @@ impl Connection {
     }
 }
 
-fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+fn read_response(reader: &mut impl BufRead) -> std::io::Result<Response> {
     let broken =
         |what: &str| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what.to_owned());
     let mut line = String::new();
@@ -391,9 +391,142 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response>
     })
 }
 
+/// `POST <path>` with a JSON `body` and the bearer token, on a fresh
+/// connection: what a controller of another version might send.
+pub fn post_json(port: u16, path: &str, body: &str) -> std::io::Result<Response> {
+    let mut connection = Connection::open(port)?;
+    write!(
+        connection.writer,
+        "POST {path} HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    read_response(&mut connection.reader)
+}
+
 /// One request on a fresh connection.
 pub fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
     Connection::open(port)?.request(host, path)
+}
+
+/// One request over TLS on a fresh connection, trusting only the
+/// certificates in `ca_pem` and sending `sni`: the certificate the server
+/// presented (DER) and the response. A certificate `ca_pem` did not sign
+/// fails the handshake, which is an error here.
+pub fn tls_get(
+    port: u16,
+    sni: &str,
+    ca_pem: &str,
+    path: &str,
+) -> std::io::Result<(Vec<u8>, Response)> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(std::io::Error::other)?)
+            .map_err(std::io::Error::other)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(std::io::Error::other)?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = ServerName::try_from(sni.to_owned()).map_err(std::io::Error::other)?;
+    let client =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(std::io::Error::other)?;
+    let tcp = TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut tls = rustls::StreamOwned::new(client, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n"
+    )?;
+    tls.flush()?;
+    let mut reader = BufReader::new(tls);
+    let response = read_response(&mut reader)?;
+    let presented = reader
+        .get_ref()
+        .conn
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|cert| cert.to_vec())
+        .ok_or_else(|| std::io::Error::other("the server presented no certificate"))?;
+    Ok((presented, response))
+}
+
+/// A CA: its certificate, key pair and parameters (to sign with).
+pub struct Issuer(
+    pub rcgen::Certificate,
+    pub rcgen::KeyPair,
+    pub rcgen::CertificateParams,
+);
+
+pub fn issuer(name: &str) -> Issuer {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = params.clone().self_signed(&key).expect("self-signed");
+    Issuer(cert, key, params)
+}
+
+/// A certificate `ca` signed for `name`, as (cert PEM, key PEM).
+pub fn leaf(ca: &Issuer, name: &str, server: bool) -> (String, String) {
+    let (cert, key) = signed(ca, name, server);
+    (cert.pem(), key.serialize_pem())
+}
+
+fn signed(ca: &Issuer, name: &str, server: bool) -> (rcgen::Certificate, rcgen::KeyPair) {
+    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.extended_key_usages = vec![if server {
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth
+    } else {
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth
+    }];
+    let key = rcgen::KeyPair::generate().expect("key");
+    let issuer = rcgen::Issuer::from_params(&ca.2, &ca.1);
+    let cert = params.signed_by(&key, &issuer).expect("signed");
+    (cert, key)
+}
+
+/// A certificate file as HAProxy loads it (leaf, its CA, key) from a CA of
+/// its own, so a client trusting `ca_pem` accepts this generation only.
+pub struct CertFile {
+    /// The PEM file: chain, then key.
+    pub pem: String,
+    pub ca_pem: String,
+    pub key_pem: String,
+    /// The leaf, as a client sees it.
+    pub der: Vec<u8>,
+}
+
+impl CertFile {
+    pub fn new(ca_name: &str, host: &str) -> Self {
+        let ca = issuer(ca_name);
+        let (cert, key) = signed(&ca, host, true);
+        let (ca_pem, key_pem) = (ca.0.pem(), key.serialize_pem());
+        Self {
+            pem: format!("{}{ca_pem}{key_pem}", cert.pem()),
+            der: cert.der().to_vec(),
+            ca_pem,
+            key_pem,
+        }
+    }
+
+    /// The key's base64 lines: none may appear in an error or a log.
+    pub fn key_lines(&self) -> Vec<&str> {
+        self.key_pem
+            .lines()
+            .filter(|line| !line.starts_with("-----"))
+            .collect()
+    }
 }
 
 /// A server line: name, address, enabled.
@@ -422,10 +555,13 @@ pub fn config(http_port: u16, backends: &[(&str, Vec<Server<'_>>)], extra: &str)
 
 /// The host map routing `<backend>.test` to each backend.
 pub fn hosts_map(backends: &[&str]) -> BundleFile {
-    BundleFile {
-        path: "maps/hosts.map".into(),
-        content: backends.iter().map(|b| format!("{b}.test {b}\n")).collect(),
-    }
+    BundleFile::new(
+        "maps/hosts.map",
+        backends
+            .iter()
+            .map(|b| format!("{b}.test {b}\n"))
+            .collect::<String>(),
+    )
 }
 
 /// The bundle most tests use: host `web.test` routed to backend `web`
@@ -452,6 +588,45 @@ pub fn pair_bundle(
             extra,
         ),
         vec![hosts_map(&["web"])],
+    )
+}
+
+/// The crt-list the ingress library writes: one line per Ingress secret.
+pub const CRT_LIST: &str = "certs/shop_web.pem web.test\n";
+
+/// Backend `web` with servers `one` and `two` (each enabled or not), served
+/// over TLS on `https_port`: `certs/default.pem` for unknown names and, by
+/// the crt-list, `certs/shop_web.pem` for `web.test`.
+pub fn tls_bundle(
+    pod: &Pod,
+    https_port: u16,
+    servers: [(SocketAddr, bool); 2],
+    default: &CertFile,
+    shop: &str,
+    more: &[(&str, &str)],
+) -> Bundle {
+    let https = format!(
+        "\nfrontend https\n    bind 127.0.0.1:{https_port} ssl crt certs/default.pem crt-list certs/ingress.crt-list\n    default_backend web\n"
+    );
+    let [(one, one_on), (two, two_on)] = servers;
+    let mut crt_list = CRT_LIST.to_owned();
+    let mut files = vec![
+        hosts_map(&["web"]),
+        BundleFile::new("certs/default.pem", default.pem.clone()),
+        BundleFile::new("certs/shop_web.pem", shop),
+    ];
+    for (name, pem) in more {
+        crt_list.push_str(&format!("certs/{name}.pem {name}.test\n"));
+        files.push(BundleFile::new(format!("certs/{name}.pem"), *pem));
+    }
+    files.push(BundleFile::new("certs/ingress.crt-list", crt_list));
+    bundle(
+        config(
+            pod.http_port,
+            &[("web", vec![("one", one, one_on), ("two", two, two_on)])],
+            &https,
+        ),
+        files,
     )
 }
 

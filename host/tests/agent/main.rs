@@ -4,6 +4,7 @@
 mod harness;
 
 mod applying;
+mod certificates;
 mod connections;
 mod fleet;
 mod restarts;

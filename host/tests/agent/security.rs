@@ -7,7 +7,10 @@ use std::time::Duration;
 use haptic::agent::tls::ClientTls;
 use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
-use crate::harness::{Backends, Pod, TOKEN, Tokens, client, get, hosts_map, web_bundle};
+use crate::harness::{
+    Backends, CertFile, Pod, TOKEN, Tokens, client, get, hosts_map, issuer, leaf, post_json,
+    web_bundle,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_are_refused_and_change_nothing() {
@@ -70,13 +73,7 @@ async fn bad_requests_are_refused_and_change_nothing() {
         "maps/../../x",
         ".haptic-bundle.json",
     ] {
-        let escaping = Bundle::new(
-            next.config.clone(),
-            vec![BundleFile {
-                path: path.into(),
-                content: "x".into(),
-            }],
-        );
+        let escaping = Bundle::new(next.config.clone(), vec![BundleFile::new(path, "x")]);
         let error = pod
             .client
             .apply(&tokens.request(&escaping))
@@ -88,10 +85,7 @@ async fn bad_requests_are_refused_and_change_nothing() {
 
     let huge = Bundle::new(
         next.config.clone(),
-        vec![BundleFile {
-            path: "maps/huge.map".into(),
-            content: "k v\n".repeat(30_000),
-        }],
+        vec![BundleFile::new("maps/huge.map", "k v\n".repeat(30_000))],
     );
     let error = pod
         .client
@@ -139,6 +133,32 @@ async fn bad_requests_are_refused_and_change_nothing() {
         !pod.agent_log().contains(TOKEN),
         "the token must never be logged"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_body_never_echoes_key_material() {
+    let pod = Pod::start();
+    let cert = CertFile::new("CA", "web.test");
+    // A file given as a bare string: serde quotes the value it rejects.
+    let body = serde_json::json!({
+        "token": {"epoch": 1, "sequence": 1},
+        "bundle": {"id": "x", "config": "global\n", "files": [cert.pem]},
+    });
+    let answer = post_json(pod.agent_port, "/v1/apply", &body.to_string()).expect("answer");
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body.contains("bad-request"), "{}", answer.body);
+    assert!(answer.body.contains("wrong type"), "{}", answer.body);
+    assert!(!answer.body.contains("PRIVATE KEY"), "{}", answer.body);
+    for line in cert.key_lines() {
+        assert!(!answer.body.contains(line), "{}", answer.body);
+    }
+    // A bundle from an older controller (no `secret` field) is taken.
+    let server = "127.0.0.1:9".parse().expect("address");
+    let old = serde_json::to_value(web_bundle(pod.http_port, server, "")).expect("json");
+    assert!(!old.to_string().contains("secret"), "{old}");
+    let body = serde_json::json!({"token": {"epoch": 1, "sequence": 2}, "bundle": old});
+    let answer = post_json(pod.agent_port, "/v1/apply", &body.to_string()).expect("answer");
+    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -250,35 +270,4 @@ async fn mutual_tls_lets_in_only_clients_the_ca_signed() {
         wrong_token.state().await.expect_err("token").code(),
         Some("unauthorized")
     );
-}
-
-/// A CA: its certificate and key pair.
-struct Issuer(rcgen::Certificate, rcgen::KeyPair, rcgen::CertificateParams);
-
-fn issuer(name: &str) -> Issuer {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = params.clone().self_signed(&key).expect("self-signed");
-    Issuer(cert, key, params)
-}
-
-/// A certificate `ca` signed, as (cert PEM, key PEM).
-fn leaf(ca: &Issuer, name: &str, server: bool) -> (String, String) {
-    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.extended_key_usages = vec![if server {
-        rcgen::ExtendedKeyUsagePurpose::ServerAuth
-    } else {
-        rcgen::ExtendedKeyUsagePurpose::ClientAuth
-    }];
-    let key = rcgen::KeyPair::generate().expect("key");
-    let issuer = rcgen::Issuer::from_params(&ca.2, &ca.1);
-    let cert = params.signed_by(&key, &issuer).expect("signed");
-    (cert.pem(), key.serialize_pem())
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::agent::haproxy::CertPayload;
 use crate::agent::wire::BundleFile;
 
 const CONFIG: &str = "global
@@ -18,15 +19,15 @@ backend shop_web_80
 fn bundle(config: &str, map: &str) -> Bundle {
     Bundle::new(
         config.to_owned(),
-        vec![BundleFile {
-            path: "maps/exact.map".into(),
-            content: map.into(),
-        }],
+        vec![BundleFile::new("maps/exact.map", map)],
     )
 }
 
-fn maps() -> Vec<String> {
-    vec!["maps/exact.map".to_owned()]
+fn maps() -> LoadedFiles {
+    LoadedFiles {
+        maps: vec!["maps/exact.map".to_owned()],
+        certs: Vec::new(),
+    }
 }
 
 fn state(server: &str, enabled: bool) -> RuntimeCommand {
@@ -149,12 +150,196 @@ fn files_that_are_not_loaded_maps_reload() {
     let old = bundle(CONFIG, "/a x\n");
     let next = bundle(CONFIG, "/a y\n");
     // Same change, but HAProxy did not load the file as a map.
-    assert!(matches!(plan(&old, &next, &[]), Plan::Reload(_)));
+    assert!(matches!(
+        plan(&old, &next, &LoadedFiles::default()),
+        Plan::Reload(_)
+    ));
     // A new file.
     let mut more = next.clone();
-    more.files.push(BundleFile {
-        path: "errors/503.http".into(),
-        content: "HTTP/1.0 503\r\n\r\n".into(),
-    });
+    more.files
+        .push(BundleFile::new("errors/503.http", "HTTP/1.0 503\r\n\r\n"));
     assert!(matches!(plan(&old, &more, &maps()), Plan::Reload(_)));
+}
+
+// ---- certificates
+
+fn pem(generation: &str) -> String {
+    format!(
+        "-----BEGIN CERTIFICATE-----\nCERT{generation}\n-----END CERTIFICATE-----\n\
+         -----BEGIN PRIVATE KEY-----\nKEY{generation}\n-----END PRIVATE KEY-----\n"
+    )
+}
+
+fn tls_config() -> String {
+    format!(
+        "{CONFIG}\nfrontend https\n    bind :8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list\n    default_backend shop_web_80\n"
+    )
+}
+
+const CRT_LIST: &str = "certs/shop_web.pem shop.example.com\n";
+
+/// The TLS bundle: the map, the default certificate, one Ingress's
+/// certificate and the crt-list naming it.
+fn tls_bundle(config: &str, map: &str, shop: &str, extra: &[BundleFile]) -> Bundle {
+    let mut files = vec![
+        BundleFile::new("maps/exact.map", map),
+        BundleFile::new("certs/default.pem", pem("default")),
+        BundleFile::new("certs/shop_web.pem", shop),
+        BundleFile::new("certs/ingress.crt-list", CRT_LIST),
+    ];
+    files.extend_from_slice(extra);
+    Bundle::new(config.to_owned(), files)
+}
+
+/// What `show map` and `show ssl cert` report for [`tls_config`].
+fn loaded_tls() -> LoadedFiles {
+    LoadedFiles {
+        maps: vec!["maps/exact.map".into()],
+        certs: vec!["certs/default.pem".into(), "certs/shop_web.pem".into()],
+    }
+}
+
+fn replace_cert(cert: &str, content: &str) -> RuntimeCommand {
+    RuntimeCommand::ReplaceCert {
+        cert: cert.into(),
+        pem: CertPayload::new(content).expect("payload"),
+    }
+}
+
+#[test]
+fn a_rotated_certificate_is_replaced_at_runtime() {
+    let old = tls_bundle(&tls_config(), "", &pem("1"), &[]);
+    let next = tls_bundle(&tls_config(), "", &pem("2"), &[]);
+    assert_eq!(
+        plan(&old, &next, &loaded_tls()),
+        Plan::Runtime(vec![replace_cert("certs/shop_web.pem", &pem("2"))])
+    );
+    // Without `show ssl cert` naming it, the same change reloads.
+    let maps_only = LoadedFiles {
+        certs: Vec::new(),
+        ..loaded_tls()
+    };
+    let Plan::Reload(reason) = plan(&old, &next, &maps_only) else {
+        panic!("a certificate HAProxy did not load cannot be replaced at runtime");
+    };
+    assert!(reason.contains("certs/shop_web.pem"), "{reason}");
+}
+
+#[test]
+fn certificates_servers_and_maps_change_in_one_runtime_plan() {
+    let old = tls_bundle(&tls_config(), "/a shop_web_80\n", &pem("1"), &[]);
+    let next = tls_bundle(
+        &tls_config().replace("10.244.0.1:8080\n", "10.244.0.1:8080 disabled\n"),
+        "/b shop_web_80\n",
+        &pem("2"),
+        &[],
+    );
+    assert_eq!(
+        plan(&old, &next, &loaded_tls()),
+        Plan::Runtime(vec![
+            state("web-a", false),
+            replace_cert("certs/shop_web.pem", &pem("2")),
+            RuntimeCommand::ReplaceMap {
+                map: "maps/exact.map".into(),
+                content: "/b shop_web_80\n".into(),
+            },
+        ])
+    );
+}
+
+#[test]
+fn commands_use_the_name_haproxy_reported() {
+    let old = tls_bundle(&tls_config(), "", &pem("1"), &[]);
+    let next = tls_bundle(&tls_config(), "", &pem("2"), &[]);
+    // A crt-list may spell the path otherwise; HAProxy keeps one store per
+    // spelling and refuses any other (`./certs/x.pem` for `certs/x.pem`).
+    let loaded = LoadedFiles {
+        maps: Vec::new(),
+        certs: vec![
+            "certs/default.pem".into(),
+            "./certs/shop_web.pem".into(),
+            "certs//shop_web.pem".into(),
+        ],
+    };
+    assert_eq!(
+        plan(&old, &next, &loaded),
+        Plan::Runtime(vec![
+            replace_cert("./certs/shop_web.pem", &pem("2")),
+            replace_cert("certs//shop_web.pem", &pem("2")),
+        ])
+    );
+}
+
+#[test]
+fn new_certificates_crt_list_changes_and_unsendable_payloads_reload() {
+    let old = tls_bundle(&tls_config(), "", &pem("1"), &[]);
+    let new_cert = {
+        let mut files = tls_bundle(&tls_config(), "", &pem("1"), &[]).files;
+        files.retain(|f| f.path != "certs/ingress.crt-list");
+        files.push(BundleFile::new(
+            "certs/ingress.crt-list",
+            format!("{CRT_LIST}certs/blog_web.pem blog.example.com\n"),
+        ));
+        files.push(BundleFile::new("certs/blog_web.pem", pem("blog")));
+        Bundle::new(tls_config(), files)
+    };
+    let crt_list_only = {
+        let mut files = old.files.clone();
+        for file in &mut files {
+            if file.path == "certs/ingress.crt-list" {
+                file.content = "certs/shop_web.pem shop.example.com www.shop.example.com\n".into();
+            }
+        }
+        Bundle::new(tls_config(), files)
+    };
+    let empty_line_in_block = tls_bundle(
+        &tls_config(),
+        "",
+        &pem("2").replace("CERT2\n", "CERT2\n\nMORE\n"),
+        &[],
+    );
+    let huge = tls_bundle(
+        &tls_config(),
+        "",
+        &pem(format!("{}\n", "A".repeat(64)).repeat(300).trim_end()),
+        &[],
+    );
+    for (next, expected) in [
+        (&new_cert, "the set of auxiliary files changed"),
+        (
+            &crt_list_only,
+            "certs/ingress.crt-list changed and is neither",
+        ),
+        (&empty_line_in_block, "empty line inside a PEM block"),
+        (&huge, "more than the"),
+    ] {
+        let Plan::Reload(reason) = plan(&old, next, &loaded_tls()) else {
+            panic!("{expected}: not a reload");
+        };
+        assert!(reason.contains(expected), "{reason}");
+        assert!(!reason.contains("KEY"), "reasons are logged: {reason}");
+    }
+}
+
+#[test]
+fn key_material_is_never_a_map_payload() {
+    let old = bundle(CONFIG, "/a x\n");
+    let next = bundle(CONFIG, &format!("/a y\n# {}", pem("1")));
+    let Plan::Reload(reason) = plan(&old, &next, &maps()) else {
+        panic!("a map holding a key must not be sent as a payload");
+    };
+    assert!(reason.contains("holds key material"), "{reason}");
+}
+
+#[test]
+fn plans_show_no_key_material() {
+    let old = tls_bundle(&tls_config(), "", &pem("1"), &[]);
+    let next = tls_bundle(&tls_config(), "", &pem("secret2"), &[]);
+    let planned = plan(&old, &next, &loaded_tls());
+    let shown = format!("{planned:?}");
+    assert!(shown.contains("certs/shop_web.pem"), "{shown}");
+    assert!(
+        !shown.contains("KEYsecret2") && !shown.contains("PRIVATE"),
+        "{shown}"
+    );
 }
