@@ -25,7 +25,7 @@
 //! A bundle's certificate files (chain + key, flagged
 //! [`BundleFile::secret`]) are written 0600 in 0700 directories, and never
 //! appear in a log line, an error, Debug output, a metric or `/v1/state`
-//! ([`wire::holds_key_material`] is the one rule, applied whatever the
+//! ([`wire::holds_private_key`] is the one rule, applied whatever the
 //! flag says). When a bundle changes only the content of certificate files
 //! the current worker loaded, they are replaced at runtime, in the same
 //! plan as server and map changes; a new certificate file or a changed
@@ -85,7 +85,7 @@ pub use applier::{Applier, ApplyError, Limits};
 pub use client::{AgentClient, ClientError};
 pub use wire::{
     ApplyMode, ApplyRequest, ApplyResponse, Bundle, BundleFile, FencingToken, PodState,
-    holds_key_material,
+    holds_private_key,
 };
 
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@ use thiserror::Error;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 
-use super::wire::{Redacted, holds_key_material};
+use super::wire::{Redacted, holds_private_key};
 
 /// How long one CLI exchange may take before HAProxy counts as unreachable.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -438,7 +438,7 @@ impl Expect {
 /// `text`, or a note in its place if it holds key material: HAProxy's
 /// answers go into errors and logs, and none may carry a key.
 fn withhold_key_material(text: &str) -> String {
-    if holds_key_material(text) {
+    if holds_private_key(text) {
         "(answer withheld: it holds key material)".to_owned()
     } else {
         text.to_owned()

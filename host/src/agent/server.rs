@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 
 use super::applier::{Applier, ApplyError};
 use super::tls::{self, TlsError};
-use super::wire::{ApplyRequest, ErrorBody, holds_key_material};
+use super::wire::{ApplyRequest, ErrorBody, holds_private_key};
 
 /// How the API listens and whom it lets in.
 #[derive(Debug, Clone)]
@@ -308,7 +308,7 @@ async fn apply(
         Err(error) => {
             // serde quotes a mistyped value, which may be a key.
             let detail = error.to_string();
-            let detail = if holds_key_material(&detail) {
+            let detail = if holds_private_key(&detail) {
                 format!(
                     "a value at line {} column {} has the wrong type (not shown: it holds key material)",
                     error.line(),

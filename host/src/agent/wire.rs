@@ -64,7 +64,7 @@ impl BundleFile {
         let content = content.into();
         Self {
             path: path.into(),
-            secret: holds_key_material(&content),
+            secret: holds_private_key(&content),
             content,
         }
     }
@@ -72,7 +72,7 @@ impl BundleFile {
     /// Whether the content must never be shown: flagged by the sender, or
     /// holding key material whatever the flag says.
     pub fn is_secret(&self) -> bool {
-        self.secret || holds_key_material(&self.content)
+        self.secret || holds_private_key(&self.content)
     }
 }
 
@@ -89,13 +89,7 @@ impl fmt::Debug for BundleFile {
     }
 }
 
-/// Whether `text` holds a private key in PEM form (`-----BEGIN PRIVATE
-/// KEY-----`, `... RSA PRIVATE KEY-----`, `... ENCRYPTED PRIVATE KEY-----`
-/// and the like): the one rule for "never log, print or report this",
-/// applied whatever a file's `secret` flag says.
-pub fn holds_key_material(text: &str) -> bool {
-    text.contains("PRIVATE KEY-----")
-}
+pub use crate::tls::holds_private_key;
 
 /// Stands in for secret text in Debug output: its size only.
 pub struct Redacted(pub usize);
@@ -164,7 +158,7 @@ impl fmt::Debug for Bundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut bundle = f.debug_struct("Bundle");
         bundle.field("id", &self.id);
-        if holds_key_material(&self.config) {
+        if holds_private_key(&self.config) {
             bundle.field("config", &Redacted(self.config.len()));
         } else {
             bundle.field("config", &self.config);
@@ -387,9 +381,9 @@ mod tests {
             "-----BEGIN EC PRIVATE KEY-----",
             "-----BEGIN ENCRYPTED PRIVATE KEY-----",
         ] {
-            assert!(holds_key_material(&format!("x\n{key}\nAAAA\n")), "{key}");
+            assert!(holds_private_key(&format!("x\n{key}\nAAAA\n")), "{key}");
         }
-        assert!(!holds_key_material(CERT));
-        assert!(!holds_key_material("-----BEGIN PUBLIC KEY-----\n"));
+        assert!(!holds_private_key(CERT));
+        assert!(!holds_private_key("-----BEGIN PUBLIC KEY-----\n"));
     }
 }

@@ -322,7 +322,12 @@ pub fn bundle(rendered: &Rendered) -> Bundle {
         rendered
             .files
             .iter()
-            .map(|(path, content)| BundleFile::new(path.clone(), content.clone()))
+            .map(|(path, content)| {
+                let mut file = BundleFile::new(path.clone(), content.clone());
+                // What the library declared, beyond what the content shows.
+                file.secret |= rendered.secret_files.contains(path);
+                file
+            })
             .collect(),
     )
 }
