@@ -23,7 +23,9 @@ fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let python_dir = std::env::var_os("HAPTIC_PYTHON_GUESTS").ok_or_else(|| {
-        anyhow::anyhow!("HAPTIC_PYTHON_GUESTS is not set; run this benchmark with `make bench-python`")
+        anyhow::anyhow!(
+            "HAPTIC_PYTHON_GUESTS is not set; run this benchmark with `make bench-python`"
+        )
     })?;
     let libraries = [
         (
@@ -51,8 +53,8 @@ fn main() -> anyhow::Result<()> {
         "one change (p50)"
     );
     for (language, path) in libraries {
-        let bytes = std::fs::read(&path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let bytes =
+            std::fs::read(&path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
         let cache = tempfile::tempdir()?;
         let config = RuntimeConfig {
             cache_dir: Some(cache.path().to_owned()),
@@ -107,13 +109,14 @@ fn renders(
     instance.configure(&values)?;
     let instance_time = started.elapsed();
 
-    let all: Vec<Change> = (0..INGRESSES)
-        .map(|i| ingress(i, i % 4 == 0, 1))
-        .collect();
+    let all: Vec<Change> = (0..INGRESSES).map(|i| ingress(i, i % 4 == 0, 1)).collect();
     let started = Instant::now();
     let output = instance.render(&all)?;
     let full = started.elapsed();
-    anyhow::ensure!(output.complete && !output.upserts.is_empty(), "first render is complete");
+    anyhow::ensure!(
+        output.complete && !output.upserts.is_empty(),
+        "first render is complete"
+    );
 
     let mut single = Vec::with_capacity(rounds);
     for round in 0..rounds {

@@ -65,9 +65,7 @@ static MISBEHAVING: LazyLock<LoadedLibrary> = LazyLock::new(|| {
 /// runner's) find it in the runtime's in-process cache.
 static EXAMPLE: LazyLock<PathBuf> = LazyLock::new(|| {
     let path = component("maintenance_mode_python.wasm");
-    RUNTIME
-        .load_file(&path)
-        .expect("the Python example loads");
+    RUNTIME.load_file(&path).expect("the Python example loads");
     path
 });
 
@@ -98,11 +96,7 @@ fn assert_recovers(library: &LoadedLibrary) {
     instance.configure(&values("ok")).expect("configure ok");
     let output = instance.render(&[]).expect("a fresh instance renders");
     assert!(output.complete);
-    let names: Vec<&str> = output
-        .upserts
-        .iter()
-        .map(|(key, _)| key.as_str())
-        .collect();
+    let names: Vec<&str> = output.upserts.iter().map(|(key, _)| key.as_str()).collect();
     assert_eq!(names, ["section:backend:misbehaving-python-ok"]);
     assert!(matches!(output.upserts[0].1, Item::Section(_)));
 }
@@ -113,7 +107,10 @@ fn assert_others_render() {
     let rust_example = PathBuf::from(haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH);
     let (config, _) = render_with(&rust_example);
     assert!(config.contains("frontend http"), "{config}");
-    assert!(config.contains("http-request return status 503"), "{config}");
+    assert!(
+        config.contains("http-request return status 503"),
+        "{config}"
+    );
 }
 
 #[test]
@@ -143,7 +140,10 @@ fn an_endless_python_loop_is_stopped_at_the_deadline() {
         error.to_string(),
         "library `misbehaving-python` did not finish `render` within 1 s; it was stopped"
     );
-    assert!(elapsed >= DEADLINE, "stopped before the deadline: {elapsed:?}");
+    assert!(
+        elapsed >= DEADLINE,
+        "stopped before the deadline: {elapsed:?}"
+    );
     assert!(poisoned);
     assert_recovers(&library);
     assert_others_render();
@@ -207,13 +207,19 @@ fn a_render_that_loops_fails_and_the_next_one_renders() {
         .set_assignment("templateLibraries.misbehavingPython.mode=loop")
         .expect("values");
     let mut engine = Engine::new(libraries, loop_values).expect("engine starts");
-    let error = engine.render(Vec::new()).expect_err("the loop fails the render");
+    let error = engine
+        .render(Vec::new())
+        .expect_err("the loop fails the render");
     assert!(
-        error.to_string().contains("library `misbehaving-python` did not finish `render`"),
+        error
+            .to_string()
+            .contains("library `misbehaving-python` did not finish `render`"),
         "{error}"
     );
     engine.set_values(Values::default()).expect("values");
-    let rendered = engine.render(Vec::new()).expect("renders once the library behaves");
+    let rendered = engine
+        .render(Vec::new())
+        .expect("renders once the library behaves");
     assert!(rendered.config.contains("backend misbehaving-python-ok"));
     assert!(rendered.config.contains("frontend http"));
 }
@@ -254,10 +260,9 @@ fn the_python_and_rust_examples_render_the_same_configuration() {
 /// libraries plus `library`: haproxy.cfg and the files.
 fn render_with(library: &Path) -> (String, Vec<(String, String)>) {
     let job = Job {
-        inputs: vec![
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../examples/maintenance-mode/fixtures/annotated-host-answers-503/manifests.yaml"),
-        ],
+        inputs: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+            "../examples/maintenance-mode/fixtures/annotated-host-answers-503/manifests.yaml",
+        )],
         ..Job::default()
     };
     let libraries =
