@@ -73,7 +73,7 @@ fn main() -> anyhow::Result<()> {
         runtime.load_bytes(language, &bytes)?;
         let memory = started.elapsed();
 
-        let (instance_time, full, mut single) = renders(&library, rounds)?;
+        let (instance_time, full, mut single, rss_growth) = renders(&library, rounds)?;
         single.sort();
         println!(
             "{:<8} {:>7} KiB {:>12} {:>12} {:>12} {:>12} {:>14} {:>18}",
@@ -87,23 +87,26 @@ fn main() -> anyhow::Result<()> {
             ms(single[single.len() / 2]),
         );
         println!(
-            "{:<8} one change: p95 {}, max {} (n={})",
+            "{:<8} one change: p95 {}, max {} (n={}); resident memory grew {} MiB for one instance",
             "",
             ms(single[(single.len() - 1) * 95 / 100]),
             ms(single[single.len() - 1]),
-            single.len()
+            single.len(),
+            rss_growth.map_or("?".to_owned(), |kib| format!("{:.1}", kib as f64 / 1024.0)),
         );
     }
     Ok(())
 }
 
 /// A fresh instance (start + configure), a complete render of every
-/// Ingress, then `rounds` renders that each toggle one Ingress's annotation.
+/// Ingress, then `rounds` renders that each toggle one Ingress's annotation;
+/// also how much resident memory the live instance added.
 fn renders(
     library: &LoadedLibrary,
     rounds: usize,
-) -> anyhow::Result<(Duration, Duration, Vec<Duration>)> {
+) -> anyhow::Result<(Duration, Duration, Vec<Duration>, Option<i64>)> {
     let values = json!({});
+    let rss_before = rss_kib();
     let started = Instant::now();
     let mut instance: LibraryInstance = library.instantiate()?;
     instance.configure(&values)?;
@@ -128,7 +131,10 @@ fn renders(
         single.push(started.elapsed());
         anyhow::ensure!(!output.upserts.is_empty(), "each change changes the output");
     }
-    Ok((instance_time, full, single))
+    let rss_growth = rss_kib()
+        .zip(rss_before)
+        .map(|(after, before)| after - before);
+    Ok((instance_time, full, single, rss_growth))
 }
 
 fn ingress(i: usize, maintenance: bool, version: u64) -> Change {
@@ -160,6 +166,13 @@ fn ingress(i: usize, maintenance: bool, version: u64) -> Change {
         resource_version: version.to_string(),
         json: object.to_string(),
     })
+}
+
+/// VmRSS of this process, from /proc.
+fn rss_kib() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn ms(duration: Duration) -> String {

@@ -4,6 +4,7 @@ bindings, so unit tests drive it through :class:`haptic_sdk.testing.Harness`."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .errors import RenderError
@@ -78,8 +79,15 @@ def check_library_class(library_class: Any) -> None:
             f"{library_class.__name__} has no `name`; set a kebab-case class attribute such as "
             '`name = "maintenance-mode"`'
         )
-    if not isinstance(library_class.defaults, dict):
-        raise TypeError(f"{library_class.__name__}.defaults must be a dict (a JSON object)")
+    try:
+        if not isinstance(library_class.defaults, dict):
+            raise TypeError("it is not a dict")
+        json.dumps(library_class.defaults)
+    except TypeError as error:
+        raise TypeError(
+            f"{library_class.__name__}.defaults must be a JSON object (a dict of strings, numbers, "
+            f"booleans, lists and dicts): {error}"
+        ) from None
 
 
 def check_plan(plan: Any) -> None:

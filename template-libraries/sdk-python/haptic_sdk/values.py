@@ -9,6 +9,11 @@ from typing import Any, Iterator, Optional
 from .errors import RenderError
 
 
+class MissingValue(RenderError, KeyError):
+    """A value the library reads is neither set nor defaulted. A ``KeyError``
+    too, so ``values.get(name, default)`` and ``name in values`` work."""
+
+
 class Values(Mapping[str, Any]):
     """A library's own values (``templateLibraries.<camelCaseName>``, its
     defaults merged), read like a dict: ``values["frontend"]``. The values of
@@ -41,7 +46,7 @@ class Values(Mapping[str, Any]):
         try:
             return self.own[name]
         except KeyError:
-            raise RenderError(
+            raise MissingValue(
                 f"`templateLibraries.{self.key}.{name}` is not set and has no default; "
                 "set it in the Helm values"
             ) from None

@@ -122,6 +122,13 @@ class RuntimeTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             haptic.export(object)
 
+        class Unserializable(ServiceMap):
+            defaults = {"when": object()}
+
+        with self.assertRaises(TypeError) as caught:
+            haptic.export(Unserializable)
+        self.assertIn("Unserializable.defaults must be a JSON object", str(caught.exception))
+
     def test_unexpected_exceptions_name_the_library_line(self):
         def library_code():
             return {}["spec"]
@@ -139,7 +146,13 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(values.of("other"), {"x": 1})
         with self.assertRaises(RenderError) as caught:
             values["fileName"]
-        self.assertIn("`templateLibraries.serviceMap.fileName` is not set", str(caught.exception))
+        self.assertEqual(
+            str(caught.exception),
+            "`templateLibraries.serviceMap.fileName` is not set and has no default; "
+            "set it in the Helm values",
+        )
+        self.assertEqual(values.get("fileName", "fallback.map"), "fallback.map")
+        self.assertNotIn("fileName", values)
 
     def test_export_works_natively_so_app_modules_import_in_unit_tests(self):
         exported = haptic.export(ServiceMap)
