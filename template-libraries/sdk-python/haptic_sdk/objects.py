@@ -81,21 +81,41 @@ class Changed:
 class _WatchStore:
     def __init__(self, watch: Watch) -> None:
         self.watch = watch
-        # namespace -> name -> object; sorted when read, so renders are
-        # deterministic whatever order the host sent.
+        # namespace -> name -> object, kept sorted so renders are
+        # deterministic whatever order the host sent. An update keeps its
+        # place; only a new object or namespace makes a re-sort due, done
+        # once before the next read rather than on every read.
         self.objects: dict[str, dict[str, _Stored]] = {}
+        self._unsorted = False
 
     def get(self, namespace: str, name: str) -> Optional[_Stored]:
-        return self.objects.get(namespace, {}).get(name)
+        names = self.objects.get(namespace)
+        return names.get(name) if names else None
 
     def put(self, key: ObjectKey, stored: Optional[_Stored]) -> Optional[_Stored]:
-        names = self.objects.setdefault(key.namespace, {})
-        previous = names.pop(key.name, None)
-        if stored is not None:
-            names[key.name] = stored
-        elif not names:
-            del self.objects[key.namespace]
+        names = self.objects.get(key.namespace)
+        previous = names.get(key.name) if names else None
+        if stored is None:
+            if previous is not None:
+                del names[key.name]  # type: ignore[union-attr]
+                if not names:
+                    del self.objects[key.namespace]
+            return previous
+        if names is None:
+            names = self.objects[key.namespace] = {}
+            self._unsorted = True
+        elif previous is None:
+            self._unsorted = True
+        names[key.name] = stored
         return previous
+
+    def sorted(self) -> dict[str, dict[str, _Stored]]:
+        if self._unsorted:
+            self.objects = {
+                ns: dict(sorted(names.items())) for ns, names in sorted(self.objects.items())
+            }
+            self._unsorted = False
+        return self.objects
 
     def __len__(self) -> int:
         return sum(len(names) for names in self.objects.values())
@@ -199,20 +219,30 @@ class Context:
         #: ``changes`` is then not a reliable account of what changed.
         self.complete = complete
 
-    def items(self, watch: str, namespace: Optional[str] = None) -> Iterator[tuple[ObjectKey, Object]]:
+    def items(
+        self, watch: str, namespace: Optional[str] = None
+    ) -> Iterator[tuple[ObjectKey, Object]]:
         """``(key, object)`` for every object of a watch (or of one namespace
         of it), sorted by namespace, then name."""
-        store = self._store.watch_store(watch)
-        namespaces = [namespace] if namespace is not None else sorted(store.objects)
-        for ns in namespaces:
-            names = store.objects.get(ns, {})
-            for name in sorted(names):
-                yield ObjectKey(watch, ns, name), names[name].value
+        for ns, names in self._namespaces(watch, namespace):
+            for name, stored in names.items():
+                yield ObjectKey(watch, ns, name), stored.value
 
     def objects(self, watch: str, namespace: Optional[str] = None) -> Iterator[Object]:
         """Every object of a watch (or of one namespace of it), sorted by
         namespace, then name."""
-        return (value for _, value in self.items(watch, namespace))
+        for _, names in self._namespaces(watch, namespace):
+            for stored in names.values():
+                yield stored.value
+
+    def _namespaces(
+        self, watch: str, namespace: Optional[str]
+    ) -> list[tuple[str, dict[str, _Stored]]]:
+        objects = self._store.watch_store(watch).sorted()
+        if namespace is None:
+            return list(objects.items())
+        names = objects.get(namespace)
+        return [(namespace, names)] if names else []
 
     def get(self, watch: str, namespace: str, name: str) -> Optional[Object]:
         """One object by namespace and name; ``None`` when absent."""

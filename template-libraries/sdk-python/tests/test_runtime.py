@@ -59,6 +59,20 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(harness.file("services.map"), "b/web 10.0.0.2\n")
         self.assertEqual(harness.runtime.library.seen_changes[-1], (False, ["services a/web"]))
 
+    def test_objects_stay_sorted_through_updates_inserts_and_deletes(self):
+        harness = Harness(ServiceMap)
+        for namespace, name in [("b", "web"), ("a", "z"), ("a", "m")]:
+            harness.apply("services", service(namespace, name, "10.0.0.1"))
+        harness.render()
+        harness.apply("services", service("a", "m", "10.0.0.2"))  # an update
+        harness.apply("services", service("a", "b", "10.0.0.3"))  # a new one, first
+        harness.apply("services", service("0", "x", "10.0.0.4"))  # a new namespace, first
+        harness.delete("services", "b", "web")
+        harness.render()
+        self.assertEqual(
+            harness.file("services.map"), "0/x 10.0.0.4\na/b 10.0.0.3\na/m 10.0.0.2\na/z 10.0.0.1\n"
+        )
+
     def test_nothing_changed_means_the_library_is_not_called(self):
         harness = Harness(ServiceMap)
         harness.apply("services", service("a", "web", "10.0.0.1", version="7"))
