@@ -9,7 +9,7 @@ GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kuber
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render run test lint unit-test fixtures new-library-test e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: build render run test lint unit-test fixtures new-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -57,6 +57,51 @@ new-library-test: build
 	$(CARGO) run -q -- new "$$dir/ip-allow-list" && \
 	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test lint
 
+# Template libraries in Python: componentize-py (pinned) is installed once
+# into a venv outside the checkout; the SDK is template-libraries/sdk-python,
+# the contract wit/haptic-template@0.1.0.
+COMPONENTIZE_PY_VERSION := 0.25.1
+COMPONENTIZE_PY_VENV := $(HOME)/.cache/haptic/componentize-py-$(COMPONENTIZE_PY_VERSION)
+COMPONENTIZE_PY := $(COMPONENTIZE_PY_VENV)/bin/componentize-py
+PYTHON_SDK := template-libraries/sdk-python
+PYTHON_WIT := wit/haptic-template@0.1.0
+PYTHON_GUESTS := $(abspath $(TARGET_DIR))/guests/python
+PYTHON_EXAMPLE_WASM := $(PYTHON_GUESTS)/maintenance_mode_python.wasm
+PYTHON_DEPS := $(wildcard $(PYTHON_SDK)/haptic_sdk/*.py $(PYTHON_WIT)/*.wit) | $(COMPONENTIZE_PY)
+# $(1): the app module, $(2): its directory.
+componentize = @mkdir -p $(@D) && echo "componentize-py: $(1) -> $@" && \
+	$(COMPONENTIZE_PY) -q -d $(PYTHON_WIT) -w template-library componentize $(1) -p $(2) -p $(PYTHON_SDK) -o $@
+
+$(COMPONENTIZE_PY):
+	@python3 -m venv $(COMPONENTIZE_PY_VENV) || { echo "python3 -m venv failed: install Python 3 with venv (Debian: apt-get install python3-venv)" >&2; exit 1; }
+	$(COMPONENTIZE_PY_VENV)/bin/pip install -q componentize-py==$(COMPONENTIZE_PY_VERSION)
+
+$(PYTHON_EXAMPLE_WASM): examples/maintenance-mode-python/maintenance_mode.py $(PYTHON_DEPS)
+	$(call componentize,maintenance_mode,examples/maintenance-mode-python)
+
+$(PYTHON_GUESTS)/misbehaving_python.wasm: template-libraries/misbehaving-python/misbehaving_python.py $(PYTHON_DEPS)
+	$(call componentize,misbehaving_python,template-libraries/misbehaving-python)
+
+python-guests: $(PYTHON_EXAMPLE_WASM) $(PYTHON_GUESTS)/misbehaving_python.wasm
+
+# The Python SDK's and example's unit tests (native Python), the example's
+# fixtures run the way its README tells an author to, and the sandbox
+# (deadline, memory cap, recovery) on Python components.
+# No __pycache__ in the checkout (it would also re-run the host's build script);
+# the tests share the CLI's compile cache, so CI compiles each component once.
+python-test: export PYTHONDONTWRITEBYTECODE := 1
+python-test: export PYTHONPATH := $(PYTHON_SDK)
+python-test: python-guests build
+	python3 -m unittest discover -s $(PYTHON_SDK)/tests -t $(PYTHON_SDK)
+	python3 -m unittest discover -s examples/maintenance-mode-python/tests
+	$(CARGO) run -q -- test $(PYTHON_EXAMPLE_WASM) --fixtures examples/maintenance-mode-python/fixtures
+	HAPTIC_PYTHON_GUESTS=$(PYTHON_GUESTS) HAPTIC_CACHE_DIR=$(or $(HAPTIC_CACHE_DIR),$(HOME)/.cache/haptic) \
+		$(CARGO) test -p haptic --test python --no-fail-fast -- --include-ignored
+
+# Size, load and render cost of the Python example against the Rust one.
+bench-python: python-guests
+	HAPTIC_PYTHON_GUESTS=$(PYTHON_GUESTS) $(CARGO) bench -p haptic --bench python
+
 testbed-binaries:
 	bash tests/testbed/scripts/build-binaries.sh
 
@@ -70,7 +115,7 @@ e2e-test: testbed-binaries
 chart-test:
 	bash charts/haptic/tests/run.sh
 
-test: setup lint unit-test new-library-test chart-test e2e-test
+test: setup lint unit-test new-library-test python-test chart-test e2e-test
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up

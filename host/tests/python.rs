@@ -1,0 +1,278 @@
+//! Template libraries written in Python (componentize-py, the SDK in
+//! `template-libraries/sdk-python`): the sandbox holds for them as it does
+//! for Rust guests, and the Python port of the maintenance-mode example
+//! renders what the Rust one renders.
+//!
+//! The components are built by `make python-guests` (componentize-py is not
+//! a cargo dependency), which the tests find through `HAPTIC_PYTHON_GUESTS`;
+//! so the tests are ignored by a plain `cargo test` and run by
+//! `make python-test` (part of `make test`):
+//! `HAPTIC_PYTHON_GUESTS=<dir> cargo test -p haptic --test python -- --include-ignored`.
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use haptic::engine::{self, Engine};
+use haptic::fixtures::{self, LibraryUnderTest};
+use haptic::library::types::Item;
+use haptic::library::{LibraryError, LibraryRuntime, LoadedLibrary, RuntimeConfig};
+use haptic::offline::{self, Job};
+use haptic::values::Values;
+use serde_json::json;
+
+const DEADLINE: Duration = Duration::from_secs(1);
+const MEMORY_LIMIT: usize = 128 << 20;
+
+/// One runtime for every test here: a Python component takes ~20 s to
+/// compile cold, so they share one compilation, and wasmtime's disk cache
+/// (`HAPTIC_CACHE_DIR`, as the CLI's, when set; else under the target
+/// directory) so a second run compiles nothing.
+static RUNTIME: LazyLock<LibraryRuntime> = LazyLock::new(|| {
+    let cache_dir = std::env::var_os("HAPTIC_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-guests-cache"));
+    LibraryRuntime::new(RuntimeConfig {
+        call_deadline: DEADLINE,
+        memory_limit_bytes: MEMORY_LIMIT,
+        cache_dir: Some(cache_dir),
+    })
+    .expect("runtime starts")
+});
+
+fn component(file: &str) -> PathBuf {
+    let dir = std::env::var_os("HAPTIC_PYTHON_GUESTS").unwrap_or_else(|| {
+        panic!("HAPTIC_PYTHON_GUESTS is not set; build the components and run these tests with `make python-test`")
+    });
+    let path = Path::new(&dir).join(file);
+    assert!(
+        path.exists(),
+        "{} is missing; build it with `make python-guests`",
+        path.display()
+    );
+    path
+}
+
+/// Loaded once: tests running in parallel would otherwise each compile it
+/// (the runtime's in-process cache is filled after compiling).
+static MISBEHAVING: LazyLock<LoadedLibrary> = LazyLock::new(|| {
+    RUNTIME
+        .load_file(&component("misbehaving_python.wasm"))
+        .expect("the misbehaving Python library loads")
+});
+
+/// The Python example, loaded once; later loads of its file (the fixture
+/// runner's) find it in the runtime's in-process cache.
+static EXAMPLE: LazyLock<PathBuf> = LazyLock::new(|| {
+    let path = component("maintenance_mode_python.wasm");
+    RUNTIME.load_file(&path).expect("the Python example loads");
+    path
+});
+
+fn misbehaving() -> LoadedLibrary {
+    MISBEHAVING.clone()
+}
+
+fn values(mode: &str) -> serde_json::Value {
+    json!({ "misbehavingPython": { "mode": mode } })
+}
+
+/// Renders once in `mode` and returns the error it must give.
+fn fail_in(library: &LoadedLibrary, mode: &str) -> (LibraryError, bool) {
+    let mut instance = library.instantiate().expect("instance starts");
+    instance
+        .configure(&values(mode))
+        .expect("configure succeeds in every mode");
+    let error = instance
+        .render(&[])
+        .expect_err("rendering in this mode fails");
+    println!("{mode}: {error}");
+    (error, instance.is_poisoned())
+}
+
+/// A fresh instance of the same loaded library renders normally.
+fn assert_recovers(library: &LoadedLibrary) {
+    let mut instance = library.instantiate().expect("a fresh instance starts");
+    instance.configure(&values("ok")).expect("configure ok");
+    let output = instance.render(&[]).expect("a fresh instance renders");
+    assert!(output.complete);
+    let names: Vec<&str> = output.upserts.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(names, ["section:backend:misbehaving-python-ok"]);
+    assert!(matches!(output.upserts[0].1, Item::Section(_)));
+}
+
+/// Every other library still renders in the same runtime: the bundled ones
+/// and the Rust example, over the example's fixture cluster.
+fn assert_others_render() {
+    let rust_example = PathBuf::from(haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH);
+    let (config, _) = render_with(&rust_example);
+    assert!(config.contains("frontend http"), "{config}");
+    assert!(
+        config.contains("http-request return status 503"),
+        "{config}"
+    );
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn a_python_library_describes_itself() {
+    let library = misbehaving();
+    assert_eq!(library.info().name, "misbehaving-python");
+    assert_eq!(library.info().order, 900);
+    assert_eq!(library.info().default_values, json!({ "mode": "ok" }));
+    assert_eq!(library.contract_version().to_string(), "0.1.0");
+    assert_recovers(&library);
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn an_endless_python_loop_is_stopped_at_the_deadline() {
+    let library = misbehaving();
+    let started = Instant::now();
+    let (error, poisoned) = fail_in(&library, "loop");
+    let elapsed = started.elapsed();
+    println!("loop stopped after {elapsed:?}");
+    assert!(
+        matches!(error, LibraryError::DeadlineExceeded { call: "render", .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "library `misbehaving-python` did not finish `render` within 1 s; it was stopped"
+    );
+    assert!(
+        elapsed >= DEADLINE,
+        "stopped before the deadline: {elapsed:?}"
+    );
+    assert!(poisoned);
+    assert_recovers(&library);
+    assert_others_render();
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn unbounded_python_allocation_is_stopped_at_the_memory_cap() {
+    let library = misbehaving();
+    let (error, poisoned) = fail_in(&library, "oom");
+    assert!(
+        matches!(error, LibraryError::OutOfMemory { call: "render", .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "library `misbehaving-python` exceeded its memory limit of 128 MiB during `render`"
+    );
+    assert!(poisoned);
+    assert_recovers(&library);
+    assert_others_render();
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn an_unexpected_exception_is_the_library_error_with_its_line() {
+    let library = misbehaving();
+    let (error, poisoned) = fail_in(&library, "raise");
+    assert_eq!(
+        error.to_string(),
+        "library `misbehaving-python` could not render: KeyError: 'no such key' \
+         (at misbehaving_python.py:39, in render)"
+    );
+    // An exception leaves the interpreter sound; the SDK starts the next
+    // render complete.
+    assert!(!poisoned);
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn a_python_library_has_no_files_environment_or_network() {
+    let (error, _) = fail_in(&misbehaving(), "escape");
+    let report = &error.guest_error().expect("the library reports").message;
+    println!("{report}");
+    assert!(report.contains("read /etc/passwd: failed"), "{report}");
+    assert!(report.contains("listdir /: failed"), "{report}");
+    assert!(report.contains("env: 0 vars"), "{report}");
+    assert!(report.contains("connect 127.0.0.1:22: failed"), "{report}");
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn a_render_that_loops_fails_and_the_next_one_renders() {
+    // Through the engine the controller uses: the failure names the library,
+    // and the same engine renders again once the library behaves.
+    let _loaded = misbehaving();
+    let libraries = engine::load_libraries(&RUNTIME, &[component("misbehaving_python.wasm")])
+        .expect("libraries load");
+    let mut loop_values = Values::default();
+    loop_values
+        .set_assignment("templateLibraries.misbehavingPython.mode=loop")
+        .expect("values");
+    let mut engine = Engine::new(libraries, loop_values).expect("engine starts");
+    let error = engine
+        .render(Vec::new())
+        .expect_err("the loop fails the render");
+    assert!(
+        error
+            .to_string()
+            .contains("library `misbehaving-python` did not finish `render`"),
+        "{error}"
+    );
+    engine.set_values(Values::default()).expect("values");
+    let rendered = engine
+        .render(Vec::new())
+        .expect("renders once the library behaves");
+    assert!(rendered.config.contains("backend misbehaving-python-ok"));
+    assert!(rendered.config.contains("frontend http"));
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn the_python_example_passes_its_fixtures_and_the_rust_examples() {
+    let library = LibraryUnderTest::Custom(EXAMPLE.clone());
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for dir in ["maintenance-mode-python", "maintenance-mode"] {
+        let reports = fixtures::run(&RUNTIME, &library, &examples.join(dir).join("fixtures"))
+            .expect("fixtures run");
+        assert!(reports.len() >= 2, "{dir} ships its fixture cases");
+        let failures: Vec<String> = reports
+            .iter()
+            .filter(|r| !r.passed())
+            .map(|r| format!("{dir}/{}: {}", r.name, r.failures.join("; ")))
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn the_python_and_rust_examples_render_the_same_configuration() {
+    let (rust_config, rust_files) =
+        render_with(Path::new(haptic::guests::EXAMPLE_MAINTENANCE_MODE_PATH));
+    let (python_config, python_files) = render_with(&EXAMPLE);
+    assert!(
+        python_config.contains("http-request return status 503"),
+        "{python_config}"
+    );
+    assert_eq!(python_config, rust_config);
+    assert_eq!(python_files, rust_files);
+}
+
+/// Renders the example's annotated fixture cluster with the bundled
+/// libraries plus `library`: haproxy.cfg and the files.
+fn render_with(library: &Path) -> (String, Vec<(String, String)>) {
+    let job = Job {
+        inputs: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+            "../examples/maintenance-mode/fixtures/annotated-host-answers-503/manifests.yaml",
+        )],
+        ..Job::default()
+    };
+    let libraries =
+        offline::load_libraries(&RUNTIME, &[library.to_owned()]).expect("libraries load");
+    let output = offline::render(&job, libraries).expect("renders");
+    let files = output
+        .rendered
+        .files
+        .iter()
+        .map(|(path, content)| (path.clone(), content.clone()))
+        .collect();
+    (output.rendered.config, files)
+}
