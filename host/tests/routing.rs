@@ -164,6 +164,12 @@ fn ingress_routes_follow_kubernetes_matching_rules() {
             free_port()
         ))
         .expect("healthz value");
+    values
+        .set_assignment(&format!(
+            "templateLibraries.ingress.tls.bind=127.0.0.1:{}",
+            free_port()
+        ))
+        .expect("https value");
     // Default values otherwise: HAProxy must start under whatever
     // file-descriptor limit the machine has (a fixed maxconn above it made
     // HAProxy refuse to start).

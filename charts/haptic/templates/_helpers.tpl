@@ -104,11 +104,37 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (kindIs "map" $gate) (eq (toString (get $gate "enabled")) "true") }}true{{ else }}false{{ end }}
 {{- end }}
 
-{{/* The file given to --values: the whole templateLibraries tree. */}}
+{{/* "true" when the ingress library terminates TLS. */}}
+{{- define "haptic.tlsEnabled" -}}
+{{- $ingress := get (.Values.controller.templateLibraries | default dict) "ingress" | default dict }}
+{{- $tls := get $ingress "tls" | default dict }}
+{{- if and (eq (include "haptic.libEnabled" (dict "root" . "name" "ingress")) "true") (ne (toString (get $tls "enabled")) "false") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* The Secret of the chart's own default certificate; empty when values name one. */}}
+{{- define "haptic.defaultCertificateSecret" -}}
+{{- $ingress := get (.Values.controller.templateLibraries | default dict) "ingress" | default dict }}
+{{- $tls := get $ingress "tls" | default dict }}
+{{- $default := get $tls "defaultCertificate" | default dict }}
+{{- if and (eq (include "haptic.tlsEnabled" .) "true") (not (get $default "secret")) }}
+{{- printf "%s-default-certificate" (include "haptic.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* The file given to --values: the whole templateLibraries tree, naming
+     the chart's default certificate Secret when values name none. */}}
 {{- define "haptic.valuesFile" -}}
+{{- $libs := deepCopy (.Values.controller.templateLibraries | default dict) }}
+{{- with include "haptic.defaultCertificateSecret" . }}
+{{- $ingress := get $libs "ingress" | default dict }}
+{{- $tls := get $ingress "tls" | default dict }}
+{{- $_ := set $tls "defaultCertificate" (dict "secret" (printf "%s/%s" $.Release.Namespace .)) }}
+{{- $_ := set $ingress "tls" $tls }}
+{{- $_ := set $libs "ingress" $ingress }}
+{{- end }}
 templateLibraries:
-{{- with .Values.controller.templateLibraries }}
-{{ toYaml . | indent 2 }}
+{{- if $libs }}
+{{ toYaml $libs | indent 2 }}
 {{- else }} {}
 {{- end }}
 {{- end }}
@@ -122,6 +148,10 @@ templateLibraries:
 {{- fail (printf "controller.templateLibraries.base.%s is %q: the chart needs it to end in :<port> to open that container port" .key (toString .bind)) }}
 {{- end }}
 {{- $port }}
+{{- end }}
+
+{{- define "haptic.httpsPort" -}}
+{{- include "haptic.bindPort" (dict "bind" .Values.controller.templateLibraries.ingress.tls.bind "key" "ingress.tls.bind") }}
 {{- end }}
 
 {{- define "haptic.httpPort" -}}
@@ -197,6 +227,10 @@ templateLibraries:
 {{- if $ingress }}
 {{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses" "ingressclasses") "verbs" (list "get" "list" "watch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses/status") "verbs" (list "patch")) }}
+{{- end }}
+{{- if eq (include "haptic.tlsEnabled" .) "true" }}
+{{- /* TLS Secrets: read only; the watch's field selector asks for type kubernetes.io/tls */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- if and $gate (or $backends $statusGate) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get" "list" "watch")) }}

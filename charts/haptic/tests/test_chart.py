@@ -350,7 +350,7 @@ def defaults(t, chart):
 
     svc = objs.one("Service", "haptic-haproxy")
     t.equal(svc["spec"]["type"], "ClusterIP", "HAProxy Service type")
-    t.equal(svc["spec"]["ports"], [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}], "HAProxy Service ports")
+    t.equal(svc["spec"]["ports"], [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}, {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}], "HAProxy Service ports")
     t.check(selector_matches(",".join(f"{k}={v}" for k, v in svc["spec"]["selector"].items()), pod_labels), "HAProxy Service does not select the HAProxy pods")
 
     ic = objs.one("IngressClass", "haptic")
@@ -393,6 +393,40 @@ def gate_on_as_the_guide_upgrades(t, chart):
     t.equal(on.one("Service", "haptic-haproxy")["spec"]["type"], "LoadBalancer", "exported values kept")
     ann = lambda o: o.one("Deployment", "haptic-controller")["spec"]["template"]["metadata"]["annotations"]["checksum/values"]
     t.check(ann(on) != ann(off), "enabling the gate does not change checksum/values (the controller would not restart)")
+
+
+@case
+def tls_secrets_only_when_tls_is_on(t, chart):
+    on = chart.render()
+    rules = cluster_rules(on)
+    for verb in ("get", "list", "watch"):
+        t.check(grants(rules, "", "secrets", verb), f"TLS on: ClusterRole lacks {verb} secrets")
+    t.check(not any("secrets" in r["resources"] and set(r["verbs"]) - {"get", "list", "watch"} for r in rules), "TLS on: secrets has verbs besides get/list/watch")
+    t.check(not any("secrets" in r["resources"] for r in on.one("Role", "haptic-controller")["rules"]), "the Role grants secrets")
+    # The chart's default certificate, named in the values file.
+    secret = on.one("Secret", "haptic-default-certificate")
+    t.equal(secret["type"], "kubernetes.io/tls", "default certificate Secret type")
+    t.check(set(secret["data"]) == {"tls.crt", "tls.key"}, f"default certificate data keys: {sorted(secret['data'])}")
+    tls = values_file(on)["templateLibraries"]["ingress"]["tls"]
+    t.equal(tls["defaultCertificate"], {"secret": "haptic/haptic-default-certificate"}, "default certificate in the values file")
+    ports = {p["name"]: p for p in container(on.one("Deployment", "haptic-haproxy"), "haproxy")["ports"]}
+    t.equal(ports.get("https", {}).get("containerPort"), 8443, "HAProxy https container port")
+    svc_ports = {p["name"]: p for p in on.one("Service", "haptic-haproxy")["spec"]["ports"]}
+    t.equal((svc_ports.get("https", {}).get("port"), svc_ports.get("https", {}).get("targetPort")), (443, "https"), "Service https port")
+
+    # A Secret of the user's: no chart certificate, the user's name passed on.
+    own = chart.render(sets=["controller.templateLibraries.ingress.tls.defaultCertificate.secret=certs/wildcard"])
+    t.equal(own.find("Secret", "haptic-default-certificate"), None, "chart certificate rendered although values name one")
+    t.equal(values_file(own)["templateLibraries"]["ingress"]["tls"]["defaultCertificate"], {"secret": "certs/wildcard"}, "the user's default certificate")
+    err = chart.render_error(sets=["controller.templateLibraries.ingress.tls.defaultCertificate.secret=wildcard"])
+    t.check("defaultCertificate" in err, f"a Secret reference without namespace is not refused clearly:\n{err}")
+
+    off = chart.render(sets=["controller.templateLibraries.ingress.tls.enabled=false"])
+    t.check(not mentions(cluster_rules(off), "", "secrets"), "TLS off: ClusterRole grants secrets")
+    t.equal(off.find("Secret", "haptic-default-certificate"), None, "TLS off: default certificate rendered")
+    t.check("https" not in {p["name"] for p in off.one("Service", "haptic-haproxy")["spec"]["ports"]}, "TLS off: Service has https")
+    no_ingress = chart.render(sets=["controller.templateLibraries.ingress.enabled=false"])
+    t.check(not mentions(cluster_rules(no_ingress), "", "secrets"), "ingress off: ClusterRole grants secrets")
 
 
 @case
@@ -490,7 +524,7 @@ def mtls(t, chart):
         t.equal(volumes(d).get("agent-tls", {}).get("secret", {}).get("secretName"), "haptic-agent-tls", f"{cname} TLS Secret")
 
     objs = chart.render(sets=["agent.tls.enabled=true", "agent.tls.secretName=s", "agent.token.enabled=false"])
-    t.equal(objs.all("Secret"), [], "token disabled: token Secret rendered")
+    t.equal([s for s in objs.all("Secret") if s["type"] != "kubernetes.io/tls"], [], "token disabled: token Secret rendered")
     t.check("--agent-token-file" not in flags(container(objs.one("Deployment", "haptic-controller"), "controller")), "token disabled: --agent-token-file passed")
     err = chart.render_error(sets=["agent.tls.enabled=true"])
     t.check("/agent/tls/secretName" in err, f"unclear error for TLS without a Secret:\n{err}")
@@ -501,7 +535,7 @@ def mtls(t, chart):
 @case
 def existing_token_secret(t, chart):
     objs = chart.render(sets=["agent.token.existingSecret=my-token"])
-    t.equal(objs.all("Secret"), [], "existingSecret: token Secret rendered")
+    t.equal([s for s in objs.all("Secret") if s["type"] != "kubernetes.io/tls"], [], "existingSecret: token Secret rendered")
     t.equal(volumes(objs.one("Deployment", "haptic-haproxy"))["agent-token"]["secret"]["secretName"], "my-token", "existingSecret mounted")
 
 
