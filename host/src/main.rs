@@ -9,8 +9,8 @@ use clap::{Parser, Subcommand};
 use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server, tls};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
-use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::offline::{self, Job};
+use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::validate::Validator;
 use haptic::values::Values;
 
@@ -358,7 +358,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("haproxy warning: {warning}");
             }
             for (library, _, warning) in &output.rendered.warnings {
-                eprintln!("warning from {library} ({}): {}", warning.reason, warning.message);
+                eprintln!(
+                    "warning from {library} ({}): {}",
+                    warning.reason, warning.message
+                );
             }
             for warning in &output.self_loops {
                 eprintln!("warning: {warning}");

@@ -9,8 +9,8 @@
 //! objects without `metadata.resourceVersion` get a short content hash so
 //! libraries can cache per-object work by it.
 
-mod kinds;
 mod fields;
+mod kinds;
 mod selector;
 #[cfg(test)]
 mod tests;
@@ -24,8 +24,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::library::types::Watch;
-pub use kinds::Scope;
 pub use fields::FieldSelector;
+pub use kinds::Scope;
 pub use selector::{LabelSelector, Labels};
 
 /// `(apiVersion, kind)` pairs accepted besides the built-in kinds: the kinds

@@ -101,13 +101,19 @@ pub fn check_certificate(
     if now > not_after {
         return Err(format!(
             "the certificate expired on {}",
-            validity.not_after.to_rfc2822().unwrap_or_else(|_| not_after.to_string())
+            validity
+                .not_after
+                .to_rfc2822()
+                .unwrap_or_else(|_| not_after.to_string())
         ));
     }
     if now < not_before {
         return Err(format!(
             "the certificate is not valid before {}",
-            validity.not_before.to_rfc2822().unwrap_or_else(|_| not_before.to_string())
+            validity
+                .not_before
+                .to_rfc2822()
+                .unwrap_or_else(|_| not_before.to_string())
         ));
     }
     let mut dns_names: Vec<String> = match parsed.subject_alternative_name() {
@@ -251,7 +257,9 @@ impl DefaultCertificate {
         let state = std::env::var_os("XDG_STATE_HOME")
             .map(PathBuf::from)
             .filter(|dir| dir.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".local/state")))?;
+            .or_else(|| {
+                std::env::var_os("HOME").map(|home| Path::new(&home).join(".local/state"))
+            })?;
         Some(state.join("haptic").join("default-certificate.pem"))
     }
 }

@@ -192,9 +192,7 @@ impl ServerCertVerifier for ShowMeAnything {
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -224,8 +222,7 @@ fn https_get(
     config: Arc<rustls::ClientConfig>,
 ) -> Result<(CertificateDer<'static>, u16, String), String> {
     let name = ServerName::try_from(sni.to_owned()).map_err(|e| e.to_string())?;
-    let mut connection =
-        rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+    let mut connection = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
     let mut socket = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     socket
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -306,11 +303,21 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     manifests += &ingress("foo", "foo.bar.com", "foo-tls");
     manifests += &secret("foo-tls", "kubernetes.io/tls", &foo_certificate, &foo_key);
     manifests += &ingress("wild", "*.shop.test", "wild-tls");
-    manifests += &secret("wild-tls", "kubernetes.io/tls", &wild_certificate, &wild_key);
+    manifests += &secret(
+        "wild-tls",
+        "kubernetes.io/tls",
+        &wild_certificate,
+        &wild_key,
+    );
     manifests += &ingress("expired", "old.test", "old-tls");
     manifests += &secret("old-tls", "kubernetes.io/tls", &old_certificate, &old_key);
     manifests += &ingress("mismatched", "mismatch.test", "mismatch-tls");
-    manifests += &secret("mismatch-tls", "kubernetes.io/tls", &other_certificate, &stray_key);
+    manifests += &secret(
+        "mismatch-tls",
+        "kubernetes.io/tls",
+        &other_certificate,
+        &stray_key,
+    );
     manifests += &ingress("opaque", "opaque.test", "opaque-secret");
     manifests += &secret("opaque-secret", "Opaque", &foo_certificate, &foo_key);
     manifests += &ingress("missing", "missing.test", "no-such-secret");
@@ -352,19 +359,32 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
 
     // Verified against the CA: the Secret's certificate, the right Service,
     // and the backend told it was HTTPS.
-    let (served, status, body) =
-        https_get(https_port, "foo.bar.com", client_config(Some(&authority.root())))
-            .expect("foo.bar.com verifies against its Secret's CA");
+    let (served, status, body) = https_get(
+        https_port,
+        "foo.bar.com",
+        client_config(Some(&authority.root())),
+    )
+    .expect("foo.bar.com verifies against its Secret's CA");
     assert_eq!(served, der_of(&foo_certificate));
     assert_eq!((status, body.as_str()), (200, "web https"));
-    let (served, status, _) = https_get(https_port, "a.shop.test", client_config(Some(&authority.root())))
-        .expect("a wildcard host verifies");
+    let (served, status, _) = https_get(
+        https_port,
+        "a.shop.test",
+        client_config(Some(&authority.root())),
+    )
+    .expect("a wildcard host verifies");
     assert_eq!((served, status), (der_of(&wild_certificate), 200));
 
     // Unknown SNI and every bad Secret: the default certificate, and the
     // request still routed.
     let default_der = der_of(&default_certificate);
-    for sni in ["unknown.test", "old.test", "mismatch.test", "opaque.test", "missing.test"] {
+    for sni in [
+        "unknown.test",
+        "old.test",
+        "mismatch.test",
+        "opaque.test",
+        "missing.test",
+    ] {
         let (served, status, _) =
             https_get(https_port, sni, client_config(None)).expect("TLS with any SNI");
         assert_eq!(served, default_der, "{sni} gets the default certificate");
@@ -376,8 +396,15 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     // Plain HTTP: TLS hosts redirect with 308 (method and body kept),
     // except ACME challenges; other hosts are served as they are.
     let (status, location, _) = http_get(http_port, "foo.bar.com", "/cart?id=1");
-    assert_eq!((status, location.as_str()), (308, "https://foo.bar.com/cart?id=1"));
-    let (status, _, _) = http_get(http_port, "foo.bar.com", "/.well-known/acme-challenge/token");
+    assert_eq!(
+        (status, location.as_str()),
+        (308, "https://foo.bar.com/cart?id=1")
+    );
+    let (status, _, _) = http_get(
+        http_port,
+        "foo.bar.com",
+        "/.well-known/acme-challenge/token",
+    );
     assert_eq!(status, 200, "ACME HTTP-01 challenges are not redirected");
     let (status, _, body) = http_get(http_port, "plain.test", "/");
     assert_eq!((status, body.as_str()), (200, "web http"));
@@ -393,14 +420,20 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     let expect = [
         ("app/expired", "app/old-tls", "expired"),
         ("app/mismatched", "app/mismatch-tls", "does not match"),
-        ("app/opaque", "app/opaque-secret", "not of type kubernetes.io/tls"),
+        (
+            "app/opaque",
+            "app/opaque-secret",
+            "not of type kubernetes.io/tls",
+        ),
         ("app/missing", "app/no-such-secret", "does not exist"),
     ];
     for (ingress, secret, why) in expect {
         assert!(
-            warnings.iter().any(|w| w.contains(&format!("Ingress {ingress}"))
-                && w.contains(&format!("Secret {secret}"))
-                && w.contains(why)),
+            warnings
+                .iter()
+                .any(|w| w.contains(&format!("Ingress {ingress}"))
+                    && w.contains(&format!("Secret {secret}"))
+                    && w.contains(why)),
             "no warning for {ingress} ({why}):\n{}",
             warnings.join("\n")
         );
@@ -409,7 +442,10 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     for key in [&foo_key, &old_key, &stray_key] {
         let body = key.lines().nth(1).expect("PEM body");
         assert!(!warnings.iter().any(|w| w.contains(body)));
-        assert!(!offline::to_text(&output).contains(body), "no key on stdout");
+        assert!(
+            !offline::to_text(&output).contains(body),
+            "no key on stdout"
+        );
     }
 
     // Key material on disk is private.

@@ -51,7 +51,10 @@ impl WatchTarget {
             Some(selector) => format!(" with fields {selector}"),
             None => String::new(),
         };
-        format!("{} ({}){scope}{selector}{fields}", self.kind, self.api_version)
+        format!(
+            "{} ({}){scope}{selector}{fields}",
+            self.kind, self.api_version
+        )
     }
 }
 

@@ -122,9 +122,11 @@ impl LibraryRuntime {
         })?;
         let default_certificate = match &config.default_certificate {
             Some(pem) => pem.clone(),
-            None => DefaultCertificate::generate()
-                .map_err(|error| engine_error(error.to_string()))?
-                .pem,
+            None => {
+                DefaultCertificate::generate()
+                    .map_err(|error| engine_error(error.to_string()))?
+                    .pem
+            }
         };
         Ok(Self {
             shared: Arc::new(Shared {

@@ -158,7 +158,10 @@ impl fmt::Debug for AuxFile {
         let mut debug = f.debug_struct("AuxFile");
         debug.field("path", &self.path);
         if self.secret {
-            debug.field("content", &format_args!("<{} bytes redacted>", self.content.len()));
+            debug.field(
+                "content",
+                &format_args!("<{} bytes redacted>", self.content.len()),
+            );
         } else {
             debug.field("content", &self.content);
         }

@@ -51,9 +51,11 @@ fn item_from_wit(item: wit::Item) -> types::Item {
     match item {
         wit::Item::Section(section) => section_from_wit(section),
         wit::Item::Snippet(snippet) => snippet_from_wit(snippet),
-        wit::Item::File(file) => {
-            types::Item::File(Arc::new(types::AuxFile::new(file.path, file.content, false)))
-        }
+        wit::Item::File(file) => types::Item::File(Arc::new(types::AuxFile::new(
+            file.path,
+            file.content,
+            false,
+        ))),
         wit::Item::StatusPatch(patch) => patch_from_wit(patch),
     }
 }

@@ -100,19 +100,26 @@ mod tests {
 
     #[test]
     fn equality_inequality_and_missing_fields() {
-        let tls = json!({"type": "kubernetes.io/tls", "metadata": {"name": "web", "namespace": "shop"}});
+        let tls =
+            json!({"type": "kubernetes.io/tls", "metadata": {"name": "web", "namespace": "shop"}});
         let opaque = json!({"type": "Opaque", "metadata": {"name": "db"}});
         let untyped = json!({"metadata": {"name": "x"}});
         assert!(matches("type=kubernetes.io/tls", &tls));
         assert!(matches("type==kubernetes.io/tls", &tls));
         assert!(!matches("type=kubernetes.io/tls", &opaque));
         assert!(!matches("type=kubernetes.io/tls", &untyped));
-        assert!(matches("type!=kubernetes.io/tls", &untyped), "missing is the empty string");
+        assert!(
+            matches("type!=kubernetes.io/tls", &untyped),
+            "missing is the empty string"
+        );
         assert!(matches("type=", &untyped));
         assert!(matches("type=kubernetes.io/tls,metadata.name=web", &tls));
         assert!(!matches("type=kubernetes.io/tls,metadata.name!=web", &tls));
         assert!(matches("", &opaque));
-        assert!(matches("spec.replicas=3", &json!({"spec": {"replicas": 3}})));
+        assert!(matches(
+            "spec.replicas=3",
+            &json!({"spec": {"replicas": 3}})
+        ));
     }
 
     #[test]

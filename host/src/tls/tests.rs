@@ -4,7 +4,10 @@ use super::*;
 fn issue(names: &[&str], from: i32, until: i32) -> (String, String) {
     let key = rcgen::KeyPair::generate().expect("ring generates keys");
     let mut params = rcgen::CertificateParams::new(
-        names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>(),
+        names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>(),
     )
     .expect("test names are valid");
     params.not_before = rcgen::date_time_ymd(from, 1, 1);
@@ -14,7 +17,10 @@ fn issue(names: &[&str], from: i32, until: i32) -> (String, String) {
 }
 
 fn key_body(key: &str) -> String {
-    key.lines().nth(1).expect("a PEM key has a body line").to_owned()
+    key.lines()
+        .nth(1)
+        .expect("a PEM key has a body line")
+        .to_owned()
 }
 
 #[test]
@@ -51,7 +57,10 @@ fn expired_and_not_yet_valid_certificates_are_refused() {
 
     let (certificate, key) = issue(&["new.example.com"], 2200, 2201);
     let error = check_certificate(&certificate, &key, unix_now()).expect_err("not yet valid");
-    assert!(error.starts_with("the certificate is not valid before "), "{error}");
+    assert!(
+        error.starts_with("the certificate is not valid before "),
+        "{error}"
+    );
 }
 
 #[test]
@@ -62,11 +71,15 @@ fn malformed_input_is_described_not_quoted() {
 
     let broken = certificate.replacen('M', "!", 3);
     let error = check_certificate(&broken, &key, unix_now()).expect_err("bad base64");
-    assert!(error.starts_with("the certificate is not valid PEM"), "{error}");
+    assert!(
+        error.starts_with("the certificate is not valid PEM"),
+        "{error}"
+    );
 
     let error = check_certificate(&certificate, "garbage", unix_now()).expect_err("no key");
     assert!(error.starts_with("the private key is not a PEM"), "{error}");
-    let encrypted = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n";
+    let encrypted =
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n";
     let error = check_certificate(&certificate, encrypted, unix_now()).expect_err("encrypted");
     assert!(error.contains("encrypted"), "{error}");
 
@@ -88,7 +101,10 @@ fn private_keys_are_recognised_in_any_pem_flavour() {
 fn secret_pem_debug_shows_no_content() {
     let pem = generate_self_signed().expect("generates");
     let shown = format!("{pem:?}");
-    assert!(shown.starts_with("SecretPem(<") && !shown.contains("BEGIN"), "{shown}");
+    assert!(
+        shown.starts_with("SecretPem(<") && !shown.contains("BEGIN"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -96,7 +112,10 @@ fn the_default_certificate_is_created_once_and_kept() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("state/haptic/default.pem");
     let first = DefaultCertificate::load_or_create(&path).expect("created");
-    let mode = std::fs::metadata(&path).expect("written").permissions().mode();
+    let mode = std::fs::metadata(&path)
+        .expect("written")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
     let parent_mode = std::fs::metadata(path.parent().expect("has a parent"))
         .expect("parent exists")

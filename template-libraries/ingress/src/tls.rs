@@ -578,7 +578,10 @@ mod tests {
             data: [("tls.key".to_owned(), "c2VjcmV0".to_owned())].into(),
         };
         let shown = format!("{secret:?}");
-        assert!(shown.contains("tls.key") && !shown.contains("c2VjcmV0"), "{shown}");
+        assert!(
+            shown.contains("tls.key") && !shown.contains("c2VjcmV0"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -596,6 +599,9 @@ mod tests {
         };
         assert_eq!(problem, "its `tls.key` is not base64");
         let missing = TlsSecret::default();
-        assert_eq!(usable(&missing).err().as_deref(), Some("it has no `tls.crt`"));
+        assert_eq!(
+            usable(&missing).err().as_deref(),
+            Some("it has no `tls.crt`")
+        );
     }
 }

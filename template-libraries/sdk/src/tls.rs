@@ -41,7 +41,10 @@ impl CertificateInfo {
 /// certificate, and now within its validity. The error is one sentence
 /// (`the private key does not match the certificate`) and never contains
 /// key material.
-pub fn check_certificate(certificate_pem: &str, private_key_pem: &str) -> Result<CertificateInfo, String> {
+pub fn check_certificate(
+    certificate_pem: &str,
+    private_key_pem: &str,
+) -> Result<CertificateInfo, String> {
     #[cfg(target_arch = "wasm32")]
     {
         crate::wit::haptic::template::tls::check_certificate(certificate_pem, private_key_pem).map(
@@ -55,7 +58,10 @@ pub fn check_certificate(certificate_pem: &str, private_key_pem: &str) -> Result
     #[cfg(not(target_arch = "wasm32"))]
     {
         let _ = (certificate_pem, private_key_pem);
-        Err("certificates are checked by the haptic host; test TLS with `haptic test` fixtures".to_owned())
+        Err(
+            "certificates are checked by the haptic host; test TLS with `haptic test` fixtures"
+                .to_owned(),
+        )
     }
 }
 

@@ -20,7 +20,11 @@ fn snippet(target_kind: SectionKind, target_name: &str, lines: &str) -> Item {
 }
 
 fn file(path: &str) -> Item {
-    Item::File(std::sync::Arc::new(AuxFile::new(path.into(), String::new(), false)))
+    Item::File(std::sync::Arc::new(AuxFile::new(
+        path.into(),
+        String::new(),
+        false,
+    )))
 }
 
 fn patch(namespace: &str, name: &str, status: &str) -> Item {

@@ -126,7 +126,11 @@ fn two_owners_of_one_section_name_both() {
 
 #[test]
 fn two_owners_of_one_file_name_both() {
-    let file = Item::File(Arc::new(AuxFile::new("maps/hosts.map".into(), String::new(), false)));
+    let file = Item::File(Arc::new(AuxFile::new(
+        "maps/hosts.map".into(),
+        String::new(),
+        false,
+    )));
     let a = items(&[
         ("g", section(SectionKind::Global, "", "")),
         ("m", file.clone()),
