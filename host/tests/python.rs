@@ -36,6 +36,7 @@ static RUNTIME: LazyLock<LibraryRuntime> = LazyLock::new(|| {
         call_deadline: DEADLINE,
         memory_limit_bytes: MEMORY_LIMIT,
         cache_dir: Some(cache_dir),
+        ..RuntimeConfig::default()
     })
     .expect("runtime starts")
 });
