@@ -921,6 +921,51 @@ mod tests {
     }
 
     #[test]
+    fn a_warning_is_reported_when_it_appears_or_changes_not_on_every_render() {
+        use crate::library::types::{ObjectKey, Warning};
+        let engine = Engine::new(Vec::new(), crate::values::Values::default())
+            .expect("an engine without libraries");
+        let warning = |message: &str| {
+            (
+                Arc::<str>::from("ingress"),
+                "warning:TLSSecretMissing".to_owned(),
+                Arc::new(Warning {
+                    object: Some(ObjectKey {
+                        watch: "ingresses".into(),
+                        namespace: "shop".into(),
+                        name: "web".into(),
+                    }),
+                    reason: "TLSSecretMissing".into(),
+                    message: message.into(),
+                }),
+            )
+        };
+        let rendered = |warnings: Vec<PlannedWarning>| Rendered {
+            warnings,
+            ..Rendered::default()
+        };
+        let (sender, mut received) = mpsc::unbounded_channel();
+        let mut warned = HashSet::new();
+        let mut reasons = |warnings: Vec<PlannedWarning>| {
+            report_new_warnings(&engine, &rendered(warnings), &mut warned, &sender);
+            let mut got = Vec::new();
+            while let Ok(failure) = received.try_recv() {
+                got.push(format!("{}: {}", failure.event.reason, failure.event.note));
+            }
+            got
+        };
+        assert_eq!(reasons(vec![warning("gone")]), ["TLSSecretMissing: gone"]);
+        assert!(reasons(vec![warning("gone")]).is_empty(), "same warning, no new Event");
+        assert_eq!(
+            reasons(vec![warning("still gone")]),
+            ["TLSSecretMissing: still gone"],
+            "a changed message is news"
+        );
+        assert!(reasons(Vec::new()).is_empty(), "fixed: nothing to report");
+        assert_eq!(reasons(vec![warning("gone")]).len(), 1, "back again: reported again");
+    }
+
+    #[test]
     fn only_changes_outside_the_runtime_plan_are_validated() {
         let base = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
         let flipped =
