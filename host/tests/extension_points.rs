@@ -87,6 +87,10 @@ fn frontend_http_follows_the_documented_order() {
             "http-request set-var-fmt(txn.haptic_key_wildcard) ",
             "ingress",
         ),
+        // Request rules at 10: TLS, reading txn.haptic_host.
+        ("http-request set-header X-Forwarded-Proto https", "ingress"),
+        ("http-request set-var(txn.haptic_tls) ", "ingress"),
+        ("http-request redirect scheme https ", "ingress"),
         // Routing at 0, then an Ingress's default backend at 1000.
         (
             "use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)]",
@@ -97,6 +101,8 @@ fn frontend_http_follows_the_documented_order() {
             "ingress",
         ),
         ("use_backend shop_web_80", "ingress"),
+        // Other: the HTTPS bind (a bind may stand anywhere in a frontend).
+        ("bind :8443 ssl crt certs/default.pem", "ingress"),
     ];
     let mut previous: Option<usize> = None;
     for (anchor, library) in documented {
@@ -119,7 +125,9 @@ fn frontend_http_follows_the_documented_order() {
     }
     assert_eq!(
         section.last().map(|(_, text)| text.trim()),
-        Some("use_backend shop_web_80"),
-        "the default backend's rule is the section's last line:\n{config}"
+        Some(
+            "bind :8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list alpn h2,http/1.1"
+        ),
+        "the HTTPS bind (slot Other) is the section's last line:\n{config}"
     );
 }

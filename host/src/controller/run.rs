@@ -955,14 +955,21 @@ mod tests {
             got
         };
         assert_eq!(reasons(vec![warning("gone")]), ["TLSSecretMissing: gone"]);
-        assert!(reasons(vec![warning("gone")]).is_empty(), "same warning, no new Event");
+        assert!(
+            reasons(vec![warning("gone")]).is_empty(),
+            "same warning, no new Event"
+        );
         assert_eq!(
             reasons(vec![warning("still gone")]),
             ["TLSSecretMissing: still gone"],
             "a changed message is news"
         );
         assert!(reasons(Vec::new()).is_empty(), "fixed: nothing to report");
-        assert_eq!(reasons(vec![warning("gone")]).len(), 1, "back again: reported again");
+        assert_eq!(
+            reasons(vec![warning("gone")]).len(),
+            1,
+            "back again: reported again"
+        );
     }
 
     #[test]

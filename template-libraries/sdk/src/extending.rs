@@ -42,10 +42,13 @@
 //!     default_backend haptic.not-found                base, the body
 //!     http-request deny if ...                        yours: RequestRules, -200
 //!     http-request set-var(txn.haptic_host) ...       ingress: RequestRules, 0 (four set-var lines)
+//!     http-request set-header X-Forwarded-Proto ...   ingress: RequestRules, 10 (TLS: two lines, then
+//!     http-request set-var(txn.haptic_tls) ...         txn.haptic_tls and the HTTPS redirect)
 //!     use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)] if ...
 //!                                                     ingress: Routing, 0 (six map lookups)
 //!     use_backend yours if ...                        yours: Routing, 500
 //!     use_backend default_web_80                      ingress: Routing, 1000 (spec.defaultBackend)
+//!     bind :8443 ssl crt certs/default.pem crt-list ... ingress: Other, 0 (with TLS enabled)
 //! ```
 //!
 //! So a request rule that reads a `txn.haptic_*` variable needs a priority
@@ -69,7 +72,9 @@
 //! | `txn.haptic_wildcard` | variable | `ingress` | `txn.haptic_host` with its first label replaced by `*` (`*.example.com`) |
 //! | `txn.haptic_key_host` | variable | `ingress` | `txn.haptic_host` followed by the path (`shop.example.com/cart`): the key of the Ingress maps |
 //! | `txn.haptic_key_wildcard` | variable | `ingress` | `txn.haptic_wildcard` followed by the path |
+//! | `txn.haptic_tls` | variable | `ingress` | for a TLS host, `redirect` or `no-redirect`; unset otherwise (set at priority 10) |
 //! | `maps/ingress-exact.map`, `maps/ingress-prefix.map` | files | `ingress` | `<key> <backend>` per Ingress path (read them; a file has one owner) |
+//! | `maps/ingress-tls.map`, `certs/ingress.crt-list`, `certs/default.pem` | files | `ingress` | TLS hosts, the SNI list, the default certificate |
 //!
 //! The variables are set for every request in the frontend `ingress` routes
 //! in (`templateLibraries.ingress.frontend`, `http` by default) whenever the
