@@ -293,11 +293,34 @@ fn check(
                 "no file `{path}` was rendered{}",
                 list_files(rendered)
             )),
+            Some(content) if rendered.secret_files.contains(path) => {
+                // Key material: say what did not match, never show lines.
+                for pattern in patterns.iter().filter(|p| !p.matches_any(content)) {
+                    failures.push(format!(
+                        "file `{path}` (key material, its lines are not shown) has no line \
+                         matching {pattern}"
+                    ));
+                }
+            }
             Some(content) => {
                 for pattern in patterns.iter().filter(|p| !p.matches_any(content)) {
                     failures.push(missing(&format!("file `{path}`"), pattern, content));
                 }
             }
+        }
+    }
+    let warnings: String = rendered
+        .warnings
+        .iter()
+        .map(|(_, _, warning)| format!("{}: {}\n", warning.reason, warning.message))
+        .collect();
+    for pattern in &expect.warnings {
+        if !pattern.matches_any(&warnings) {
+            failures.push(if warnings.is_empty() {
+                format!("the render has no warnings; none matches {pattern}")
+            } else {
+                missing("the list of warnings", pattern, &warnings)
+            });
         }
     }
     for path in &expect.absent_files {

@@ -107,6 +107,47 @@ fn a_failing_expectation_is_reported() {
     );
 }
 
+#[test]
+fn warnings_are_checked_and_secret_files_never_shown() {
+    // An Ingress whose TLS Secret is missing: the warning is there, a
+    // warning that is not fails, and a failing pattern on the default
+    // certificate (key material) does not print its lines.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifests = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web}\nspec:\n  ingressClassName: haptic\n  tls: [{hosts: [a.test], secretName: gone}]\n  rules: [{host: a.test}]\n---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: haptic}\nspec: {controller: haproxy-haptic.org/controller}\n";
+    case(
+        dir.path(),
+        "missing-secret",
+        manifests,
+        "warnings:\n  - {substring: \"TLSSecretMissing: Ingress default/web: Secret default/gone does not exist\"}\n  - {substring: \"TLSSecretInvalid\"}\nfiles:\n  certs/default.pem: [\"no such line\"]\n",
+    );
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let reports = fixtures::run(
+        &runtime,
+        &LibraryUnderTest::Bundled("ingress".into()),
+        dir.path(),
+    )
+    .expect("runs");
+    let failures = failures_of(&reports, "missing-secret");
+    assert_eq!(failures.len(), 2, "{failures:#?}");
+    assert!(
+        failures.iter().any(
+            |f| f.starts_with("the list of warnings has no line matching")
+                && f.contains("TLSSecretInvalid")
+        ),
+        "{failures:#?}"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("key material, its lines are not shown")),
+        "{failures:#?}"
+    );
+    assert!(
+        !failures.iter().any(|f| f.contains("PRIVATE KEY")),
+        "{failures:#?}"
+    );
+}
+
 /// Writes one case into `dir`.
 fn case(dir: &std::path::Path, name: &str, manifests: &str, expect: &str) {
     let case = dir.join(name);
