@@ -458,3 +458,117 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
         assert_eq!(mode & 0o777, 0o600, "{file}");
     }
 }
+
+/// Stops `haptic run` as Ctrl-C does.
+struct LocalRun(Child);
+
+impl Drop for LocalRun {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_rotated_secret_is_served_at_runtime_by_the_same_worker() {
+    // The whole path: a Secret file edited under `haptic run` -> render ->
+    // deploy -> the agent's `set ssl cert` -> the next handshake.
+    let authority = Authority::new();
+    let (first, first_key) = authority.issue(&["foo.bar.com"], 2020, 2120);
+    let (second, second_key) = authority.issue(&["foo.bar.com"], 2020, 2120);
+    let backend = spawn_backend("web", SocketAddr::from(([127, 0, 79, 1], 0)));
+    let work = tempfile::tempdir().expect("temp dir");
+    let cluster = work.path().join("cluster");
+    std::fs::create_dir(&cluster).expect("cluster dir");
+    let mut manifests = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: haptic}\nspec: {controller: haproxy-haptic.org/controller}\n---\n",
+    );
+    manifests += &format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: app}}\nspec:\n  ports:\n  - {{name: http, port: 80, targetPort: {port}}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: web-1\n  namespace: app\n  labels: {{kubernetes.io/service-name: web}}\naddressType: IPv4\nports:\n  - {{name: http, port: {port}, protocol: TCP}}\nendpoints:\n  - addresses: [\"127.0.79.1\"]\n    conditions: {{ready: true}}\n---\n",
+        port = backend.port()
+    );
+    manifests += &ingress("foo", "foo.bar.com", "foo-tls");
+    std::fs::write(cluster.join("cluster.yaml"), manifests).expect("manifests");
+    let secret_file = cluster.join("secret.yaml");
+    std::fs::write(
+        &secret_file,
+        secret("foo-tls", "kubernetes.io/tls", &first, &first_key),
+    )
+    .expect("secret");
+
+    let http_port = free_port();
+    let https_port = http_port + 363;
+    let scratch = work.path().join("scratch");
+    let log = work.path().join("run.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .args(["run", "--proxies", "1", "--port", &http_port.to_string()])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .arg("--default-certificate")
+        .arg(work.path().join("default.pem"))
+        .arg("--dir")
+        .arg(&scratch)
+        .arg(&cluster)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("haptic run starts");
+    let _run = LocalRun(child);
+    let served = || https_get(https_port, "foo.bar.com", client_config(None)).map(|(c, _, _)| c);
+    let wait_for = |certificate: &str, timeout: Duration| {
+        let want = der_of(certificate);
+        let started = Instant::now();
+        loop {
+            match served() {
+                Ok(got) if got == want => return started.elapsed(),
+                other if started.elapsed() > timeout => panic!(
+                    "foo.bar.com not served the expected certificate after {timeout:?} ({:?}):\n{}",
+                    other.map(|_| "another certificate"),
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ),
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    };
+    wait_for(&first, Duration::from_secs(60));
+
+    let listing: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(scratch.join("proxies.json")).expect("proxies.json"),
+    )
+    .expect("proxies.json is JSON");
+    let token = std::fs::read_to_string(scratch.join("agent-token")).expect("agent token");
+    let agent = haptic::agent::AgentClient::new(
+        listing[0]["agent"]
+            .as_str()
+            .expect("agent endpoint")
+            .to_owned(),
+        Some(token),
+        None,
+        Duration::from_secs(5),
+    )
+    .expect("agent client");
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let before = tokio.block_on(agent.state()).expect("agent state");
+    let worker = before.current_worker().expect("a worker").pid;
+
+    let rotated = secret("foo-tls", "kubernetes.io/tls", &second, &second_key);
+    let staging = secret_file.with_extension("swp");
+    std::fs::write(&staging, rotated).expect("write");
+    std::fs::rename(&staging, &secret_file).expect("rename");
+    let took = wait_for(&second, Duration::from_secs(10));
+    println!("rotated certificate served {took:?} after the Secret was saved");
+
+    let after = tokio.block_on(agent.state()).expect("agent state");
+    assert_eq!(
+        after.current_worker().map(|w| w.pid),
+        Some(worker),
+        "the same worker serves the new certificate"
+    );
+    assert_eq!(after.reloads, before.reloads, "no reload for a rotation");
+}
