@@ -7,10 +7,11 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod support;
 
 use base64::Engine as _;
 use haptic::library::{LibraryRuntime, RuntimeConfig};
@@ -20,6 +21,7 @@ use haptic::values::Values;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use support::{free_port, start_haproxy};
 
 /// A backend that answers with its name and the `X-Forwarded-Proto` it got.
 fn spawn_backend(name: &'static str, address: SocketAddr) -> SocketAddr {
@@ -46,43 +48,6 @@ fn spawn_backend(name: &'static str, address: SocketAddr) -> SocketAddr {
         }
     });
     local
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_haproxy(dir: &Path, port: u16) -> Haproxy {
-    let child = Command::new(std::env::var("HAPTIC_HAPROXY").unwrap_or_else(|_| "haproxy".into()))
-        .args(["-db", "-f", "haproxy.cfg"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("haproxy.log")).expect("log file"))
-        .spawn()
-        .expect("haproxy starts (apt-get install haproxy)");
-    let haproxy = Haproxy(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "haproxy did not listen on {port}: {}",
-            std::fs::read_to_string(dir.join("haproxy.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    haproxy
 }
 
 /// Test certificates: a CA and leaves it signs.
