@@ -4,16 +4,14 @@
 //! matching semantics where they differ from naive string matching.
 
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener};
 
 mod support;
 
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::offline::{self, Job};
 use haptic::values::Values;
-use support::{free_port, start_haproxy};
+use support::{free_port, http_get, start_haproxy};
 
 /// A tiny HTTP server that answers every request with its own name.
 fn spawn_named_server(name: &'static str, address: SocketAddr) -> SocketAddr {
@@ -36,24 +34,8 @@ fn spawn_named_server(name: &'static str, address: SocketAddr) -> SocketAddr {
 
 /// Sends one request; returns (status, body).
 fn get(port: u16, host: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to haproxy");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read response");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
+    let response = http_get(port, host, path);
+    (response.status, response.body)
 }
 
 fn manifests(port: u16) -> String {

@@ -217,31 +217,10 @@ fn https_get(
     Ok((certificate.into_owned(), status, body))
 }
 
-/// A plain HTTP GET: status and the Location header.
+/// A plain HTTP GET: status, the Location header and the body.
 fn http_get(port: u16, host: &str, path: &str) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let location = response
-        .lines()
-        .find_map(|line| line.strip_prefix("location: "))
-        .unwrap_or("")
-        .to_owned();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, location, body)
+    let response = support::http_get(port, host, path);
+    (response.status, response.location, response.body)
 }
 
 fn der_of(pem: &str) -> CertificateDer<'static> {

@@ -1,5 +1,9 @@
 //! What the integration tests that run the real HAProxy share.
 
+// Each test crate compiles this module and uses part of it.
+#![allow(dead_code)]
+
+use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -42,4 +46,42 @@ pub fn start_haproxy(dir: &Path, port: u16) -> Haproxy {
         std::thread::sleep(Duration::from_millis(20));
     }
     haproxy
+}
+
+/// One plain HTTP/1.1 GET with `Connection: close`.
+pub struct Response {
+    pub status: u16,
+    /// The `Location` header, empty when there is none.
+    pub location: String,
+    pub body: String,
+}
+
+pub fn http_get(port: u16, host: &str, path: &str) -> Response {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to haproxy");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read response");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let location = response
+        .lines()
+        .find_map(|line| line.strip_prefix("location: "))
+        .unwrap_or("")
+        .to_owned();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    Response {
+        status,
+        location,
+        body,
+    }
 }
