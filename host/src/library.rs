@@ -17,15 +17,20 @@
 
 pub mod types;
 
-#[macro_use]
-mod bindings_common;
+// A tree, bottom to top (each uses only those before it; `tests/module_tree.rs`
+// keeps it so): `types`, `checks` (untrusted output), `guest_output`, `store`
+// (a store's state and memory cap), `contract` (the bindings of each contract
+// version and dispatch to them), `sandbox` (engine, ticker, linker),
+// `instance`, `component` (compiled libraries), `runtime` (the caches and the
+// bundled table).
 mod checks;
 mod component;
-mod engine;
+mod contract;
 mod guest_output;
 mod instance;
-mod v0_1_0;
-mod v0_2_0;
+mod runtime;
+mod sandbox;
+mod store;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -34,9 +39,10 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use checks::Malformed;
-pub use component::{LoadedLibrary, SUPPORTED_CONTRACTS};
-pub use engine::LibraryRuntime;
+pub use component::LoadedLibrary;
+pub use contract::SUPPORTED_CONTRACTS;
 pub use instance::LibraryInstance;
+pub use runtime::LibraryRuntime;
 use types::GuestError;
 
 /// How the runtime compiles and confines libraries.

@@ -26,7 +26,9 @@ macro_rules! common_bindings {
         }
 
         /// Adds this version's host imports.
-        pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+        pub(in crate::library) fn add_to_linker(
+            linker: &mut Linker<StoreState>,
+        ) -> wasmtime::Result<()> {
             bindings::TemplateLibrary::add_to_linker::<StoreState, HasSelf<StoreState>>(
                 linker,
                 |state| state,
@@ -34,16 +36,18 @@ macro_rules! common_bindings {
         }
 
         /// A component checked against this version's world, ready to instantiate.
-        pub(super) struct Pre(bindings::TemplateLibraryPre<StoreState>);
+        pub(in crate::library) struct Pre(bindings::TemplateLibraryPre<StoreState>);
 
         impl Pre {
             /// Fails when the component lacks an export of this version or has the
             /// wrong types for one.
-            pub(super) fn new(instance_pre: InstancePre<StoreState>) -> wasmtime::Result<Self> {
+            pub(in crate::library) fn new(
+                instance_pre: InstancePre<StoreState>,
+            ) -> wasmtime::Result<Self> {
                 bindings::TemplateLibraryPre::new(instance_pre).map(Self)
             }
 
-            pub(super) fn instantiate(
+            pub(in crate::library) fn instantiate(
                 &self,
                 store: &mut Store<StoreState>,
             ) -> wasmtime::Result<Exports> {
@@ -52,10 +56,10 @@ macro_rules! common_bindings {
         }
 
         /// The exports of one instance.
-        pub(super) struct Exports(bindings::TemplateLibrary);
+        pub(in crate::library) struct Exports(bindings::TemplateLibrary);
 
         impl Exports {
-            pub(super) fn describe(
+            pub(in crate::library) fn describe(
                 &self,
                 store: &mut Store<StoreState>,
             ) -> wasmtime::Result<Result<types::LibraryInfo, Malformed>> {
@@ -72,7 +76,7 @@ macro_rules! common_bindings {
                 }))
             }
 
-            pub(super) fn configure(
+            pub(in crate::library) fn configure(
                 &self,
                 store: &mut Store<StoreState>,
                 values: &str,
@@ -84,7 +88,7 @@ macro_rules! common_bindings {
                 Ok(plan.map(plan_from_wit).map_err(error_from_wit))
             }
 
-            pub(super) fn render(
+            pub(in crate::library) fn render(
                 &self,
                 store: &mut Store<StoreState>,
                 changes: &[types::Change],

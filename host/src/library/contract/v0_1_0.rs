@@ -10,9 +10,9 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
-use super::checks::Malformed;
-use super::instance::{GuestLogLevel, StoreState};
-use super::types;
+use crate::library::checks::Malformed;
+use crate::library::store::{GuestLogLevel, StoreState};
+use crate::library::types;
 
 mod bindings {
     wasmtime::component::bindgen!({
