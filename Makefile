@@ -37,6 +37,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -- -D warnings
+	$(CARGO) test -q -p haptic --test module_tree
 
 unit-test:
 	$(CARGO) test -p haptic --no-fail-fast

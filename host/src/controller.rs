@@ -9,13 +9,11 @@
 //!   the agents check.
 //! - [`watch`]: the Kubernetes source (kube-runtime watchers per watched
 //!   kind, trimmed at ingest); [`proxies`]: discovering the HAProxy pods.
-//! - [`files`]: the file source `haptic run` uses instead (manifests on
-//!   disk, watched), with status kept on its in-memory objects.
 //! - [`run`]: the loop joining them: render, validate, deploy, status.
-//! - [`sinks`]: where status writes and failure events go.
+//! - [`sinks`]: where failure events go (status writes go through
+//!   [`status::StatusWriter`]).
 //! - [`metrics`]: what it exports to Prometheus.
 
-pub mod files;
 pub mod fleet;
 pub mod leader;
 pub mod metrics;
@@ -28,4 +26,4 @@ pub mod watch;
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
 pub use leader::{ElectionSettings, Elector, Leadership};
 pub use run::{Settings, State, run};
-pub use status::{StatusApplier, field_manager};
+pub use status::StatusApplier;

@@ -14,6 +14,13 @@
 //! - `--demo-backends`: an echo server on every endpoint address of the
 //!   manifests (loopback addresses), so the example answers by itself.
 //! - Ctrl-C stops everything: the children are killed with the run.
+//!
+//! Its parts reach the controller through [`Parts`]: [`files`] (the file
+//! source and the in-memory status, also `/status`'s view) and [`events`]
+//! (failure events as log lines).
+
+mod events;
+pub mod files;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -24,15 +31,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::process::{Child, Command};
 
-use crate::controller::files::{self, LocalStatus};
 use crate::controller::fleet::{FleetSettings, ProxyPod};
 use crate::controller::proxies::ProxySettings;
 use crate::controller::run::{Parts, Settings, State};
-use crate::controller::sinks::LogEvents;
 use crate::controller::status::StatusApplier;
 use crate::engine::Engine;
 use crate::manifests;
 use crate::values::Values;
+use events::LogEvents;
+use files::LocalStatus;
 
 /// What `haptic run` was asked for.
 #[derive(Debug, Clone)]
@@ -158,10 +165,6 @@ pub async fn run(
 
     let status = Arc::new(LocalStatus::default());
     let state = Arc::new(State::default());
-    *state
-        .local_status
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
     let settings = Settings {
         identity: "haptic-run".into(),
         proxies: ProxySettings {
@@ -196,6 +199,7 @@ pub async fn run(
         status: StatusApplier::with_writer(status.clone()),
         events: Arc::new(LogEvents),
         elector: None,
+        status_view: Some(status.clone()),
     };
     let ports: Vec<String> = proxies
         .iter()

@@ -359,22 +359,13 @@ pub struct WatchFilter {
 }
 
 /// A selector of a watch that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {which} selector '{selector}': {reason}")]
 pub struct BadWatchSelector {
     /// `label` or `field`.
     pub which: &'static str,
     pub selector: String,
     pub reason: String,
-}
-
-impl std::fmt::Display for BadWatchSelector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "invalid {} selector '{}': {}",
-            self.which, self.selector, self.reason
-        )
-    }
 }
 
 impl WatchFilter {

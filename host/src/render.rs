@@ -36,14 +36,14 @@ pub enum RenderError {
         library: String,
         error: Box<LibraryError>,
     },
-    /// A watch a library asked for cannot be evaluated.
-    #[error(
-        "template library `{library}` asked for watch `{watch}` with an invalid label selector: {message}"
-    )]
+    /// A watch a library asked for cannot be evaluated: its label or its
+    /// field selector does not parse (the error says which).
+    #[error("template library `{library}` asked for watch `{watch}` with an {problem}")]
     BadWatch {
         library: String,
         watch: String,
-        message: String,
+        #[source]
+        problem: crate::manifests::BadWatchSelector,
     },
     /// The outputs of the libraries do not fit together.
     #[error(transparent)]

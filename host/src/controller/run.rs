@@ -18,34 +18,46 @@
 //!   waits until every live worker of every pod runs it, then writes its
 //!   `deployed` status patches (the readiness gate); `rendered` ones go out
 //!   when the candidate is taken. Failures are retried with backoff.
+//! - **status**: writes status patches and publishes failure Events, in
+//!   order, off the deploy path.
 //! - **leader**: the Lease; its epoch fences every push.
+//!
+//! One file each: `render_loop`, `deploy`, `status_task`, and
+//! `http` for `/metrics`, the probes and `/status`.
 //!
 //! A refused or failed render is never deployed: the fleet stays on the
 //! last good candidate; the failure is logged, counted, sent as a Kubernetes
 //! Event on the object the library blamed, and the last good render's
 //! `render-failed` patches are written.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod deploy;
+mod http;
+mod render_loop;
+mod status_task;
+
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::fleet::{Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
+use super::fleet::{Fleet, FleetSettings, ProxyPod};
 use super::leader::{ElectionSettings, Elector};
-use super::metrics::{LibraryLabels, Metrics, ModeLabels, ResultLabels};
+use super::metrics::Metrics;
 use super::proxies::{self, ProxySettings};
 use super::sinks::{ApiEvents, EventSink, FailureEvent};
-use super::status::{StatusApplier, StatusMemory};
+use super::status::StatusApplier;
 use super::watch::{self as source, SourceEvent, WatchTarget};
-use crate::agent::plan::{self, Plan};
-use crate::agent::{Bundle, BundleFile, FencingToken};
-use crate::engine::{self, Engine, EngineError};
+use crate::agent::Bundle;
+use crate::engine::Engine;
 use crate::library::types::{StatusPatch, StatusVariant};
-use crate::render::{ObjectRef, PlannedWarning, Rendered};
+use crate::render::ObjectRef;
+
+pub use http::StatusView;
+pub use render_loop::{bundle, needs_validation};
 
 /// The readiness gate's condition type.
 pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
@@ -91,8 +103,6 @@ pub struct State {
     /// Every watch has listed and the first render is done (followers too:
     /// their caches are warm).
     pub ready: AtomicBool,
-    /// `haptic run`'s in-memory status, served at `/status`.
-    pub local_status: std::sync::Mutex<Option<Arc<super::files::LocalStatus>>>,
 }
 
 /// Starts the watches for the targets the libraries' plans make.
@@ -118,6 +128,9 @@ pub struct Parts {
     pub events: Arc<dyn EventSink>,
     /// `None`: this replica always leads.
     pub elector: Option<Arc<Elector>>,
+    /// Status the controller keeps itself (`haptic run`), served at
+    /// `/status`; `None` in a cluster, where it is on the objects.
+    pub status_view: Option<Arc<dyn StatusView>>,
 }
 
 impl Parts {
@@ -145,6 +158,7 @@ impl Parts {
                 &settings.identity,
             )),
             elector,
+            status_view: None,
         })
     }
 }
@@ -207,7 +221,7 @@ pub async fn run_with(
     let memory = applier.memory();
     let (candidates_tx, candidates_rx) = watch::channel(None);
     let (failures_tx, failures_rx) = mpsc::unbounded_channel();
-    tasks.push(tokio::spawn(render_loop(
+    tasks.push(tokio::spawn(render_loop::run(
         engine,
         events_rx,
         targets.len(),
@@ -219,14 +233,14 @@ pub async fn run_with(
 
     let (status_tx, status_rx) = mpsc::unbounded_channel();
     tasks.push(tokio::spawn(
-        StatusTask {
+        status_task::StatusTask {
             applier,
             events: parts.events,
             state: state.clone(),
         }
         .run(status_rx),
     ));
-    let deployer = Deployer {
+    let deployer = deploy::Deployer {
         fleet: Fleet::new(settings.fleet.clone()),
         status: status_tx,
         state: state.clone(),
@@ -243,7 +257,11 @@ pub async fn run_with(
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| anyhow::anyhow!("listening on {listen} for /metrics and probes: {e}"))?;
-        tasks.push(tokio::spawn(serve_http(listener, state.clone())));
+        tasks.push(tokio::spawn(http::serve(
+            listener,
+            state.clone(),
+            parts.status_view,
+        )));
     }
 
     shutdown.await;
@@ -293,724 +311,5 @@ async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state:
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         }
-    }
-}
-
-/// Whether `next` must pass `haproxy -c` before it is deployed, given the
-/// last configuration that did. Not when the agents' runtime plan covers
-/// the difference (server address, port, weight, maintenance): every other
-/// line is one HAProxy accepted, the plan checks addresses are literal
-/// `ip:port` and weights in range, and those are exactly the changes an
-/// endpoint flip makes, which must not pay ~50-150 ms of `haproxy -c` at
-/// scale. Map files are left out of the comparison's runtime set (an empty
-/// loaded-map list), so any map change is validated: a map entry HAProxy
-/// cannot parse would fail the next reload.
-pub fn needs_validation(accepted: Option<&Bundle>, next: &Bundle) -> bool {
-    match accepted {
-        None => true,
-        Some(accepted) => matches!(
-            plan::plan(accepted, next, &Default::default()),
-            Plan::Reload(_)
-        ),
-    }
-}
-
-/// The bundle of a render: what the agents get.
-pub fn bundle(rendered: &Rendered) -> Bundle {
-    Bundle::new(
-        rendered.config.clone(),
-        rendered
-            .files
-            .iter()
-            .map(|(path, content)| {
-                let mut file = BundleFile::new(path.clone(), content.clone());
-                // What the library declared, beyond what the content shows.
-                file.secret |= rendered.secret_files.contains(path);
-                file
-            })
-            .collect(),
-    )
-}
-
-/// The first sequence: milliseconds since the epoch, so a restarted
-/// controller (same Lease epoch without election) never reuses one the
-/// agents have seen.
-fn clock_sequence() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn render_loop(
-    mut engine: Engine,
-    mut events: mpsc::UnboundedReceiver<SourceEvent>,
-    targets: usize,
-    candidates: watch::Sender<Option<Arc<Candidate>>>,
-    failures: mpsc::UnboundedSender<Failure>,
-    memory: StatusMemory,
-    state: Arc<State>,
-) {
-    let mut listed = vec![false; targets];
-    let mut pending = Vec::new();
-    let mut accepted: Option<Arc<Bundle>> = None;
-    let mut last_good: Option<Rendered> = None;
-    let mut sequence = clock_sequence();
-    let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
-    let mut warned: HashSet<PlannedWarning> = HashSet::new();
-    let mut first = true;
-    loop {
-        // With no watches (no library watches anything) the first render
-        // needs no event.
-        if !(first && targets == 0) {
-            let Some(event) = events.recv().await else {
-                return;
-            };
-            absorb(event, &mut listed, &mut pending);
-            while let Ok(event) = events.try_recv() {
-                absorb(event, &mut listed, &mut pending);
-            }
-            if !listed.iter().all(|done| *done) {
-                continue;
-            }
-        }
-        first = false;
-        let changes = std::mem::take(&mut pending);
-        let started = Instant::now();
-        let result = tokio::task::block_in_place(|| engine.render(changes));
-        state
-            .metrics
-            .render_seconds
-            .observe(started.elapsed().as_secs_f64());
-        let rendered = match result {
-            Ok(rendered) => rendered,
-            Err(error) => {
-                report_failure(&state, &failures, &last_good, "RenderFailed", &error);
-                continue;
-            }
-        };
-        report_new_warnings(&engine, &rendered, &mut warned, &failures);
-        let next = bundle(&rendered);
-        if needs_validation(accepted.as_deref(), &next) {
-            let started = Instant::now();
-            let validated = tokio::task::block_in_place(|| engine::validate(&rendered));
-            state
-                .metrics
-                .validate_seconds
-                .observe(started.elapsed().as_secs_f64());
-            if let Err(error) = validated {
-                report_failure(&state, &failures, &last_good, "ConfigRefused", &error);
-                continue;
-            }
-        } else {
-            state.metrics.validations_skipped.inc();
-        }
-        state
-            .metrics
-            .renders
-            .get_or_create(&ResultLabels { result: "ok" })
-            .inc();
-        sequence = sequence.max(clock_sequence()) + 1;
-        let candidate = candidate(&engine, &rendered, &next, sequence, &memory, &mut gate_seen);
-        accepted = Some(candidate.bundle.clone());
-        last_good = Some(rendered);
-        let _ = candidates.send(Some(Arc::new(candidate)));
-        state.ready.store(true, Ordering::Relaxed);
-    }
-}
-
-fn absorb(
-    event: SourceEvent,
-    listed: &mut [bool],
-    pending: &mut Vec<crate::render::ClusterChange>,
-) {
-    if event.listed
-        && let Some(done) = listed.get_mut(event.target)
-    {
-        *done = true;
-    }
-    pending.extend(event.changes);
-}
-
-fn report_failure(
-    state: &State,
-    failures: &mpsc::UnboundedSender<Failure>,
-    last_good: &Option<Rendered>,
-    reason: &'static str,
-    error: &EngineError,
-) {
-    let (result, libraries, object) = match error {
-        EngineError::Render { error, object } => (
-            "render-failed",
-            error.library().map(str::to_owned).into_iter().collect(),
-            object.as_deref().cloned(),
-        ),
-        EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
-        _ => ("validate-error", Vec::new(), None),
-    };
-    state
-        .metrics
-        .renders
-        .get_or_create(&ResultLabels { result })
-        .inc();
-    for library in libraries {
-        state
-            .metrics
-            .library_errors
-            .get_or_create(&LibraryLabels { library })
-            .inc();
-    }
-    tracing::error!(%error, "render not deployed; the fleet stays on the last good configuration");
-    let patches = last_good
-        .as_ref()
-        .and_then(|rendered| rendered.status_patches.get(&StatusVariant::RenderFailed))
-        .map(|patches| patches.iter().map(|(_, patch)| patch.clone()).collect())
-        .unwrap_or_default();
-    let _ = failures.send(Failure {
-        event: FailureEvent {
-            reason: reason.into(),
-            note: error.to_string(),
-            object,
-        },
-        patches,
-    });
-}
-
-/// Logs and records as Events the library warnings that were not in the
-/// previous render: a warning lasts as long as its problem, and its owner
-/// hears of it once (and again if it changes), not on every render.
-fn report_new_warnings(
-    engine: &Engine,
-    rendered: &Rendered,
-    warned: &mut HashSet<PlannedWarning>,
-    failures: &mpsc::UnboundedSender<Failure>,
-) {
-    let current: HashSet<PlannedWarning> = rendered.warnings.iter().cloned().collect();
-    for planned in rendered.warnings.iter().filter(|w| !warned.contains(*w)) {
-        let (library, _, warning) = planned;
-        let object = warning
-            .object
-            .as_ref()
-            .and_then(|key| engine.object_of(library, key));
-        tracing::warn!(library = %library, reason = %warning.reason, "{}", warning.message);
-        let _ = failures.send(Failure {
-            event: FailureEvent {
-                reason: warning.reason.clone().into(),
-                note: warning.message.clone(),
-                object,
-            },
-            patches: Vec::new(),
-        });
-    }
-    *warned = current;
-}
-
-fn candidate(
-    engine: &Engine,
-    rendered: &Rendered,
-    bundle: &Bundle,
-    sequence: u64,
-    memory: &StatusMemory,
-    gate_seen: &mut HashMap<ObjectRef, Instant>,
-) -> Candidate {
-    let mut patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>> = BTreeMap::new();
-    let mut current = HashMap::new();
-    let mut gate_pending_since = HashMap::new();
-    let now = Instant::now();
-    for (variant, planned) in &rendered.status_patches {
-        for (_, patch) in planned {
-            patches.entry(*variant).or_default().push(patch.clone());
-            if memory.is_written(patch) {
-                continue;
-            }
-            let reference = ObjectRef {
-                api_version: patch.api_version.clone(),
-                kind: patch.kind.clone(),
-                namespace: patch.namespace.clone(),
-                name: patch.name.clone(),
-            };
-            if let Some(status) = engine
-                .object(&reference)
-                .and_then(|object| object.value().get_mut("status").map(Value::take))
-            {
-                current.insert(reference.clone(), status);
-            }
-            if *variant == StatusVariant::Deployed && is_gate_patch(patch) {
-                let since = *gate_seen.entry(reference.clone()).or_insert(now);
-                gate_pending_since.insert(reference, since);
-            }
-        }
-    }
-    // Forget pods whose gate patch is no longer pending.
-    gate_seen.retain(|reference, _| gate_pending_since.contains_key(reference));
-    Candidate {
-        sequence,
-        bundle: Arc::new(bundle.clone()),
-        patches,
-        current,
-        gate_pending_since,
-    }
-}
-
-fn is_gate_patch(patch: &StatusPatch) -> bool {
-    patch.kind == "Pod" && patch.status.contains(GATE_CONDITION)
-}
-
-/// The deploy task's state.
-struct Deployer {
-    fleet: Fleet,
-    /// Status writes go to their own task: thousands of first-time gate
-    /// conditions must not hold the next deploy.
-    status: mpsc::UnboundedSender<StatusJob>,
-    state: Arc<State>,
-    settings: Settings,
-}
-
-/// Work for the status task.
-enum StatusJob {
-    /// The candidate's patches of this variant.
-    Write(Arc<Candidate>, StatusVariant),
-    /// A failed render: its `render-failed` patches and Event.
-    Report(Failure),
-}
-
-/// The status task: writes patches and reports failures, in order.
-struct StatusTask {
-    applier: StatusApplier,
-    events: Arc<dyn EventSink>,
-    state: Arc<State>,
-}
-
-impl Deployer {
-    async fn run(
-        mut self,
-        mut candidates: watch::Receiver<Option<Arc<Candidate>>>,
-        mut pods: watch::Receiver<Option<Vec<ProxyPod>>>,
-        mut leading: watch::Receiver<Option<u64>>,
-        mut failures: mpsc::UnboundedReceiver<Failure>,
-    ) {
-        let mut rendered_written: Option<u64> = None;
-        let mut retry = Backoff::new();
-        let mut wake_at = tokio::time::Instant::now() + self.settings.resync;
-        loop {
-            tokio::select! {
-                changed = candidates.changed() => if changed.is_err() { return },
-                changed = pods.changed() => {
-                    if changed.is_err() { return }
-                    let members = pods.borrow_and_update().clone().unwrap_or_default();
-                    if let Err(error) = self.fleet.set_pods(members) {
-                        tracing::error!(%error, "cannot build clients for the HAProxy pods");
-                    }
-                    self.state.metrics.fleet_pods.set(self.fleet.pods().len() as i64);
-                }
-                changed = leading.changed() => if changed.is_err() { return },
-                Some(failure) = failures.recv() => {
-                    if leading.borrow().is_some() {
-                        let _ = self.status.send(StatusJob::Report(failure));
-                    }
-                    continue;
-                }
-                _ = tokio::time::sleep_until(wake_at) => {}
-            }
-            wake_at = tokio::time::Instant::now() + self.settings.resync;
-            let Some(epoch) = *leading.borrow() else {
-                continue;
-            };
-            let Some(candidate) = candidates.borrow_and_update().clone() else {
-                continue;
-            };
-            // Every wake deploys: a new candidate, new pods, a new leader, a
-            // retry, or the periodic resync. Pods already on the candidate
-            // only confirm it (one state request each).
-            if rendered_written != Some(candidate.sequence) {
-                self.write(&candidate, StatusVariant::Rendered);
-                rendered_written = Some(candidate.sequence);
-            }
-            match self.deploy(&candidate, epoch, &mut candidates).await {
-                DeployResult::Converged => {
-                    self.write(&candidate, StatusVariant::Deployed);
-                    retry.reset();
-                }
-                DeployResult::Superseded => {}
-                DeployResult::Failed(message) => {
-                    self.write(&candidate, StatusVariant::DeployFailed);
-                    let pause = retry.next();
-                    tracing::warn!(%message, retry_in = ?pause, "the fleet does not run the newest configuration yet");
-                    wake_at = tokio::time::Instant::now() + pause;
-                }
-            }
-        }
-    }
-
-    async fn deploy(
-        &mut self,
-        candidate: &Candidate,
-        epoch: u64,
-        candidates: &mut watch::Receiver<Option<Arc<Candidate>>>,
-    ) -> DeployResult {
-        let id = candidate.bundle.id.as_str();
-        let started = Instant::now();
-        let report = self
-            .fleet
-            .deploy(&Deployment {
-                token: FencingToken {
-                    epoch,
-                    sequence: candidate.sequence,
-                },
-                bundle: candidate.bundle.clone(),
-            })
-            .await;
-        for pod in &report.pods {
-            let mode = match &pod.outcome {
-                PodOutcome::Confirmed => "confirmed",
-                PodOutcome::Applied(mode) => mode.as_str(),
-                PodOutcome::Failed(_) => "failed",
-            };
-            self.state
-                .metrics
-                .deploys
-                .get_or_create(&ModeLabels { mode })
-                .inc();
-        }
-        if report.pods.is_empty() {
-            return DeployResult::Failed(format!(
-                "no HAProxy pods match {} in namespace {}",
-                self.settings.proxies.selector, self.settings.proxies.namespace
-            ));
-        }
-        if !report.applied_everywhere() {
-            let failed: Vec<String> = report
-                .pods
-                .iter()
-                .filter_map(|pod| match &pod.outcome {
-                    PodOutcome::Failed(error) => Some(format!("{}: {error}", pod.pod)),
-                    _ => None,
-                })
-                .collect();
-            self.update_converged_gauge(id);
-            return DeployResult::Failed(failed.join("; "));
-        }
-        let converged = if self.fleet.converged_on(id) {
-            true
-        } else {
-            tokio::select! {
-                converged = self.fleet.await_convergence(id, self.settings.convergence_wait) => converged,
-                _ = candidates.changed() => return DeployResult::Superseded,
-            }
-        };
-        self.update_converged_gauge(id);
-        if converged {
-            self.state
-                .metrics
-                .deploy_seconds
-                .observe(started.elapsed().as_secs_f64());
-            DeployResult::Converged
-        } else {
-            let waiting: Vec<String> = self
-                .fleet
-                .pods()
-                .into_iter()
-                .filter(|pod| pod.converged.as_deref() != Some(id))
-                .map(|pod| match pod.last_error {
-                    Some(error) => format!("{}: {error}", pod.pod),
-                    None => format!("{}: old workers still running", pod.pod),
-                })
-                .collect();
-            DeployResult::Failed(format!(
-                "not every pod runs {id} yet: {}",
-                waiting.join("; ")
-            ))
-        }
-    }
-
-    fn update_converged_gauge(&self, id: &str) {
-        let converged = self
-            .fleet
-            .pods()
-            .iter()
-            .filter(|pod| pod.converged.as_deref() == Some(id))
-            .count();
-        self.state
-            .metrics
-            .fleet_converged_pods
-            .set(converged as i64);
-    }
-
-    /// Queues the candidate's patches of `variant` for the status task.
-    fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
-        if candidate.patches.contains_key(&variant) {
-            let _ = self
-                .status
-                .send(StatusJob::Write(candidate.clone(), variant));
-        }
-    }
-}
-
-impl StatusTask {
-    async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StatusJob>) {
-        while let Some(job) = jobs.recv().await {
-            match job {
-                StatusJob::Write(candidate, variant) => self.write(&candidate, variant).await,
-                StatusJob::Report(failure) => self.report(failure).await,
-            }
-        }
-    }
-
-    /// Writes the candidate's patches of `variant`.
-    async fn write(&mut self, candidate: &Candidate, variant: StatusVariant) {
-        let Some(patches) = candidate.patches.get(&variant) else {
-            return;
-        };
-        let current = &candidate.current;
-        let report = self
-            .applier
-            .apply(patches.iter().map(Arc::as_ref), |patch| {
-                current
-                    .get(&ObjectRef {
-                        api_version: patch.api_version.clone(),
-                        kind: patch.kind.clone(),
-                        namespace: patch.namespace.clone(),
-                        name: patch.name.clone(),
-                    })
-                    .cloned()
-            })
-            .await;
-        if variant == StatusVariant::Deployed {
-            let now = Instant::now();
-            let mut gates = 0usize;
-            for (_, api_version, kind, namespace, name) in &report.written_patches {
-                let reference = ObjectRef {
-                    api_version: api_version.clone(),
-                    kind: kind.clone(),
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                };
-                if let Some(since) = candidate.gate_pending_since.get(&reference) {
-                    gates += 1;
-                    self.state.metrics.gate_conditions_set.inc();
-                    self.state
-                        .metrics
-                        .gate_latency_seconds
-                        .observe(now.duration_since(*since).as_secs_f64());
-                    tracing::debug!(pod = %format!("{namespace}/{name}"), "readiness gate set: every HAProxy pod routes to it");
-                }
-            }
-            match gates {
-                0 => {}
-                1 => tracing::info!("readiness gate set on 1 pod: every HAProxy pod routes to it"),
-                _ => tracing::info!(
-                    "readiness gate set on {gates} pods: every HAProxy pod routes to them"
-                ),
-            }
-        }
-        for failure in &report.failed {
-            self.state.metrics.status_patch_failures.inc();
-            tracing::warn!(object = %failure.object, error = %failure.error, "status patch not written");
-        }
-    }
-
-    async fn report(&mut self, failure: Failure) {
-        if !failure.patches.is_empty() {
-            let report = self
-                .applier
-                .apply(failure.patches.iter().map(Arc::as_ref), |_| None)
-                .await;
-            for failed in &report.failed {
-                tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
-            }
-        }
-        self.events.publish(failure.event).await;
-    }
-}
-
-enum DeployResult {
-    Converged,
-    /// A newer candidate arrived while waiting.
-    Superseded,
-    Failed(String),
-}
-
-/// Retry pauses: 0.5 s doubling to 10 s.
-struct Backoff {
-    next: Option<Duration>,
-}
-
-impl Backoff {
-    fn new() -> Self {
-        Self { next: None }
-    }
-
-    fn next(&mut self) -> Duration {
-        let pause = self.next.unwrap_or(Duration::from_millis(500));
-        self.next = Some((pause * 2).min(Duration::from_secs(10)));
-        pause
-    }
-
-    fn reset(&mut self) {
-        self.next = None;
-    }
-}
-
-async fn serve_http(listener: tokio::net::TcpListener, state: Arc<State>) {
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    use axum::routing::get;
-    let app = axum::Router::new()
-        .route(
-            "/metrics",
-            get({
-                let state = state.clone();
-                move || async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        state.metrics.encode(),
-                    )
-                }
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/status",
-            get({
-                let state = state.clone();
-                move || async move {
-                    let local = state
-                        .local_status
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .clone();
-                    match local {
-                        Some(status) => axum::Json(status.snapshot()).into_response(),
-                        None => (
-                            StatusCode::NOT_FOUND,
-                            "status is on the objects in the cluster (kubectl get -o yaml)",
-                        )
-                            .into_response(),
-                    }
-                }
-            }),
-        )
-        .route(
-            "/readyz",
-            get(move || async move {
-                if state.ready.load(Ordering::Relaxed) {
-                    (StatusCode::OK, "ready")
-                } else {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "waiting for the first list of every watch and the first render",
-                    )
-                }
-            }),
-        );
-    if let Err(error) = axum::serve(listener, app).await {
-        tracing::error!(%error, "serving /metrics and probes");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bundle_of(config: &str) -> Bundle {
-        Bundle::new(config.to_owned(), Vec::new())
-    }
-
-    #[test]
-    fn a_warning_is_reported_when_it_appears_or_changes_not_on_every_render() {
-        use crate::library::types::{ObjectKey, Warning};
-        let engine = Engine::new(Vec::new(), crate::values::Values::default())
-            .expect("an engine without libraries");
-        let warning = |message: &str| {
-            (
-                Arc::<str>::from("ingress"),
-                "warning:TLSSecretMissing".to_owned(),
-                Arc::new(Warning {
-                    object: Some(ObjectKey {
-                        watch: "ingresses".into(),
-                        namespace: "shop".into(),
-                        name: "web".into(),
-                    }),
-                    reason: "TLSSecretMissing".into(),
-                    message: message.into(),
-                }),
-            )
-        };
-        let rendered = |warnings: Vec<PlannedWarning>| Rendered {
-            warnings,
-            ..Rendered::default()
-        };
-        let (sender, mut received) = mpsc::unbounded_channel();
-        let mut warned = HashSet::new();
-        let mut reasons = |warnings: Vec<PlannedWarning>| {
-            report_new_warnings(&engine, &rendered(warnings), &mut warned, &sender);
-            let mut got = Vec::new();
-            while let Ok(failure) = received.try_recv() {
-                got.push(format!("{}: {}", failure.event.reason, failure.event.note));
-            }
-            got
-        };
-        assert_eq!(reasons(vec![warning("gone")]), ["TLSSecretMissing: gone"]);
-        assert!(
-            reasons(vec![warning("gone")]).is_empty(),
-            "same warning, no new Event"
-        );
-        assert_eq!(
-            reasons(vec![warning("still gone")]),
-            ["TLSSecretMissing: still gone"],
-            "a changed message is news"
-        );
-        assert!(reasons(Vec::new()).is_empty(), "fixed: nothing to report");
-        assert_eq!(
-            reasons(vec![warning("gone")]).len(),
-            1,
-            "back again: reported again"
-        );
-    }
-
-    #[test]
-    fn only_changes_outside_the_runtime_plan_are_validated() {
-        let base = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
-        let flipped =
-            "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1 disabled\n";
-        let moved = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.2:80 weight 1\n";
-        let option = "global\n  maxconn 20\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
-        assert!(needs_validation(None, &bundle_of(base)));
-        assert!(!needs_validation(
-            Some(&bundle_of(base)),
-            &bundle_of(flipped)
-        ));
-        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(moved)));
-        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(base)));
-        assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));
-        let with_map = Bundle::new(
-            base.to_owned(),
-            vec![BundleFile::new("maps/hosts.map", "a.example.com b\n")],
-        );
-        let map_changed = Bundle::new(
-            base.to_owned(),
-            vec![BundleFile::new("maps/hosts.map", "c.example.com b\n")],
-        );
-        assert!(
-            needs_validation(Some(&with_map), &map_changed),
-            "map contents are validated"
-        );
-    }
-
-    #[test]
-    fn backoff_doubles_to_a_ceiling_and_resets() {
-        let mut backoff = Backoff::new();
-        assert_eq!(backoff.next(), Duration::from_millis(500));
-        assert_eq!(backoff.next(), Duration::from_secs(1));
-        for _ in 0..10 {
-            backoff.next();
-        }
-        assert_eq!(backoff.next(), Duration::from_secs(10));
-        backoff.reset();
-        assert_eq!(backoff.next(), Duration::from_millis(500));
     }
 }

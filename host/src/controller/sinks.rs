@@ -1,87 +1,13 @@
-//! Where the controller's outputs go: status writes and failure events.
-//! In a cluster both go to the API server; `haptic run` keeps status on its
-//! in-memory objects and logs events, through the same render, deploy and
-//! status code.
+//! Where failure events go: Kubernetes Events in a cluster; `haptic run`
+//! brings its own sink (log lines) through the same render, deploy and
+//! status code. (Status
+//! writes have their own sink, [`StatusWriter`](super::status::StatusWriter).)
 
-use std::future::Future;
-use std::pin::Pin;
-
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use serde_json::Value;
 
-use super::status::field_manager;
-use crate::library::types::StatusPatch;
 use crate::render::ObjectRef;
-
-/// A boxed future, for the sinks' object-safe methods.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Writes one status patch (already parsed) for its variant's field manager.
-pub trait StatusWriter: Send + Sync {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), String>>;
-}
-
-/// Server-side apply to `<resource>/status`.
-#[derive(Clone)]
-pub struct ApiStatusWriter {
-    client: kube::Client,
-}
-
-impl ApiStatusWriter {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client }
-    }
-}
-
-impl StatusWriter for ApiStatusWriter {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let (group, version) = match patch.api_version.split_once('/') {
-                Some((group, version)) => (group, version),
-                None => ("", patch.api_version.as_str()),
-            };
-            let resource =
-                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &patch.kind));
-            let api: Api<DynamicObject> = if patch.namespace.is_empty() {
-                Api::all_with(self.client.clone(), &resource)
-            } else {
-                Api::namespaced_with(self.client.clone(), &patch.namespace, &resource)
-            };
-            let mut metadata = serde_json::json!({ "name": patch.name });
-            if !patch.namespace.is_empty() {
-                metadata["namespace"] = Value::String(patch.namespace.clone());
-            }
-            let body = serde_json::json!({
-                "apiVersion": patch.api_version,
-                "kind": patch.kind,
-                "metadata": metadata,
-                "status": status,
-            });
-            // `force`: the variant's manager is the only writer of these
-            // fields by design; a conflict means another installation of
-            // the same controller, which the docs say not to run.
-            let params = PatchParams::apply(field_manager(patch.variant)).force();
-            api.patch_status(&patch.name, &params, &Patch::Apply(&body))
-                .await
-                .map(drop)
-                .map_err(|error| match error {
-                    kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-                    other => other.to_string(),
-                })
-        })
-    }
-}
 
 /// A failure or a library's warning worth telling the object's owner about
 /// (a Kubernetes Event of type Warning).
@@ -159,22 +85,6 @@ impl EventSink for ApiEvents {
             if let Err(error) = self.recorder.publish(&event, &regarding).await {
                 tracing::warn!(%error, "cannot publish the Event about a failed render");
             }
-        })
-    }
-}
-
-/// Events as log lines (no cluster to hold them).
-#[derive(Debug, Default)]
-pub struct LogEvents;
-
-impl EventSink for LogEvents {
-    fn publish(&self, event: FailureEvent) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let object = event
-                .object
-                .map(|o| format!(" on {} {}/{}", o.kind, o.namespace, o.name))
-                .unwrap_or_default();
-            tracing::warn!("event {}{object}: {}", event.reason, event.note);
         })
     }
 }

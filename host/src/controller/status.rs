@@ -13,36 +13,112 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
-
-use super::sinks::{ApiStatusWriter, StatusWriter};
+use thiserror::Error;
 
 use crate::library::types::{StatusPatch, StatusVariant};
+use crate::render::ObjectRef;
 
-/// The field manager of a variant.
-pub fn field_manager(variant: StatusVariant) -> &'static str {
-    match variant {
-        StatusVariant::Rendered => "haptic-rendered",
-        StatusVariant::Deployed => "haptic-deployed",
-        StatusVariant::RenderFailed => "haptic-render-failed",
-        StatusVariant::DeployFailed => "haptic-deploy-failed",
+/// Why a status patch was not written.
+#[derive(Debug, Error)]
+pub enum StatusWriteError {
+    /// The library's patch is not JSON (the render's checks let only JSON
+    /// objects through, so this is a bug to report).
+    #[error("the patch is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The API server answered with an error (RBAC, a missing object, a
+    /// field the schema refuses).
+    #[error("{message} ({code})")]
+    Refused { message: String, code: u16 },
+    /// The request got no answer (connection, TLS, timeout).
+    #[error(transparent)]
+    Request(Box<kube::Error>),
+}
+
+/// Writes one status patch (already parsed) for its variant's field manager.
+pub trait StatusWriter: Send + Sync {
+    fn write<'a>(
+        &'a self,
+        patch: &'a StatusPatch,
+        status: Value,
+    ) -> BoxFuture<'a, Result<(), StatusWriteError>>;
+}
+
+/// Server-side apply to `<resource>/status`.
+#[derive(Clone)]
+pub struct ApiStatusWriter {
+    client: kube::Client,
+}
+
+impl ApiStatusWriter {
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+}
+
+impl StatusWriter for ApiStatusWriter {
+    fn write<'a>(
+        &'a self,
+        patch: &'a StatusPatch,
+        status: Value,
+    ) -> BoxFuture<'a, Result<(), StatusWriteError>> {
+        Box::pin(async move {
+            let (group, version) = match patch.api_version.split_once('/') {
+                Some((group, version)) => (group, version),
+                None => ("", patch.api_version.as_str()),
+            };
+            let resource =
+                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &patch.kind));
+            let api: Api<DynamicObject> = if patch.namespace.is_empty() {
+                Api::all_with(self.client.clone(), &resource)
+            } else {
+                Api::namespaced_with(self.client.clone(), &patch.namespace, &resource)
+            };
+            let mut metadata = serde_json::json!({ "name": patch.name });
+            if !patch.namespace.is_empty() {
+                metadata["namespace"] = Value::String(patch.namespace.clone());
+            }
+            let body = serde_json::json!({
+                "apiVersion": patch.api_version,
+                "kind": patch.kind,
+                "metadata": metadata,
+                "status": status,
+            });
+            // `force`: the variant's manager is the only writer of these
+            // fields by design; a conflict means another installation of
+            // the same controller, which the docs say not to run.
+            let params = PatchParams::apply(patch.variant.field_manager()).force();
+            api.patch_status(&patch.name, &params, &Patch::Apply(&body))
+                .await
+                .map(drop)
+                .map_err(|error| match error {
+                    kube::Error::Api(status) => StatusWriteError::Refused {
+                        message: status.message,
+                        code: status.code,
+                    },
+                    other => StatusWriteError::Request(Box::new(other)),
+                })
+        })
     }
 }
 
 /// One patch that could not be written.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PatchFailure {
     /// `Kind namespace/name` and the variant.
     pub object: String,
-    pub error: String,
+    pub error: StatusWriteError,
 }
 
 /// What one [`StatusApplier::apply`] did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ApplyReport {
     pub written: usize,
-    /// (variant, apiVersion, kind, namespace, name) of each patch written.
-    pub written_patches: Vec<(StatusVariant, String, String, String, String)>,
+    /// The variant and object of each patch written.
+    pub written_patches: Vec<PatchKey>,
     /// Already true on the object, or written before with the same content.
     pub skipped: usize,
     pub failed: Vec<PatchFailure>,
@@ -51,16 +127,11 @@ pub struct ApplyReport {
 /// Status writes sent at once.
 const WRITES_IN_FLIGHT: usize = 16;
 
-type PatchKey = (StatusVariant, String, String, String, String);
+/// A patch's variant and object: what one field manager writes to.
+pub type PatchKey = (StatusVariant, ObjectRef);
 
 fn key(patch: &StatusPatch) -> PatchKey {
-    (
-        patch.variant,
-        patch.api_version.clone(),
-        patch.kind.clone(),
-        patch.namespace.clone(),
-        patch.name.clone(),
-    )
+    (patch.variant, ObjectRef::of_patch(patch))
 }
 
 /// What the applier has written (or found holding), shared with the render
@@ -139,7 +210,7 @@ impl StatusApplier {
                 Err(error) => {
                     report
                         .failed
-                        .push(failure(patch, format!("the patch is not JSON: {error}")));
+                        .push(failure(patch, StatusWriteError::NotJson(error)));
                     continue;
                 }
             };
@@ -173,10 +244,10 @@ impl StatusApplier {
 
     /// Forgets what was written to an object (it was deleted, or its
     /// status changed under another manager), so the next patch is sent.
-    pub fn forget(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.written.lock().retain(|(_, v, k, ns, n), _| {
-            !(v == api_version && k == kind && ns == namespace && n == name)
-        });
+    pub fn forget(&mut self, object: &ObjectRef) {
+        self.written
+            .lock()
+            .retain(|(_, written), _| written != object);
     }
 }
 
@@ -185,18 +256,18 @@ async fn write_one<'a>(
     applier: &'a StatusApplier,
     patch: &'a StatusPatch,
     status: Value,
-) -> (&'a StatusPatch, Result<(), String>) {
+) -> (&'a StatusPatch, Result<(), StatusWriteError>) {
     (patch, applier.writer.write(patch, status).await)
 }
 
-fn failure(patch: &StatusPatch, error: String) -> PatchFailure {
+fn failure(patch: &StatusPatch, error: StatusWriteError) -> PatchFailure {
     PatchFailure {
         object: format!(
             "{} {}/{} ({})",
             patch.kind,
             patch.namespace,
             patch.name,
-            field_manager(patch.variant)
+            patch.variant.field_manager()
         ),
         error,
     }
@@ -279,9 +350,9 @@ mod tests {
     fn every_variant_has_its_own_manager() {
         let managers: std::collections::BTreeSet<_> = StatusVariant::ALL
             .iter()
-            .map(|v| field_manager(*v))
+            .map(|v| v.field_manager())
             .collect();
         assert_eq!(managers.len(), 4);
-        assert_eq!(field_manager(StatusVariant::Deployed), "haptic-deployed");
+        assert_eq!(StatusVariant::Deployed.field_manager(), "haptic-deployed");
     }
 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::RenderError;
-use crate::library::types::{Change, Object, ObjectKey, Watch};
+use crate::library::types::{Change, Object, ObjectKey, StatusPatch, Watch};
 use crate::manifests;
 
 /// Identifies an object in the cluster view.
@@ -22,6 +22,18 @@ pub struct ObjectRef {
     pub kind: String,
     pub namespace: String,
     pub name: String,
+}
+
+impl ObjectRef {
+    /// The object a status patch is for.
+    pub fn of_patch(patch: &StatusPatch) -> Self {
+        Self {
+            api_version: patch.api_version.clone(),
+            kind: patch.kind.clone(),
+            namespace: patch.namespace.clone(),
+            name: patch.name.clone(),
+        }
+    }
 }
 
 /// A Kubernetes object as the host stores it.
@@ -255,10 +267,10 @@ impl ClusterStore {
 }
 
 fn selector(library: &str, watch: &Watch) -> Result<manifests::WatchFilter, RenderError> {
-    manifests::WatchFilter::of(watch).map_err(|bad| RenderError::BadWatch {
+    manifests::WatchFilter::of(watch).map_err(|problem| RenderError::BadWatch {
         library: library.to_owned(),
         watch: watch.name.clone(),
-        message: bad.to_string(),
+        problem,
     })
 }
 

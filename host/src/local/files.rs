@@ -19,14 +19,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use notify::{RecursiveMode, Watcher};
 use serde_json::Value;
 use sha2::Digest as _;
 use tokio::sync::{Notify, mpsc};
 
-use super::sinks::{BoxFuture, StatusWriter};
-use super::status::field_manager;
-use super::watch::{SourceEvent, WatchTarget};
+use crate::controller::run::StatusView;
+use crate::controller::status::{StatusWriteError, StatusWriter};
+use crate::controller::watch::{SourceEvent, WatchTarget};
 use crate::library::types::StatusPatch;
 use crate::manifests;
 use crate::render::{ClusterChange, ClusterObject, ObjectRef};
@@ -36,6 +37,12 @@ use crate::render::{ClusterChange, ClusterObject, ObjectRef};
 pub struct LocalStatus {
     statuses: Mutex<BTreeMap<ObjectRef, Value>>,
     changed: Notify,
+}
+
+impl StatusView for LocalStatus {
+    fn snapshot(&self) -> Value {
+        LocalStatus::snapshot(self)
+    }
 }
 
 impl LocalStatus {
@@ -67,20 +74,15 @@ impl StatusWriter for LocalStatus {
         &'a self,
         patch: &'a StatusPatch,
         status: Value,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), StatusWriteError>> {
         Box::pin(async move {
-            let reference = ObjectRef {
-                api_version: patch.api_version.clone(),
-                kind: patch.kind.clone(),
-                namespace: patch.namespace.clone(),
-                name: patch.name.clone(),
-            };
+            let reference = ObjectRef::of_patch(patch);
             tracing::info!(
                 "status of {} {}/{} by {}: {}",
                 patch.kind,
                 patch.namespace,
                 patch.name,
-                field_manager(patch.variant),
+                patch.variant.field_manager(),
                 summary(&status)
             );
             merge_status(self.lock().entry(reference).or_insert(Value::Null), &status);

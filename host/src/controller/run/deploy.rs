@@ -1,0 +1,236 @@
+//! The deploy task: while leading, pushes the newest candidate to every
+//! pod, waits until every live worker runs it, and hands the candidate's
+//! status patches to the status task; failures are retried with backoff.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use super::status_task::StatusJob;
+use super::{Candidate, Failure, Settings, State};
+use crate::agent::FencingToken;
+use crate::controller::fleet::{Deployment, Fleet, PodOutcome, ProxyPod};
+use crate::controller::metrics::ModeLabels;
+use crate::library::types::StatusVariant;
+
+/// The deploy task's state.
+pub(super) struct Deployer {
+    pub(super) fleet: Fleet,
+    /// Status writes go to their own task: thousands of first-time gate
+    /// conditions must not hold the next deploy.
+    pub(super) status: mpsc::UnboundedSender<StatusJob>,
+    pub(super) state: Arc<State>,
+    pub(super) settings: Settings,
+}
+
+impl Deployer {
+    pub(super) async fn run(
+        mut self,
+        mut candidates: watch::Receiver<Option<Arc<Candidate>>>,
+        mut pods: watch::Receiver<Option<Vec<ProxyPod>>>,
+        mut leading: watch::Receiver<Option<u64>>,
+        mut failures: mpsc::UnboundedReceiver<Failure>,
+    ) {
+        let mut rendered_written: Option<u64> = None;
+        let mut retry = Backoff::new();
+        let mut wake_at = tokio::time::Instant::now() + self.settings.resync;
+        loop {
+            tokio::select! {
+                changed = candidates.changed() => if changed.is_err() { return },
+                changed = pods.changed() => {
+                    if changed.is_err() { return }
+                    let members = pods.borrow_and_update().clone().unwrap_or_default();
+                    if let Err(error) = self.fleet.set_pods(members) {
+                        tracing::error!(%error, "cannot build clients for the HAProxy pods");
+                    }
+                    self.state.metrics.fleet_pods.set(self.fleet.pods().len() as i64);
+                }
+                changed = leading.changed() => if changed.is_err() { return },
+                Some(failure) = failures.recv() => {
+                    if leading.borrow().is_some() {
+                        let _ = self.status.send(StatusJob::Report(failure));
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(wake_at) => {}
+            }
+            wake_at = tokio::time::Instant::now() + self.settings.resync;
+            let Some(epoch) = *leading.borrow() else {
+                continue;
+            };
+            let Some(candidate) = candidates.borrow_and_update().clone() else {
+                continue;
+            };
+            // Every wake deploys: a new candidate, new pods, a new leader, a
+            // retry, or the periodic resync. Pods already on the candidate
+            // only confirm it (one state request each).
+            if rendered_written != Some(candidate.sequence) {
+                self.write(&candidate, StatusVariant::Rendered);
+                rendered_written = Some(candidate.sequence);
+            }
+            match self.deploy(&candidate, epoch, &mut candidates).await {
+                DeployResult::Converged => {
+                    self.write(&candidate, StatusVariant::Deployed);
+                    retry.reset();
+                }
+                DeployResult::Superseded => {}
+                DeployResult::Failed(message) => {
+                    self.write(&candidate, StatusVariant::DeployFailed);
+                    let pause = retry.next();
+                    tracing::warn!(%message, retry_in = ?pause, "the fleet does not run the newest configuration yet");
+                    wake_at = tokio::time::Instant::now() + pause;
+                }
+            }
+        }
+    }
+
+    async fn deploy(
+        &mut self,
+        candidate: &Candidate,
+        epoch: u64,
+        candidates: &mut watch::Receiver<Option<Arc<Candidate>>>,
+    ) -> DeployResult {
+        let id = candidate.bundle.id.as_str();
+        let started = Instant::now();
+        let report = self
+            .fleet
+            .deploy(&Deployment {
+                token: FencingToken {
+                    epoch,
+                    sequence: candidate.sequence,
+                },
+                bundle: candidate.bundle.clone(),
+            })
+            .await;
+        for pod in &report.pods {
+            let mode = match &pod.outcome {
+                PodOutcome::Confirmed => "confirmed",
+                PodOutcome::Applied(mode) => mode.as_str(),
+                PodOutcome::Failed(_) => "failed",
+            };
+            self.state
+                .metrics
+                .deploys
+                .get_or_create(&ModeLabels { mode })
+                .inc();
+        }
+        if report.pods.is_empty() {
+            return DeployResult::Failed(format!(
+                "no HAProxy pods match {} in namespace {}",
+                self.settings.proxies.selector, self.settings.proxies.namespace
+            ));
+        }
+        if !report.applied_everywhere() {
+            let failed: Vec<String> = report
+                .pods
+                .iter()
+                .filter_map(|pod| match &pod.outcome {
+                    PodOutcome::Failed(error) => Some(format!("{}: {error}", pod.pod)),
+                    _ => None,
+                })
+                .collect();
+            self.update_converged_gauge(id);
+            return DeployResult::Failed(failed.join("; "));
+        }
+        let converged = if self.fleet.converged_on(id) {
+            true
+        } else {
+            tokio::select! {
+                converged = self.fleet.await_convergence(id, self.settings.convergence_wait) => converged,
+                _ = candidates.changed() => return DeployResult::Superseded,
+            }
+        };
+        self.update_converged_gauge(id);
+        if converged {
+            self.state
+                .metrics
+                .deploy_seconds
+                .observe(started.elapsed().as_secs_f64());
+            DeployResult::Converged
+        } else {
+            let waiting: Vec<String> = self
+                .fleet
+                .pods()
+                .into_iter()
+                .filter(|pod| pod.converged.as_deref() != Some(id))
+                .map(|pod| match pod.last_error {
+                    Some(error) => format!("{}: {error}", pod.pod),
+                    None => format!("{}: old workers still running", pod.pod),
+                })
+                .collect();
+            DeployResult::Failed(format!(
+                "not every pod runs {id} yet: {}",
+                waiting.join("; ")
+            ))
+        }
+    }
+
+    fn update_converged_gauge(&self, id: &str) {
+        let converged = self
+            .fleet
+            .pods()
+            .iter()
+            .filter(|pod| pod.converged.as_deref() == Some(id))
+            .count();
+        self.state
+            .metrics
+            .fleet_converged_pods
+            .set(converged as i64);
+    }
+
+    /// Queues the candidate's patches of `variant` for the status task.
+    fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
+        if candidate.patches.contains_key(&variant) {
+            let _ = self
+                .status
+                .send(StatusJob::Write(candidate.clone(), variant));
+        }
+    }
+}
+
+enum DeployResult {
+    Converged,
+    /// A newer candidate arrived while waiting.
+    Superseded,
+    Failed(String),
+}
+
+/// Retry pauses: 0.5 s doubling to 10 s.
+struct Backoff {
+    next: Option<Duration>,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self { next: None }
+    }
+
+    fn next(&mut self) -> Duration {
+        let pause = self.next.unwrap_or(Duration::from_millis(500));
+        self.next = Some((pause * 2).min(Duration::from_secs(10)));
+        pause
+    }
+
+    fn reset(&mut self) {
+        self.next = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling_and_resets() {
+        let mut backoff = Backoff::new();
+        assert_eq!(backoff.next(), Duration::from_millis(500));
+        assert_eq!(backoff.next(), Duration::from_secs(1));
+        for _ in 0..10 {
+            backoff.next();
+        }
+        assert_eq!(backoff.next(), Duration::from_secs(10));
+        backoff.reset();
+        assert_eq!(backoff.next(), Duration::from_millis(500));
+    }
+}

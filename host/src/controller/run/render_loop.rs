@@ -1,0 +1,412 @@
+//! The render task: owns the [`Engine`], waits for every watch's first
+//! list, renders each batch of changes at once, validates what the agents'
+//! runtime plan does not cover and publishes the newest accepted render as
+//! a [`Candidate`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use super::{Candidate, Failure, GATE_CONDITION, State};
+use crate::agent::plan::{self, Plan};
+use crate::agent::{Bundle, BundleFile};
+use crate::controller::metrics::{LibraryLabels, ResultLabels};
+use crate::controller::sinks::FailureEvent;
+use crate::controller::status::StatusMemory;
+use crate::controller::watch::SourceEvent;
+use crate::engine::{self, Engine, EngineError};
+use crate::library::types::{StatusPatch, StatusVariant};
+use crate::render::{ObjectRef, PlannedWarning, Rendered};
+
+/// Whether `next` must pass `haproxy -c` before it is deployed, given the
+/// last configuration that did. Not when the agents' runtime plan covers
+/// the difference (server address, port, weight, maintenance): every other
+/// line is one HAProxy accepted, the plan checks addresses are literal
+/// `ip:port` and weights in range, and those are exactly the changes an
+/// endpoint flip makes, which must not pay ~50-150 ms of `haproxy -c` at
+/// scale. Map files are left out of the comparison's runtime set (an empty
+/// loaded-map list), so any map change is validated: a map entry HAProxy
+/// cannot parse would fail the next reload.
+pub fn needs_validation(accepted: Option<&Bundle>, next: &Bundle) -> bool {
+    match accepted {
+        None => true,
+        Some(accepted) => matches!(
+            plan::plan(accepted, next, &Default::default()),
+            Plan::Reload(_)
+        ),
+    }
+}
+
+/// The bundle of a render: what the agents get.
+pub fn bundle(rendered: &Rendered) -> Bundle {
+    Bundle::new(
+        rendered.config.clone(),
+        rendered
+            .files
+            .iter()
+            .map(|(path, content)| {
+                let mut file = BundleFile::new(path.clone(), content.clone());
+                // What the library declared, beyond what the content shows.
+                file.secret |= rendered.secret_files.contains(path);
+                file
+            })
+            .collect(),
+    )
+}
+
+/// The first sequence: milliseconds since the epoch, so a restarted
+/// controller (same Lease epoch without election) never reuses one the
+/// agents have seen.
+fn clock_sequence() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    mut engine: Engine,
+    mut events: mpsc::UnboundedReceiver<SourceEvent>,
+    targets: usize,
+    candidates: watch::Sender<Option<Arc<Candidate>>>,
+    failures: mpsc::UnboundedSender<Failure>,
+    memory: StatusMemory,
+    state: Arc<State>,
+) {
+    let mut listed = vec![false; targets];
+    let mut pending = Vec::new();
+    let mut accepted: Option<Arc<Bundle>> = None;
+    let mut last_good: Option<Rendered> = None;
+    let mut sequence = clock_sequence();
+    let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
+    let mut warned: HashSet<PlannedWarning> = HashSet::new();
+    let mut first = true;
+    loop {
+        // With no watches (no library watches anything) the first render
+        // needs no event.
+        if !(first && targets == 0) {
+            let Some(event) = events.recv().await else {
+                return;
+            };
+            absorb(event, &mut listed, &mut pending);
+            while let Ok(event) = events.try_recv() {
+                absorb(event, &mut listed, &mut pending);
+            }
+            if !listed.iter().all(|done| *done) {
+                continue;
+            }
+        }
+        first = false;
+        let changes = std::mem::take(&mut pending);
+        let started = Instant::now();
+        let result = tokio::task::block_in_place(|| engine.render(changes));
+        state
+            .metrics
+            .render_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let rendered = match result {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                report_failure(&state, &failures, &last_good, "RenderFailed", &error);
+                continue;
+            }
+        };
+        report_new_warnings(&engine, &rendered, &mut warned, &failures);
+        // Built once and shared: the candidate, the fleet and the next
+        // render's comparison all hold this one copy.
+        let next = Arc::new(bundle(&rendered));
+        if needs_validation(accepted.as_deref(), &next) {
+            let started = Instant::now();
+            let validated = tokio::task::block_in_place(|| engine::validate(&rendered));
+            state
+                .metrics
+                .validate_seconds
+                .observe(started.elapsed().as_secs_f64());
+            if let Err(error) = validated {
+                report_failure(&state, &failures, &last_good, "ConfigRefused", &error);
+                continue;
+            }
+        } else {
+            state.metrics.validations_skipped.inc();
+        }
+        state
+            .metrics
+            .renders
+            .get_or_create(&ResultLabels { result: "ok" })
+            .inc();
+        sequence = sequence.max(clock_sequence()) + 1;
+        let candidate = candidate(&engine, &rendered, next, sequence, &memory, &mut gate_seen);
+        accepted = Some(candidate.bundle.clone());
+        last_good = Some(rendered);
+        let _ = candidates.send(Some(Arc::new(candidate)));
+        state.ready.store(true, Ordering::Relaxed);
+    }
+}
+
+fn absorb(
+    event: SourceEvent,
+    listed: &mut [bool],
+    pending: &mut Vec<crate::render::ClusterChange>,
+) {
+    if event.listed
+        && let Some(done) = listed.get_mut(event.target)
+    {
+        *done = true;
+    }
+    pending.extend(event.changes);
+}
+
+fn report_failure(
+    state: &State,
+    failures: &mpsc::UnboundedSender<Failure>,
+    last_good: &Option<Rendered>,
+    reason: &'static str,
+    error: &EngineError,
+) {
+    let (result, libraries, object) = match error {
+        EngineError::Render { error, object } => (
+            "render-failed",
+            error.library().map(str::to_owned).into_iter().collect(),
+            object.as_deref().cloned(),
+        ),
+        EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
+        _ => ("validate-error", Vec::new(), None),
+    };
+    state
+        .metrics
+        .renders
+        .get_or_create(&ResultLabels { result })
+        .inc();
+    for library in libraries {
+        state
+            .metrics
+            .library_errors
+            .get_or_create(&LibraryLabels { library })
+            .inc();
+    }
+    tracing::error!(%error, "render not deployed; the fleet stays on the last good configuration");
+    let patches = last_good
+        .as_ref()
+        .and_then(|rendered| rendered.status_patches.get(&StatusVariant::RenderFailed))
+        .map(|patches| patches.iter().map(|(_, patch)| patch.clone()).collect())
+        .unwrap_or_default();
+    let _ = failures.send(Failure {
+        event: FailureEvent {
+            reason: reason.into(),
+            note: error.to_string(),
+            object,
+        },
+        patches,
+    });
+}
+
+/// Logs and records as Events the library warnings that were not in the
+/// previous render: a warning lasts as long as its problem, and its owner
+/// hears of it once (and again if it changes), not on every render.
+fn report_new_warnings(
+    engine: &Engine,
+    rendered: &Rendered,
+    warned: &mut HashSet<PlannedWarning>,
+    failures: &mpsc::UnboundedSender<Failure>,
+) {
+    let current: HashSet<PlannedWarning> = rendered.warnings.iter().cloned().collect();
+    for planned in rendered.warnings.iter().filter(|w| !warned.contains(*w)) {
+        let (library, _, warning) = planned;
+        let object = warning
+            .object
+            .as_ref()
+            .and_then(|key| engine.object_of(library, key));
+        tracing::warn!(library = %library, reason = %warning.reason, "{}", warning.message);
+        let _ = failures.send(Failure {
+            event: FailureEvent {
+                reason: warning.reason.clone().into(),
+                note: warning.message.clone(),
+                object,
+            },
+            patches: Vec::new(),
+        });
+    }
+    *warned = current;
+}
+
+fn candidate(
+    engine: &Engine,
+    rendered: &Rendered,
+    bundle: Arc<Bundle>,
+    sequence: u64,
+    memory: &StatusMemory,
+    gate_seen: &mut HashMap<ObjectRef, Instant>,
+) -> Candidate {
+    let mut patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>> = BTreeMap::new();
+    let mut current = HashMap::new();
+    let mut gate_pending_since = HashMap::new();
+    let now = Instant::now();
+    for (variant, planned) in &rendered.status_patches {
+        for (_, patch) in planned {
+            patches.entry(*variant).or_default().push(patch.clone());
+            if memory.is_written(patch) {
+                continue;
+            }
+            let reference = ObjectRef::of_patch(patch);
+            if let Some(status) = engine
+                .object(&reference)
+                .and_then(|object| object.value().get_mut("status").map(Value::take))
+            {
+                current.insert(reference.clone(), status);
+            }
+            if *variant == StatusVariant::Deployed && is_gate_patch(patch) {
+                let since = *gate_seen.entry(reference.clone()).or_insert(now);
+                gate_pending_since.insert(reference, since);
+            }
+        }
+    }
+    // Forget pods whose gate patch is no longer pending.
+    gate_seen.retain(|reference, _| gate_pending_since.contains_key(reference));
+    Candidate {
+        sequence,
+        bundle,
+        patches,
+        current,
+        gate_pending_since,
+    }
+}
+
+/// A Pod's patch that sets the readiness gate's condition, told by the
+/// patch's structure: a `conditions` entry of the gate's type.
+fn is_gate_patch(patch: &StatusPatch) -> bool {
+    /// The part of a status patch that says which conditions it sets.
+    #[derive(serde::Deserialize)]
+    struct Conditions {
+        #[serde(default)]
+        conditions: Vec<Condition>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Condition {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    patch.kind == "Pod"
+        && serde_json::from_str::<Conditions>(&patch.status).is_ok_and(|status| {
+            status
+                .conditions
+                .iter()
+                .any(|condition| condition.kind.as_deref() == Some(GATE_CONDITION))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle_of(config: &str) -> Bundle {
+        Bundle::new(config.to_owned(), Vec::new())
+    }
+
+    #[test]
+    fn a_warning_is_reported_when_it_appears_or_changes_not_on_every_render() {
+        use crate::library::types::{ObjectKey, Warning};
+        let engine = Engine::new(Vec::new(), crate::values::Values::default())
+            .expect("an engine without libraries");
+        let warning = |message: &str| {
+            (
+                Arc::<str>::from("ingress"),
+                "warning:TLSSecretMissing".to_owned(),
+                Arc::new(Warning {
+                    object: Some(ObjectKey {
+                        watch: "ingresses".into(),
+                        namespace: "shop".into(),
+                        name: "web".into(),
+                    }),
+                    reason: "TLSSecretMissing".into(),
+                    message: message.into(),
+                }),
+            )
+        };
+        let rendered = |warnings: Vec<PlannedWarning>| Rendered {
+            warnings,
+            ..Rendered::default()
+        };
+        let (sender, mut received) = mpsc::unbounded_channel();
+        let mut warned = HashSet::new();
+        let mut reasons = |warnings: Vec<PlannedWarning>| {
+            report_new_warnings(&engine, &rendered(warnings), &mut warned, &sender);
+            let mut got = Vec::new();
+            while let Ok(failure) = received.try_recv() {
+                got.push(format!("{}: {}", failure.event.reason, failure.event.note));
+            }
+            got
+        };
+        assert_eq!(reasons(vec![warning("gone")]), ["TLSSecretMissing: gone"]);
+        assert!(
+            reasons(vec![warning("gone")]).is_empty(),
+            "same warning, no new Event"
+        );
+        assert_eq!(
+            reasons(vec![warning("still gone")]),
+            ["TLSSecretMissing: still gone"],
+            "a changed message is news"
+        );
+        assert!(reasons(Vec::new()).is_empty(), "fixed: nothing to report");
+        assert_eq!(
+            reasons(vec![warning("gone")]).len(),
+            1,
+            "back again: reported again"
+        );
+    }
+
+    #[test]
+    fn only_changes_outside_the_runtime_plan_are_validated() {
+        let base = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
+        let flipped =
+            "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.1:80 weight 1 disabled\n";
+        let moved = "global\n  maxconn 10\nbackend b\n  server s1 10.0.0.2:80 weight 1\n";
+        let option = "global\n  maxconn 20\nbackend b\n  server s1 10.0.0.1:80 weight 1\n";
+        assert!(needs_validation(None, &bundle_of(base)));
+        assert!(!needs_validation(
+            Some(&bundle_of(base)),
+            &bundle_of(flipped)
+        ));
+        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(moved)));
+        assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(base)));
+        assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));
+        let with_map = Bundle::new(
+            base.to_owned(),
+            vec![BundleFile::new("maps/hosts.map", "a.example.com b\n")],
+        );
+        let map_changed = Bundle::new(
+            base.to_owned(),
+            vec![BundleFile::new("maps/hosts.map", "c.example.com b\n")],
+        );
+        assert!(
+            needs_validation(Some(&with_map), &map_changed),
+            "map contents are validated"
+        );
+    }
+
+    #[test]
+    fn a_gate_patch_is_told_by_its_conditions_not_by_a_substring() {
+        use crate::library::types::StatusVariant;
+        let patch = |kind: &str, status: &str| StatusPatch {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: "shop".into(),
+            name: "web-0".into(),
+            variant: StatusVariant::Deployed,
+            status: status.into(),
+        };
+        let gate = format!(r#"{{"conditions":[{{"type":"{GATE_CONDITION}","status":"True"}}]}}"#);
+        assert!(is_gate_patch(&patch("Pod", &gate)));
+        assert!(!is_gate_patch(&patch("Service", &gate)));
+        let mentions = format!(r#"{{"message":"waiting for {GATE_CONDITION}"}}"#);
+        assert!(
+            !is_gate_patch(&patch("Pod", &mentions)),
+            "naming the condition elsewhere does not make a gate patch"
+        );
+        assert!(!is_gate_patch(&patch("Pod", "not json")));
+    }
+}
