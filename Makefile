@@ -3,8 +3,9 @@
 #   make test     - everything CI checks: format, lints, unit/fixture/sandbox tests, the end-to-end test bed
 SHELL := bash
 CARGO ?= cargo
-GUEST_PACKAGES := -p haptic-sdk -p haptic-base -p haptic-ingress -p haptic-kubernetes-backends \
-	-p haptic-status-patches-150-pod-readiness-gate -p maintenance-mode -p source-allow-list
+# The bundled libraries are listed once, in template-libraries/bundled.txt.
+BUNDLED_LIBRARIES := $(shell grep -v '^\#' template-libraries/bundled.txt)
+GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p maintenance-mode -p source-allow-list
 # Where the host's build script puts the template libraries.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm

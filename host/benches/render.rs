@@ -153,15 +153,6 @@ fn main() -> anyhow::Result<()> {
 
 fn load_times() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
-    let bundled: [(&str, &[u8]); 4] = [
-        ("base", haptic::guests::BASE),
-        ("ingress", haptic::guests::INGRESS),
-        ("kubernetes-backends", haptic::guests::KUBERNETES_BACKENDS),
-        (
-            "status-patches-150-pod-readiness-gate",
-            haptic::guests::STATUS_PATCHES_150_POD_READINESS_GATE,
-        ),
-    ];
     println!("\ncomponent load (compile + describe), per library:");
     println!(
         "  {:<40} {:>10} {:>12} {:>12}",
@@ -173,7 +164,7 @@ fn load_times() -> anyhow::Result<()> {
     };
     let cold_runtime = LibraryRuntime::new(config.clone())?;
     let warm_runtime = LibraryRuntime::new(config)?;
-    for (name, bytes) in bundled {
+    for &haptic::guests::Bundled { name, bytes, .. } in haptic::guests::BUNDLED {
         let started = Instant::now();
         cold_runtime.load_bytes_uncached(name, bytes)?;
         let cold = started.elapsed();

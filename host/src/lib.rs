@@ -41,7 +41,23 @@ pub mod tls;
 pub mod validate;
 pub mod values;
 
-/// Template libraries compiled by `build.rs`.
+/// Template libraries compiled by `build.rs`: the bundled ones (the table
+/// the runtime loads) and the paths of components built for tests.
 pub mod guests {
+    /// A template library compiled into the binary.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Bundled {
+        /// The library's name, as it describes itself (`base`).
+        pub name: &'static str,
+        /// Its origin in errors before it has described itself (`bundled:base`).
+        pub origin: &'static str,
+        /// Its Cargo package (`haptic-base`).
+        pub package: &'static str,
+        /// Where the build left the component.
+        pub path: &'static str,
+        /// The component.
+        pub bytes: &'static [u8],
+    }
+
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }

@@ -6,24 +6,17 @@ use std::path::PathBuf;
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 
-const BUNDLED: &[&str] = &[
-    "base",
-    "ingress",
-    "kubernetes-backends",
-    "status-patches-150-pod-readiness-gate",
-];
-
 #[test]
 fn bundled_library_fixtures_pass() {
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../template-libraries");
     let mut failures = Vec::new();
     let mut cases = 0;
-    for library in BUNDLED {
+    for library in haptic::guests::BUNDLED.iter().map(|bundled| bundled.name) {
         let dir = root.join(library).join("fixtures");
         let reports = fixtures::run(
             &runtime,
-            &LibraryUnderTest::Bundled((*library).to_owned()),
+            &LibraryUnderTest::Bundled(library.to_owned()),
             &dir,
         )
         .unwrap_or_else(|error| panic!("running {library} fixtures: {error}"));

@@ -12,20 +12,6 @@ use super::component::{LoadedLibrary, Prepared};
 use super::sandbox::Sandbox;
 use super::{LibraryError, RuntimeConfig};
 
-/// The bundled libraries, by origin.
-fn bundled() -> [(&'static str, &'static [u8]); 4] {
-    use crate::guests;
-    [
-        ("bundled:base", guests::BASE),
-        ("bundled:ingress", guests::INGRESS),
-        ("bundled:kubernetes-backends", guests::KUBERNETES_BACKENDS),
-        (
-            "bundled:status-patches-150-pod-readiness-gate",
-            guests::STATUS_PATCHES_150_POD_READINESS_GATE,
-        ),
-    ]
-}
-
 /// Compiles, caches and checks template libraries. One per process is
 /// enough; it is `Send + Sync`.
 pub struct LibraryRuntime {
@@ -94,9 +80,9 @@ impl LibraryRuntime {
 
     /// Loads the libraries bundled into this binary.
     pub fn load_bundled(&self) -> Result<Vec<LoadedLibrary>, LibraryError> {
-        bundled()
-            .into_iter()
-            .map(|(origin, bytes)| self.load_bytes(origin, bytes))
+        crate::guests::BUNDLED
+            .iter()
+            .map(|bundled| self.load_bytes(bundled.origin, bundled.bytes))
             .collect()
     }
 
