@@ -63,6 +63,17 @@ enum Command {
         #[arg(last = true)]
         extra: Vec<String>,
     },
+    /// HAProxy's preStop hook: wait --delay seconds (load balancers stop
+    /// sending), send HAProxy SIGUSR1 (soft stop: workers finish their
+    /// connections) and return once it has exited.
+    SoftStop {
+        /// Seconds to wait before stopping.
+        #[arg(long, default_value = "0", value_name = "SECONDS")]
+        delay: u64,
+        /// HAProxy's process id (1: the container's main process).
+        #[arg(long, default_value = "1")]
+        pid: i32,
+    },
     /// Run a template library's fixture tests.
     #[command(after_long_help = fixtures::FORMAT)]
     Test {
@@ -299,7 +310,8 @@ fn main() -> ExitCode {
         Command::Render { .. }
         | Command::Test { .. }
         | Command::New { .. }
-        | Command::Haproxy { .. } => "warn",
+        | Command::Haproxy { .. }
+        | Command::SoftStop { .. } => "warn",
         _ => "warn,haptic=info",
     };
     tracing_subscriber::fmt()
@@ -406,6 +418,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &extra,
             );
             Err(anyhow::Error::new(error))
+        }
+        Command::SoftStop { delay, pid } => {
+            agent::stop::soft_stop(pid, std::time::Duration::from_secs(delay))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Test {
             library,
