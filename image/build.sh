@@ -6,15 +6,11 @@
 #
 # 1. mmdebstrap installs bookworm (minbase) with haproxy and ca-certificates
 #    into a scratch directory: the Debian userland the packages expect.
-# 2. The image's root filesystem takes from it only what runs: haproxy, the
-#    haptic binary, the shared libraries the two load (their ELF closure, as
-#    the dynamic loader resolves it), the CA bundle, and each package's
-#    copyright and dpkg record (for licences and vulnerability scanners). No
-#    shell, no package manager, no coreutils: nothing in the pods needs them.
-# 3. The bundled template libraries are compiled once, by the image's own
-#    haptic, into the read-only compile cache /usr/lib/haptic/cache, so a
-#    cold `haptic render` or controller in the image does no JIT compilation.
-# 4. umoci packs it as an OCI image layout, archived as a tar that
+# 2. image/rootfs.sh takes from it only what runs (haproxy, haptic, their
+#    shared libraries, CA bundle; no shell, no package manager) and fills
+#    the read-only compile cache with the bundled libraries, compiled ahead
+#    of time by the image's own haptic.
+# 3. umoci packs it as an OCI image layout, archived as a tar that
 #    `ctr images import`, `kind load image-archive`, `skopeo copy
 #    oci-archive:...` and `podman load` read.
 #
@@ -72,97 +68,8 @@ mmdebstrap --quiet --variant=minbase --include=haproxy,ca-certificates \
 
 install -D -m 0755 "$haptic_bin" "$base/usr/local/bin/haptic"
 
-# --- The root filesystem -------------------------------------------------
-
-# Copies one path of the userland into the image, following symlinks (each
-# link and its target). Merged /usr: /lib, /bin, /sbin, /lib64 are links to
-# their /usr twins, so paths are canonicalised to /usr first.
-copy_path() {
-    local path="$1"
-    case "$path" in
-        /lib/* | /lib64/* | /bin/* | /sbin/*) path="/usr$path" ;;
-    esac
-    [[ -e "$root$path" || -L "$root$path" ]] && return 0
-    mkdir -p "$root$(dirname "$path")"
-    cp -a "$base$path" "$root$path"
-    if [[ -L "$base$path" ]]; then
-        local target
-        target="$(readlink "$base$path")"
-        [[ "$target" == /* ]] || target="$(dirname "$path")/$target"
-        copy_path "$(realpath -m -s "$target")"
-    fi
-}
-
-# Which package owns a path (dpkg records the unmerged /lib paths).
-owner_of() {
-    local path="$1" alt="${1#/usr}"
-    chroot "$base" dpkg-query -S "$path" 2>/dev/null | cut -d: -f1 ||
-        chroot "$base" dpkg-query -S "$alt" 2>/dev/null | cut -d: -f1 || true
-}
-
 step "assembling the root filesystem"
-mkdir -p "$root"
-for link in bin sbin lib lib64; do cp -a "$base/$link" "$root/$link"; done
-
-programs=(/usr/sbin/haproxy /usr/local/bin/haptic)
-# The libraries each program loads, as the image's own dynamic loader
-# resolves them (haproxy's ldd output is the authority, not a list kept here).
-mapfile -t libraries < <(
-    for program in "${programs[@]}"; do chroot "$base" ldd "$program"; done |
-        awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u
-)
-files=("${programs[@]}" "${libraries[@]}"
-    /etc/ssl/certs/ca-certificates.crt /etc/ssl/openssl.cnf /usr/lib/ssl/openssl.cnf
-    /usr/lib/os-release /etc/os-release /etc/debian_version)
-for file in "${files[@]}"; do copy_path "$file"; done
-
-# Packages the image carries files of: their copyright and dpkg record.
-mapfile -t packages < <(
-    { for file in "${files[@]}"; do owner_of "$file"; done
-      printf '%s\n' haproxy ca-certificates base-files; } | grep -v '^$' | sort -u
-)
-mkdir -p "$root/var/lib/dpkg/status.d"
-for package in "${packages[@]}"; do
-    name="${package%%:*}"
-    copy_path "/usr/share/doc/$name/copyright" 2>/dev/null || true
-    chroot "$base" dpkg-query -s "$package" >"$root/var/lib/dpkg/status.d/$name"
-done
-
-# uid/gid 65532 ("nonroot", as distroless images name it) and root; no
-# login shell exists.
-cat >"$root/etc/passwd" <<EOF
-root:x:0:0:root:/root:/usr/sbin/nologin
-nonroot:x:$uid:$uid:nonroot:/home/nonroot:/usr/sbin/nologin
-EOF
-cat >"$root/etc/group" <<EOF
-root:x:0:
-nonroot:x:$uid:
-EOF
-printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$root/etc/nsswitch.conf"
-install -d -m 0700 "$root/root"
-install -d -m 0755 -o "$uid" -g "$uid" "$root/home/nonroot" \
-    "$root/var/lib/haptic" "$root/var/lib/haptic/haproxy" "$root/var/cache/haptic"
-install -d -m 1777 "$root/tmp"
-install -d -m 0755 "$root/run" "$root/proc" "$root/sys" "$root/dev"
-
-# --- Components compiled ahead of time -------------------------------------
-
-# wasmtime's compile cache, filled by the image's own binary (the cache key
-# is the engine's configuration and the component's bytes, so a lookup by
-# the same binary hits). `haptic render` loads every bundled library.
-step "precompiling the bundled template libraries"
-cache="/usr/lib/haptic/cache"
-mkdir -p "$root$cache"
-cp -a "$repo/examples/cluster" "$root/tmp/cluster"
-chroot --userspec=0:0 "$root" env HAPTIC_CACHE_DIR="$cache" HAPTIC_LOG=warn HOME=/root \
-    /usr/local/bin/haptic render --no-validate /tmp/cluster >/dev/null
-rm -rf "$root/tmp/cluster"
-# Usage statistics are per-machine bookkeeping (and written in the
-# background): only the compiled modules ship.
-find "$root$cache" -name '*.stats' -delete
-find "$root$cache" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0444 {} +
-compiled="$(find "$root$cache" -type f | wc -l)"
-[[ "$compiled" -ge 4 ]] || { echo "$0: expected the 4 bundled libraries in the compile cache, found $compiled" >&2; exit 1; }
+bash "$here/rootfs.sh" "$base" "$root" "$repo/examples/cluster" >"$work/packages"
 
 # --- Packing ----------------------------------------------------------------
 
@@ -216,16 +123,10 @@ tar --create --file="$out" --directory="$layout" --sort=name --owner=0 --group=0
 # --- Report -----------------------------------------------------------------
 
 digest="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' "$layout/index.json")"
-bytes() { du -cb --apparent-size "$@" 2>/dev/null | tail -1 | cut -f1; }
+sizes="$(python3 "$here/sizes.py" "$root" /usr/local/bin/haptic /usr/sbin/haproxy \
+    $(chroot "$base" ldd /usr/sbin/haproxy | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'))"
 mib() { awk -v b="$1" 'BEGIN { printf "%6.1f MiB", b / 1048576 }'; }
-total="$(bytes "$root")"
-haptic_size="$(bytes "$root/usr/local/bin/haptic")"
-haproxy_libs=()
-mapfile -t haproxy_libs < <(chroot "$base" ldd /usr/sbin/haproxy |
-    awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
-    while read -r lib; do realpath -m "$root/usr${lib#/usr}"; done | sort -u)
-haproxy_size="$(bytes "$root/usr/sbin/haproxy" "${haproxy_libs[@]}")"
-cache_size="$(bytes "$root$cache")"
+read -r total haptic_size haproxy_size cache_size <<<"$sizes"
 echo "image:      $image_name:$version"
 echo "archive:    $out ($(mib "$(stat -c %s "$out")") compressed)"
 echo "digest:     $digest"
@@ -234,5 +135,5 @@ echo "  haptic binary:              $(mib "$haptic_size")"
 echo "  haproxy and its libraries:  $(mib "$haproxy_size") (libc shared with haptic)"
 echo "  precompiled libraries:      $(mib "$cache_size")"
 echo "  the rest (certs, licences): $(mib $((total - haptic_size - haproxy_size - cache_size)))"
-echo "packages:   $(for p in "${packages[@]}"; do printf '%s=%s ' "${p%%:*}" "$(chroot "$base" dpkg-query -W -f '${Version}' "$p")"; done)"
+echo "packages:   $(cat "$work/packages")"
 echo "$digest" >"$out.digest"
