@@ -36,6 +36,7 @@ suite="${IMAGE_SUITE:-bookworm}"
 mirror="${IMAGE_MIRROR:-http://deb.debian.org/debian}"
 security_mirror="${IMAGE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 uid=65532
+cache=/usr/lib/haptic/cache   # image/rootfs.sh fills it
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}"
 
 for tool in mmdebstrap umoci python3; do
@@ -54,7 +55,7 @@ root="$work/rootfs"   # the image's root filesystem
 step() { printf '==> %s\n' "$*" >&2; }
 
 step "mmdebstrap $suite (minbase, haproxy, ca-certificates) from $mirror"
-mmdebstrap --quiet --variant=minbase --include=haproxy,ca-certificates \
+mmdebstrap --variant=minbase --include=haproxy,ca-certificates \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --aptopt='APT::Install-Recommends "false"' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -64,11 +65,11 @@ mmdebstrap --quiet --variant=minbase --include=haproxy,ca-certificates \
     "$suite" "$base" \
     "deb $mirror $suite main" \
     "deb $mirror $suite-updates main" \
-    "deb $security_mirror $suite-security main"
+    "deb $security_mirror $suite-security main" >"$work/mmdebstrap.log" 2>&1 ||
+    { cat "$work/mmdebstrap.log" >&2; echo "$0: mmdebstrap failed (log above)" >&2; exit 1; }
 
 install -D -m 0755 "$haptic_bin" "$base/usr/local/bin/haptic"
 
-step "assembling the root filesystem"
 bash "$here/rootfs.sh" "$base" "$root" "$repo/examples/cluster" >"$work/packages"
 
 # --- Packing ----------------------------------------------------------------
@@ -93,7 +94,8 @@ umoci config --image "$layout:$version" \
     --config.entrypoint=/usr/local/bin/haptic --config.cmd=--help \
     --config.env=PATH=/usr/local/bin:/usr/sbin:/usr/bin \
     --config.env=HAPTIC_HAPROXY=/usr/sbin/haproxy \
-    --config.env=HAPTIC_CACHE_DIR="$cache" \
+    --config.env=HAPTIC_CACHE_DIR=/tmp/haptic-cache \
+    --config.env=HAPTIC_PRECOMPILED_DIR="$cache" \
     --config.env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     --config.label=org.opencontainers.image.title=haptic \
     --config.label=org.opencontainers.image.version="$version" \

@@ -48,11 +48,16 @@ copy_path() {
     fi
 }
 
-# Which package owns a path (dpkg records the unmerged /lib paths).
+# Which package owns a path: dpkg records /lib/... for some packages and
+# /usr/lib/... for others (merged /usr), so both spellings are asked.
 owner_of() {
-    local path="$1" alt="${1#/usr}"
-    in_base dpkg-query -S "$path" 2>/dev/null | cut -d: -f1 ||
-        in_base dpkg-query -S "$alt" 2>/dev/null | cut -d: -f1 || true
+    local path="${1#/usr}" owner
+    for candidate in "/usr$path" "$path"; do
+        if owner="$(in_base dpkg-query -S "$candidate" 2>/dev/null)"; then
+            echo "${owner%%: *}" | tr ', ' '\n\n' | grep -v '^$'
+            return 0
+        fi
+    done
 }
 
 step "assembling the root filesystem"
@@ -103,9 +108,11 @@ install -d -m 0755 "$root/run" "$root/proc" "$root/sys" "$root/dev"
 # --- Components compiled ahead of time -------------------------------------
 
 # wasmtime's compile cache, filled by the image's own binary in the image's
-# own root (the cache key
-# is the engine's configuration and the component's bytes, so a lookup by
-# the same binary hits). `haptic render` loads every bundled library.
+# own root (the cache key is the engine's configuration, the CPU features
+# Cranelift targets and the component's bytes, so the same binary on a
+# like CPU hits). `haptic render` loads every bundled library. At run time
+# haptic copies it into its writable cache (HAPTIC_PRECOMPILED_DIR, see
+# host/src/precompiled.rs).
 step "precompiling the bundled template libraries"
 cache="/usr/lib/haptic/cache"
 export HAPTIC_CACHE_DIR="$cache" HAPTIC_LOG=warn HOME=/tmp HAPTIC_DEFAULT_CERTIFICATE=/tmp/default.pem

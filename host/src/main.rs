@@ -1,6 +1,6 @@
 //! The `haptic` binary: one entry point, a subcommand per job.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
@@ -341,6 +341,18 @@ fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime
     let cache_dir = std::env::var_os("HAPTIC_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/haptic")));
+    if let (Some(cache), Some(precompiled)) =
+        (&cache_dir, std::env::var_os("HAPTIC_PRECOMPILED_DIR"))
+    {
+        // Without it every library is compiled again: slower, still correct.
+        if let Err(error) = haptic::precompiled::seed(Path::new(&precompiled), cache) {
+            tracing::warn!(
+                "cannot copy the precompiled libraries of {} into {}: {error}",
+                Path::new(&precompiled).display(),
+                cache.display()
+            );
+        }
+    }
     LibraryRuntime::new(RuntimeConfig {
         cache_dir,
         default_certificate,

@@ -24,7 +24,9 @@ pub enum StopError {
     #[error("{0} is not a process id (give a positive number, e.g. --pid 1)")]
     BadPid(i32),
     /// The signal was refused (another user's process, or none such).
-    #[error("cannot send SIGUSR1 to process {pid}: {source} (run the hook in HAProxy's own container, as its user)")]
+    #[error(
+        "cannot send SIGUSR1 to process {pid}: {source} (run the hook in HAProxy's own container, as its user)"
+    )]
     Signal {
         pid: i32,
         #[source]
@@ -49,6 +51,8 @@ pub fn soft_stop(pid: i32, delay: Duration) -> Result<(), StopError> {
     }
     // The kubelet bounds the hook by terminationGracePeriodSeconds; HAProxy
     // bounds itself by hard-stop-after. No deadline of our own is needed.
+    // In a container HAProxy is PID 1, and its exit kills this hook with
+    // the rest of the PID namespace: the wait ends either way.
     while test_kill_process(target).is_ok() {
         sleep(POLL);
     }
@@ -62,7 +66,10 @@ mod tests {
     #[test]
     fn a_non_positive_pid_is_refused_before_waiting() {
         let error = soft_stop(0, Duration::from_secs(3600)).expect_err("pid 0 is refused");
-        assert!(error.to_string().contains("0 is not a process id"), "{error}");
+        assert!(
+            error.to_string().contains("0 is not a process id"),
+            "{error}"
+        );
     }
 
     #[test]
