@@ -123,9 +123,9 @@ chroot "$root" /usr/local/bin/haptic render --no-validate /tmp/cluster \
     </dev/null >/dev/null 2>"$root/tmp/precompile.log" \
     || { cat "$root/tmp/precompile.log" >&2; exit 1; }
 find "$root/tmp" -mindepth 1 -delete
-# Usage statistics are per-machine bookkeeping (and written in the
-# background): only the compiled modules ship.
-find "$root$cache" -name '*.stats' -delete
+# Usage statistics and clean-up markers are per-machine bookkeeping (and
+# written in the background): only the compiled modules ship.
+find "$root$cache" -type f \( -name '*.stats' -o -name '.*' -o ! -path '*/modules/*' \) -delete
 find "$root$cache" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0444 {} +
 compiled="$(find "$root$cache" -type f | wc -l)"
 [[ "$compiled" -ge 4 ]] || { echo "$0: expected the 4 bundled libraries in the compile cache, found $compiled" >&2; exit 1; }
