@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: build render run test lint unit-test fixtures new-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -107,6 +107,32 @@ bench-python: python-guests
 testbed-binaries:
 	bash tests/testbed/scripts/build-binaries.sh
 
+# The image: haptic:<version> as an OCI archive built from Debian packages
+# (mmdebstrap + umoci, no registry, no container engine), loaded into the
+# local containerd (namespace k8s.io, what a kubelet uses) or podman when one
+# runs. image/build.sh says what goes in.
+IMAGE_NAME := localhost/haptic
+IMAGE_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE_ARCHIVE := $(TARGET_DIR)/image/haptic-$(IMAGE_VERSION).oci.tar
+IMAGE_TOOLS := mmdebstrap:mmdebstrap umoci:umoci containerd:containerd ctr:containerd runc:runc
+image-setup:
+	@missing=$$(for pair in $(IMAGE_TOOLS); do command -v $${pair%%:*} >/dev/null || echo $${pair##*:}; done | sort -u); \
+	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
+
+image: setup image-setup
+	$(CARGO) build --release -p haptic --bin haptic
+	$(SUDO) env IMAGE_NAME=$(IMAGE_NAME) bash image/build.sh $(TARGET_DIR)/release/haptic $(IMAGE_ARCHIVE) $(IMAGE_VERSION)
+	@if [ -S /run/containerd/containerd.sock ]; then \
+		$(SUDO) ctr -n k8s.io images import $(IMAGE_ARCHIVE) && echo "loaded into containerd (namespace k8s.io)"; \
+	elif command -v podman >/dev/null; then podman load -i $(IMAGE_ARCHIVE); \
+	else echo "no local container runtime to load into: kind load image-archive $(IMAGE_ARCHIVE), or see README.md"; fi
+
+# The image under a private containerd with runc: versions, no shell, the
+# precompiled libraries, the HAProxy pod's pair as the chart runs it, traffic
+# and the preStop soft stop.
+image-test: image
+	$(SUDO) python3 image/test.py $(IMAGE_ARCHIVE)
+
 # The HAProxy pods run the local `haptic` binary (image haptic.test/haptic).
 e2e-test: testbed-binaries
 	$(CARGO) build -p haptic --bin haptic
@@ -117,7 +143,7 @@ e2e-test: testbed-binaries
 chart-test:
 	bash charts/haptic/tests/run.sh
 
-test: setup lint unit-test new-library-test python-test chart-test e2e-test
+test: setup lint unit-test new-library-test python-test chart-test image-test e2e-test
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up

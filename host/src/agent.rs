@@ -78,6 +78,7 @@ pub mod launch;
 pub mod metrics;
 pub mod plan;
 pub mod server;
+pub mod stop;
 pub mod tls;
 pub mod wire;
 

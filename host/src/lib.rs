@@ -14,6 +14,8 @@
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
+//! - [`precompiled`]: libraries compiled when the image was built, copied
+//!   into the compile cache a process starts with.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 //! - [`scaffold`]: a new library project of one's own (`haptic new`).
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
@@ -33,6 +35,7 @@ pub mod library;
 pub mod local;
 pub mod manifests;
 pub mod offline;
+pub mod precompiled;
 pub mod render;
 pub mod scaffold;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.

@@ -1,6 +1,6 @@
 //! The `haptic` binary: one entry point, a subcommand per job.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
@@ -62,6 +62,17 @@ enum Command {
         /// Extra arguments passed to haproxy as they are.
         #[arg(last = true)]
         extra: Vec<String>,
+    },
+    /// HAProxy's preStop hook: wait --delay seconds (load balancers stop
+    /// sending), send HAProxy SIGUSR1 (soft stop: workers finish their
+    /// connections) and return once it has exited.
+    SoftStop {
+        /// Seconds to wait before stopping.
+        #[arg(long, default_value = "0", value_name = "SECONDS")]
+        delay: u64,
+        /// HAProxy's process id (1: the container's main process).
+        #[arg(long, default_value = "1")]
+        pid: i32,
     },
     /// Run a template library's fixture tests.
     #[command(after_long_help = fixtures::FORMAT)]
@@ -299,7 +310,8 @@ fn main() -> ExitCode {
         Command::Render { .. }
         | Command::Test { .. }
         | Command::New { .. }
-        | Command::Haproxy { .. } => "warn",
+        | Command::Haproxy { .. }
+        | Command::SoftStop { .. } => "warn",
         _ => "warn,haptic=info",
     };
     tracing_subscriber::fmt()
@@ -329,6 +341,18 @@ fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime
     let cache_dir = std::env::var_os("HAPTIC_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/haptic")));
+    if let (Some(cache), Some(precompiled)) =
+        (&cache_dir, std::env::var_os("HAPTIC_PRECOMPILED_DIR"))
+    {
+        // Without it every library is compiled again: slower, still correct.
+        if let Err(error) = haptic::precompiled::seed(Path::new(&precompiled), cache) {
+            tracing::warn!(
+                "cannot copy the precompiled libraries of {} into {}: {error}",
+                Path::new(&precompiled).display(),
+                cache.display()
+            );
+        }
+    }
     LibraryRuntime::new(RuntimeConfig {
         cache_dir,
         default_certificate,
@@ -406,6 +430,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &extra,
             );
             Err(anyhow::Error::new(error))
+        }
+        Command::SoftStop { delay, pid } => {
+            agent::stop::soft_stop(pid, std::time::Duration::from_secs(delay))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Test {
             library,

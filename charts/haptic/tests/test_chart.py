@@ -622,11 +622,69 @@ def monitoring(t, chart):
 def notes(t, chart):
     text = chart.notes()
     t.check("kubectl -n haptic port-forward service/haptic-haproxy 8080:80" in text, f"NOTES: no port-forward for ClusterIP:\n{text}")
+    t.check("kind load image-archive target/image/haptic-" in text, f"NOTES: the default image does not say how to load it:\n{text}")
+    text = chart.notes(sets=["image.repository=registry.example.com/haptic"])
+    t.check("registry.example.com/haptic:" in text and "kind load" not in text, f"NOTES: a registry image is told to be loaded:\n{text}")
     t.check(GATE_SET in text, f"NOTES: gate off does not say how to enable it:\n{text}")
     text = chart.notes(sets=[GATE_SET, "haproxy.service.type=LoadBalancer"])
     t.check("jsonpath='{.status.loadBalancer.ingress[0]}'" in text, f"NOTES: no LoadBalancer address command:\n{text}")
     t.check(GUIDE_PATCH in text, f"NOTES: gate on lacks the guide's kubectl patch:\n{text}")
     t.check(GUIDE_CHECK in text, f"NOTES: gate on lacks the guide's check command:\n{text}")
+
+
+def built_image():
+    """The image `make image` builds: IMAGE_NAME in the Makefile, tagged with
+    the workspace's version (what `haptic --version` prints)."""
+    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    name = version = None
+    with open(os.path.join(repo, "Makefile")) as f:
+        for line in f:
+            if line.startswith("IMAGE_NAME :="):
+                name = line.split(":=", 1)[1].strip()
+    with open(os.path.join(repo, "Cargo.toml")) as f:
+        for line in f:
+            if line.startswith("version = "):
+                version = line.split("=", 1)[1].strip().strip('"')
+                break
+    if not name or not version:
+        raise Failed(f"cannot read IMAGE_NAME from the Makefile ({name}) or the version from Cargo.toml ({version})")
+    return name, version
+
+
+def images(objs):
+    """Every image a rendered object would make a kubelet pull."""
+    found = []
+    for obj in objs.docs:
+        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") != "Pod" else obj.get("spec", {})
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            for c in spec.get(key) or []:
+                found.append((f"{obj['kind']}/{obj['metadata']['name']} {c['name']}", c.get("image")))
+        for v in spec.get("volumes") or []:
+            if "image" in v:
+                found.append((f"{obj['kind']}/{obj['metadata']['name']} volume {v['name']}", v["image"].get("reference")))
+    return found
+
+
+@case
+def image_is_the_one_make_image_builds(t, chart):
+    name, version = built_image()
+    with open(os.path.join(chart.chart, "Chart.yaml")) as f:
+        app_version = yaml.safe_load(f)["appVersion"]
+    t.equal(app_version, version, "Chart.yaml appVersion (the default tag) is the workspace version")
+    want = f"{name}:{version}"
+    for sets in ([], [GATE_SET, "agent.tls.enabled=true", "agent.tls.secretName=agent-tls"]):
+        found = images(chart.render(sets=sets))
+        t.check(len(found) >= 3, f"expected the controller, haproxy and agent containers, found {found}")
+        for where, image in found:
+            t.equal(image, want, f"{where} image (set {sets})")
+    # A user's registry, tag and digest are taken as given.
+    found = images(chart.render(sets=["image.repository=registry.example.com/haptic", "image.tag=9.9.9"]))
+    for where, image in found:
+        t.equal(image, "registry.example.com/haptic:9.9.9", f"{where} image with repository and tag set")
+    # The preStop hook runs in the image, which has no shell: haptic itself.
+    hap = container(chart.render().one("Deployment", "haptic-haproxy"), "haproxy")
+    hook = hap["lifecycle"]["preStop"]["exec"]["command"]
+    t.equal(hook, ["/usr/local/bin/haptic", "soft-stop", "--delay=5", "--pid=1"], "haproxy preStop")
 
 
 def main():
