@@ -43,7 +43,7 @@ use super::status::{StatusApplier, StatusMemory};
 use super::watch::{self as source, SourceEvent, WatchTarget};
 use crate::agent::plan::{self, Plan};
 use crate::agent::{Bundle, BundleFile, FencingToken};
-use crate::engine::{self, Engine, EngineError};
+use crate::engine::{Engine, EngineError};
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
@@ -394,7 +394,7 @@ async fn render_loop(
         let next = bundle(&rendered);
         if needs_validation(accepted.as_deref(), &next) {
             let started = Instant::now();
-            let validated = tokio::task::block_in_place(|| engine::validate(&rendered));
+            let validated = tokio::task::block_in_place(|| engine.validate(&rendered));
             state
                 .metrics
                 .validate_seconds
@@ -447,6 +447,7 @@ fn report_failure(
             object.as_deref().cloned(),
         ),
         EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
+        EngineError::Policy(error) => ("refused", error.libraries(), None),
         _ => ("validate-error", Vec::new(), None),
     };
     state
