@@ -53,7 +53,10 @@ pub struct TlsValues {
     /// The HTTPS address, e.g. `:8443`.
     pub bind: String,
     pub default_certificate: DefaultCertificateValues,
-    /// Redirect plain HTTP to HTTPS for TLS hosts.
+    /// Redirect plain HTTP to HTTPS for TLS hosts. Off by default: the
+    /// Ingress specification says nothing of redirects and the upstream
+    /// conformance suite (host_rules) expects plain HTTP to a TLS host to be
+    /// served; `tls.redirect` or the per-Ingress annotation turn it on.
     pub redirect: bool,
     /// 301, 302, 303, 307 or 308.
     pub redirect_code: u16,
@@ -83,7 +86,7 @@ pub fn defaults() -> serde_json::Value {
         "enabled": true,
         "bind": ":8443",
         "defaultCertificate": { "secret": "" },
-        "redirect": true,
+        "redirect": false,
         "redirectCode": 308,
         "hsts": { "enabled": false, "maxAge": 31_536_000, "includeSubDomains": false, "preload": false }
     })
