@@ -80,6 +80,16 @@ pub struct HstsValues {
     pub preload: bool,
 }
 
+/// A Kubernetes object name (DNS-1123 subdomain): lowercase letters,
+/// digits, `-` and `.`, at most 253 characters, alphanumeric at both ends.
+fn valid_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    name.len() <= 253
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
+}
+
 /// Defaults under `tls`.
 pub fn defaults() -> serde_json::Value {
     serde_json::json!({
@@ -350,6 +360,21 @@ impl<'v> TlsRender<'v> {
                 self.mark_redirects(&hosts, redirect);
                 continue;
             };
+            // The name becomes a file name and a crt-list word: only what
+            // the API server accepts as an object name (a DNS subdomain).
+            if !valid_object_name(secret_name) {
+                out.warning(
+                    Some(ingress.key),
+                    "TLSSecretInvalid",
+                    format!(
+                        "{what}: secretName {secret_name:?} is not a valid Secret name; {} served \
+                         with the default certificate",
+                        served_phrase(&hosts)
+                    ),
+                )?;
+                self.mark_redirects(&hosts, redirect);
+                continue;
+            }
             let certificate = match cache.check(ctx, namespace, secret_name)? {
                 Ok(certificate) => certificate,
                 Err(problem) => {
