@@ -17,6 +17,7 @@ use thiserror::Error;
 
 use crate::library::types::{ObjectKey, Watch};
 use crate::library::{LibraryError, LibraryRuntime, LoadedLibrary};
+use crate::policy::{Policy, PolicyError};
 use crate::render::{ClusterChange, ClusterObject, ObjectRef, RenderError, Rendered, Renderer};
 use crate::validate::{self, ValidationError};
 use crate::values::{Values, ValuesError};
@@ -59,6 +60,10 @@ pub enum EngineError {
     /// HAProxy could not be run.
     #[error(transparent)]
     Validate(ValidationError),
+    /// The directive policy refused the configuration before HAProxy read
+    /// it, or its allow-list in the values is malformed.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
 }
 
 /// Loads the bundled libraries plus `custom` ones, refusing two of the same
@@ -90,6 +95,7 @@ pub fn load_libraries(
 pub struct Engine {
     libraries: Vec<LoadedLibrary>,
     values: Values,
+    policy: Policy,
     renderer: Renderer,
 }
 
@@ -109,6 +115,7 @@ impl Engine {
         let (enabled, tree) = enabled(&libraries, &values)?;
         let mut engine = Self {
             libraries,
+            policy: Policy::from_values(&values)?,
             values,
             renderer: Renderer::new(enabled, tree),
         };
@@ -121,7 +128,9 @@ impl Engine {
     /// kept. Watches may change: callers re-read [`Self::watches`].
     pub fn set_values(&mut self, values: Values) -> Result<(), EngineError> {
         let (enabled, tree) = enabled(&self.libraries, &values)?;
+        let policy = Policy::from_values(&values)?;
         self.renderer.replace_libraries(enabled, tree);
+        self.policy = policy;
         self.values = values;
         self.prepare()
     }
@@ -171,6 +180,15 @@ impl Engine {
                 object: self.blamed_object(&error),
                 error,
             })
+    }
+
+    /// Judges `rendered` by the directive policy, then validates it with
+    /// `haproxy -c`, naming the library behind each complaint. The policy
+    /// comes first because `haproxy -c` runs what it reads (`lua-load`).
+    /// Returns HAProxy's warnings about an accepted configuration.
+    pub fn validate(&self, rendered: &Rendered) -> Result<Vec<String>, EngineError> {
+        self.policy.check(rendered)?;
+        haproxy_check(rendered)
     }
 
     /// The cluster object a library's error names, if it is in the view.
@@ -240,8 +258,8 @@ fn enabled(
 }
 
 /// Validates with `haproxy -c`, naming the library behind each complaint.
-/// Returns HAProxy's warnings about an accepted configuration.
-pub fn validate(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
+/// Only [`Engine::validate`] calls it, after the directive policy.
+fn haproxy_check(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
     let files: Vec<(String, String)> = rendered
         .files
         .iter()

@@ -11,6 +11,8 @@
 //!   into one HAProxy configuration, files and status patches.
 //! - [`engine`]: the render core every caller shares: the library set,
 //!   values, rendering and validation.
+//! - [`policy`]: the directive policy every configuration passes before
+//!   `haproxy -c` reads it (no code loading, no files outside the render).
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
@@ -35,6 +37,7 @@ pub mod library;
 pub mod local;
 pub mod manifests;
 pub mod offline;
+pub mod policy;
 pub mod precompiled;
 pub mod render;
 pub mod scaffold;

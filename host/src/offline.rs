@@ -118,7 +118,7 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
         error: Box::new(error),
     })?;
     let (warnings, validated_by) = if job.validate {
-        (engine::validate(&rendered)?, Some(validator()?))
+        (engine.validate(&rendered)?, Some(validator()?))
     } else {
         (Vec::new(), None)
     };

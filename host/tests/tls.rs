@@ -2,7 +2,7 @@
 //! libraries render Ingresses with `spec.tls`, HAProxy serves the rendered
 //! bundle, and a TLS client checks which certificate each SNI gets, that
 //! requests reach the right Service with `X-Forwarded-Proto`, and that plain
-//! HTTP to a TLS host redirects. Bad Secrets leave their hosts on the
+//! HTTP to a TLS host is served by default and redirects when asked to. Bad Secrets leave their hosts on the
 //! default certificate and every other host serving.
 
 use std::io::{Read as _, Write as _};
@@ -244,7 +244,12 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
         "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: app}}\nspec:\n  ports:\n  - {{name: http, port: 80, targetPort: {port}}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: web-1\n  namespace: app\n  labels: {{kubernetes.io/service-name: web}}\naddressType: IPv4\nports:\n  - {{name: http, port: {port}, protocol: TCP}}\nendpoints:\n  - addresses: [\"127.0.78.1\"]\n    conditions: {{ready: true}}\n---\n",
         port = backend.port()
     );
-    manifests += &ingress("foo", "foo.bar.com", "foo-tls");
+    // Redirects are off by default; this Ingress turns them on.
+    manifests += &ingress("foo", "foo.bar.com", "foo-tls").replacen(
+        "metadata: {name: foo, namespace: app}",
+        "metadata: {name: foo, namespace: app, annotations: {haproxy-haptic.org/ssl-redirect: \"true\"}}",
+        1,
+    );
     manifests += &secret("foo-tls", "kubernetes.io/tls", &foo_certificate, &foo_key);
     manifests += &ingress("wild", "*.shop.test", "wild-tls");
     manifests += &secret(
@@ -337,8 +342,10 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
         }
     }
 
-    // Plain HTTP: TLS hosts redirect with 308 (method and body kept),
-    // except ACME challenges; other hosts are served as they are.
+    // Plain HTTP: a TLS host whose Ingress asks for it redirects with 308
+    // (method and body kept), except ACME challenges; other TLS hosts (the
+    // default, as the Ingress conformance suite expects) and plain hosts
+    // are served as they are.
     let (status, location, _) = http_get(http_port, "foo.bar.com", "/cart?id=1");
     assert_eq!(
         (status, location.as_str()),
@@ -352,6 +359,12 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     assert_eq!(status, 200, "ACME HTTP-01 challenges are not redirected");
     let (status, _, body) = http_get(http_port, "plain.test", "/");
     assert_eq!((status, body.as_str()), (200, "web http"));
+    let (status, _, body) = http_get(http_port, "a.shop.test", "/");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "web http"),
+        "a TLS host is served over plain HTTP by default"
+    );
 
     // One warning per bad Secret, naming the Ingress and the Secret, with
     // no key material.

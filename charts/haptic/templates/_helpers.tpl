@@ -137,6 +137,11 @@ templateLibraries:
 {{ toYaml $libs | indent 2 }}
 {{- else }} {}
 {{- end }}
+{{- with (.Values.controller.directivePolicy | default dict).allow }}
+directivePolicy:
+  allow:
+{{ toYaml . | indent 4 }}
+{{- end }}
 {{- end }}
 
 {{/* The port at the end of a raw HAProxy bind (":8080", "${POD_IP}:8080",

@@ -430,6 +430,16 @@ def tls_secrets_only_when_tls_is_on(t, chart):
 
 
 @case
+def directive_policy_allow_list_reaches_the_controller(t, chart):
+    t.equal(sorted(values_file(chart.render())), ["templateLibraries"], "an empty allow-list is left out")
+    allowing = chart.write("allow.yaml", "controller:\n  directivePolicy:\n    allow:\n      - {library: my-lua, directives: [lua-load]}\n")
+    policy = values_file(chart.render(values_files=[allowing])).get("directivePolicy")
+    t.equal(policy, {"allow": [{"library": "my-lua", "directives": ["lua-load"]}]}, "the allow-list in the values file")
+    err = chart.render_error(sets=["controller.directivePolicy.allow[0].library=x", "controller.directivePolicy.allow[0].files[0]=relative.pem"])
+    t.check("files" in err, f"a relative allowed file is not refused by the schema:\n{err}")
+
+
+@case
 def gate_needs_its_libraries(t, chart):
     err = chart.render_error(sets=[GATE_SET, "controller.templateLibraries.statusPatches150PodReadinessGate.enabled=false"])
     t.check("statusPatches150PodReadinessGate.enabled=true" in err, f"unclear error for gate without its status library:\n{err}")

@@ -201,13 +201,27 @@ impl Library for IngressLibrary {
                         continue;
                     };
                     let backend = resolve(ctx, ingress, namespace, service, &warn)?;
-                    let kind = PathKind::from_path_type(&path.path_type);
                     let path_text = path.path.as_deref().unwrap_or("/");
-                    if let Err(why) = table.add(host, path_text, kind, &backend) {
-                        warn(format!(
-                            "ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why:?}",
-                            ingress.key.name
-                        ));
+                    let added = match PathKind::from_path_type(&path.path_type) {
+                        Some(kind) => table
+                            .add(host, path_text, kind, &backend)
+                            .map_err(|why| format!("{why:?}")),
+                        None => Err(format!(
+                            "pathType {:?} is not Exact, Prefix or ImplementationSpecific",
+                            path.path_type
+                        )),
+                    };
+                    // A warning on the Ingress (an Event), so its author sees
+                    // why: the strings are quoted, never written raw.
+                    if let Err(why) = added {
+                        out.warning(
+                            Some(ingress.key),
+                            "PathSkipped",
+                            format!(
+                                "Ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why}",
+                                ingress.key.name
+                            ),
+                        )?;
                     }
                 }
             }

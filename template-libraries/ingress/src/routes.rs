@@ -40,12 +40,14 @@ pub enum PathKind {
 }
 
 impl PathKind {
-    /// `Exact`, `Prefix`, or `ImplementationSpecific` (treated as Prefix).
-    pub fn from_path_type(path_type: &str) -> Self {
-        if path_type == "Exact" {
-            Self::Exact
-        } else {
-            Self::Prefix
+    /// `Exact`, `Prefix`, or `ImplementationSpecific` (treated as Prefix);
+    /// `None` for anything else (the API server refuses it; another source
+    /// may not).
+    pub fn from_path_type(path_type: &str) -> Option<Self> {
+        match path_type {
+            "Exact" => Some(Self::Exact),
+            "Prefix" | "ImplementationSpecific" => Some(Self::Prefix),
+            _ => None,
         }
     }
 }

@@ -53,7 +53,10 @@ pub struct TlsValues {
     /// The HTTPS address, e.g. `:8443`.
     pub bind: String,
     pub default_certificate: DefaultCertificateValues,
-    /// Redirect plain HTTP to HTTPS for TLS hosts.
+    /// Redirect plain HTTP to HTTPS for TLS hosts. Off by default: the
+    /// Ingress specification says nothing of redirects and the upstream
+    /// conformance suite (host_rules) expects plain HTTP to a TLS host to be
+    /// served; `tls.redirect` or the per-Ingress annotation turn it on.
     pub redirect: bool,
     /// 301, 302, 303, 307 or 308.
     pub redirect_code: u16,
@@ -77,13 +80,23 @@ pub struct HstsValues {
     pub preload: bool,
 }
 
+/// A Kubernetes object name (DNS-1123 subdomain): lowercase letters,
+/// digits, `-` and `.`, at most 253 characters, alphanumeric at both ends.
+fn valid_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    name.len() <= 253
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
+}
+
 /// Defaults under `tls`.
 pub fn defaults() -> serde_json::Value {
     serde_json::json!({
         "enabled": true,
         "bind": ":8443",
         "defaultCertificate": { "secret": "" },
-        "redirect": true,
+        "redirect": false,
         "redirectCode": 308,
         "hsts": { "enabled": false, "maxAge": 31_536_000, "includeSubDomains": false, "preload": false }
     })
@@ -347,6 +360,21 @@ impl<'v> TlsRender<'v> {
                 self.mark_redirects(&hosts, redirect);
                 continue;
             };
+            // The name becomes a file name and a crt-list word: only what
+            // the API server accepts as an object name (a DNS subdomain).
+            if !valid_object_name(secret_name) {
+                out.warning(
+                    Some(ingress.key),
+                    "TLSSecretInvalid",
+                    format!(
+                        "{what}: secretName {secret_name:?} is not a valid Secret name; {} served \
+                         with the default certificate",
+                        served_phrase(&hosts)
+                    ),
+                )?;
+                self.mark_redirects(&hosts, redirect);
+                continue;
+            }
             let certificate = match cache.check(ctx, namespace, secret_name)? {
                 Ok(certificate) => certificate,
                 Err(problem) => {

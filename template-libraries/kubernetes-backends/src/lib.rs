@@ -236,6 +236,29 @@ impl KubernetesBackends {
             None => render::Rendered::default(),
         };
 
+        if let Some(service) = &service
+            && !rendered.invalid_addresses.is_empty()
+        {
+            let slices: Vec<String> = self
+                .slices_of
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .map(|slice| format!("EndpointSlice {}/{slice}", key.0))
+                .collect();
+            out.warning(
+                Some(service.key),
+                "EndpointAddressInvalid",
+                format!(
+                    "Service {}/{}: endpoint addresses {:?} (in {}) are not IP addresses of their \
+                     slice's addressType; those endpoints are skipped",
+                    key.0,
+                    key.1,
+                    rendered.invalid_addresses,
+                    slices.join(", ")
+                ),
+            )?;
+        }
         let old_backends = self.backends_of.remove(&key).unwrap_or_default();
         let mut names = Vec::with_capacity(rendered.backends.len());
         for (name, body) in rendered.backends {

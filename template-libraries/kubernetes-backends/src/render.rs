@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::net::IpAddr;
 
 use haptic_sdk::names::{backend_name, sanitize};
 use haptic_sdk::readiness::{self, GatePod};
@@ -18,6 +19,9 @@ pub(crate) struct Rendered {
     /// not-terminating endpoints, tracked only with the gate enabled. A
     /// ready or terminating endpoint does not depend on its pod.
     pub pods: BTreeSet<Key>,
+    /// Endpoint addresses that are not IP addresses of the slice's type,
+    /// skipped: written raw, one would become words of the server line.
+    pub invalid_addresses: BTreeSet<String>,
 }
 
 /// One server line before naming conflicts are settled.
@@ -56,6 +60,11 @@ pub(crate) fn service_backends<'a>(
                 let Some(address) = endpoint.addresses.first() else {
                     continue;
                 };
+                let parsed = address.parse::<IpAddr>();
+                if !parsed.is_ok_and(|ip| ip.is_ipv6() == ipv6) {
+                    rendered.invalid_addresses.insert(address.clone());
+                    continue;
+                }
                 let target = readiness::endpoint_pod(namespace, endpoint);
                 if gate && let Some((pod_ns, pod_name)) = target {
                     rendered

@@ -16,6 +16,8 @@
 //! - `escape`: prints to stdout and stderr, tries to read a host file, list
 //!   the environment and open a TCP connection, and reports what happened as
 //!   its render error (the host's sandbox should have refused all of it).
+//! - `lua-load`: adds `lua-load scripts/misbehaving.lua` to `global` and ships
+//!   that file, a directive the host's policy refuses unless values allow it.
 //!
 //! It deliberately depends only on `wit-bindgen`, not on the SDK, so it tests
 //! the raw contract.
@@ -38,7 +40,7 @@ use bindings::exports::haptic::template::library::Guest;
 use bindings::haptic::template::host::log;
 use bindings::haptic::template::types::{
     AuxFile, Change, Item, KeyedItem, LibraryInfo, LogLevel, ObjectKey, Plan, RenderError,
-    RenderOutput, Section, SectionKind,
+    RenderOutput, Section, SectionKind, Slot, Snippet,
 };
 
 /// The message the `panic` mode panics with; tests look for it.
@@ -54,7 +56,11 @@ const MODES: &[&str] = &[
     "escape",
     "trap",
     "hash-order",
+    "lua-load",
 ];
+
+/// The Lua file the `lua-load` mode ships and loads.
+pub const LUA_FILE: &str = "scripts/misbehaving.lua";
 
 static MODE: Mutex<String> = Mutex::new(String::new());
 static PANIC_HOOK: Once = Once::new();
@@ -129,6 +135,7 @@ impl Guest for Misbehaving {
                     }),
                 },
             ])),
+            "lua-load" => Ok(complete(lua_load())),
             "escape" => Err(RenderError {
                 message: try_to_escape(),
                 object: None,
@@ -151,6 +158,29 @@ impl Guest for Misbehaving {
             }])),
         }
     }
+}
+
+/// A line that runs code inside HAProxy, with the file it loads.
+fn lua_load() -> Vec<KeyedItem> {
+    vec![
+        KeyedItem {
+            key: "lua-load".into(),
+            item: Item::Snippet(Snippet {
+                target_kind: SectionKind::Global,
+                target_name: String::new(),
+                slot: Slot::Other,
+                priority: 0,
+                lines: format!("    lua-load {LUA_FILE}\n"),
+            }),
+        },
+        KeyedItem {
+            key: "lua-file".into(),
+            item: Item::File(AuxFile {
+                path: LUA_FILE.into(),
+                content: "-- loaded by the misbehaving test library; does nothing\n".into(),
+            }),
+        },
+    ]
 }
 
 fn complete(upserts: Vec<KeyedItem>) -> RenderOutput {

@@ -18,7 +18,7 @@ use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
 use crate::controller::status::StatusMemory;
 use crate::controller::watch::SourceEvent;
-use crate::engine::{self, Engine, EngineError};
+use crate::engine::{Engine, EngineError};
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
@@ -122,7 +122,7 @@ pub(super) async fn run(
         let next = Arc::new(bundle(&rendered));
         if needs_validation(accepted.as_deref(), &next) {
             let started = Instant::now();
-            let validated = tokio::task::block_in_place(|| engine::validate(&rendered));
+            let validated = tokio::task::block_in_place(|| engine.validate(&rendered));
             state
                 .metrics
                 .validate_seconds
@@ -175,6 +175,7 @@ fn report_failure(
             object.as_deref().cloned(),
         ),
         EngineError::Refused { libraries, .. } => ("refused", libraries.clone(), None),
+        EngineError::Policy(error) => ("refused", error.libraries(), None),
         _ => ("validate-error", Vec::new(), None),
     };
     state

@@ -1,0 +1,296 @@
+//! What a line of haproxy.cfg may do, by section: the directives that run
+//! code or touch the process, and the words that name a file HAProxy reads.
+//!
+//! Taken from HAProxy 2.6's configuration manual (Debian ships it as
+//! `/usr/share/doc/haproxy/configuration.txt.gz`): section 3.1 (process
+//! management and security), 3.7 (programs), 3.9 (rings), the proxy
+//! keywords of section 4 and the bind and server options of section 5.
+
+use super::words::Words;
+
+/// Where a line is, as HAProxy sees it: the section keyword that opened it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Before any section.
+    None,
+    Global,
+    /// `defaults`, `frontend`, `listen`, `backend`.
+    Proxy,
+    HttpErrors,
+    Ring,
+    Program,
+    /// Any other section (userlist, peers, resolvers, cache, ...).
+    Other,
+}
+
+/// The sections HAProxy 2.6 knows (it recognises them at any indentation).
+pub fn section_of(keyword: &str) -> Option<Section> {
+    Some(match keyword {
+        "global" => Section::Global,
+        "defaults" | "frontend" | "listen" | "backend" => Section::Proxy,
+        "http-errors" => Section::HttpErrors,
+        "ring" => Section::Ring,
+        "program" => Section::Program,
+        "userlist" | "peers" | "mailers" | "resolvers" | "cache" | "log-forward" | "fcgi-app"
+        | "namespace_list" => Section::Other,
+        _ => return None,
+    })
+}
+
+/// One thing a line does that the policy judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// A directive that runs code or touches the process; `why` says what it does.
+    Forbidden {
+        directive: String,
+        why: &'static str,
+    },
+    /// A word that names a file (or directory) HAProxy reads.
+    File { directive: String, path: String },
+}
+
+/// Directives of `global` that run code or act on the process itself.
+const GLOBAL_FORBIDDEN: &[(&str, &str)] = &[
+    (
+        "lua-load",
+        "runs Lua code inside HAProxy, already while `haproxy -c` reads the configuration",
+    ),
+    (
+        "lua-load-per-thread",
+        "runs Lua code inside HAProxy, already while `haproxy -c` reads the configuration",
+    ),
+    (
+        "lua-prepend-path",
+        "changes where HAProxy loads Lua code from",
+    ),
+    ("external-check", "lets health checks run programs"),
+    ("insecure-fork-wanted", "lets HAProxy start programs"),
+    ("insecure-setuid-wanted", "lets HAProxy run setuid programs"),
+    ("setenv", "changes the process environment"),
+    ("presetenv", "changes the process environment"),
+    ("resetenv", "changes the process environment"),
+    ("unsetenv", "changes the process environment"),
+    ("ssl-engine", "loads an OpenSSL engine (native code)"),
+    ("ssl-mode-async", "hands TLS work to an OpenSSL engine"),
+    ("ssl-provider", "loads an OpenSSL provider (native code)"),
+    (
+        "ssl-provider-path",
+        "changes where OpenSSL providers are loaded from",
+    ),
+    (
+        "set-dumpable",
+        "lets the process dump its memory, private keys included",
+    ),
+    (
+        "tune.ssl.keylog",
+        "exposes TLS session secrets to log formats and headers",
+    ),
+    ("chroot", "changes the process's root directory"),
+    (
+        "daemon",
+        "detaches HAProxy from the process that supervises it",
+    ),
+    ("uid", "changes the process's identity"),
+    ("gid", "changes the process's identity"),
+    ("user", "changes the process's identity"),
+    ("group", "changes the process's identity"),
+    (
+        "pidfile",
+        "writes a file outside the configuration directory",
+    ),
+    (
+        "unix-bind",
+        "changes the owner and mode of the sockets HAProxy creates",
+    ),
+    (
+        "expose-experimental-directives",
+        "turns on directives HAProxy does not support",
+    ),
+    (
+        "ca-base",
+        "changes where certificate paths resolve, so they can leave the configuration directory",
+    ),
+    (
+        "crt-base",
+        "changes where certificate paths resolve, so they can leave the configuration directory",
+    ),
+    (
+        "server-state-base",
+        "changes where server-state paths resolve, so they can leave the configuration directory",
+    ),
+];
+
+/// Directives of `global` whose first argument is a file HAProxy reads.
+const GLOBAL_FILES: &[&str] = &[
+    "h1-case-adjust-file",
+    "httpclient.ssl.ca-file",
+    "issuers-chain-path",
+    "ssl-dh-param-file",
+    "server-state-file",
+    "51degrees-data-file",
+    "deviceatlas-json-file",
+    "wurfl-data-file",
+];
+
+/// Options of `bind`, `server` and `default-server` whose argument is a file.
+const SOCKET_FILE_OPTIONS: &[&str] = &[
+    "crt",
+    "crt-list",
+    "ca-file",
+    "crl-file",
+    "ca-verify-file",
+    "ca-sign-file",
+];
+
+/// Converters and actions whose first argument is a map or pattern file.
+const FILE_FUNCTIONS: &[&str] = &["set-map", "del-map", "add-acl", "del-acl"];
+
+/// Address prefixes that reach a socket of the host rather than the network.
+const LOCAL_ADDRESSES: &[&str] = &["/", "unix@", "fd@", "sockpair@"];
+
+/// What `words` (in `section`) does that the policy judges.
+pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let directive = words.get(0);
+    let forbidden = |directive: &str, why| Finding::Forbidden {
+        directive: directive.to_owned(),
+        why,
+    };
+    let file = |directive: &str, path: &str| Finding::File {
+        directive: directive.to_owned(),
+        path: path.to_owned(),
+    };
+    match section {
+        Section::Global => {
+            if let Some((name, why)) = GLOBAL_FORBIDDEN.iter().find(|(d, _)| *d == directive) {
+                found.push(forbidden(name, why));
+            }
+            if directive.starts_with("lua-load") {
+                found.push(file(directive, words.get(1)));
+            }
+            if GLOBAL_FILES.contains(&directive) {
+                found.push(file(directive, words.get(1)));
+            }
+            if directive == "default-path" && words.words.get(1..) != Some(&["config".to_owned()]) {
+                found.push(forbidden(
+                    directive,
+                    "makes relative paths resolve somewhere other than the configuration \
+                     directory (only `default-path config` is accepted)",
+                ));
+            }
+            if directive == "stats" && words.get(1) == "socket" {
+                found.push(forbidden(
+                    "stats socket",
+                    "opens HAProxy's runtime API (the agent adds the one it needs)",
+                ));
+            }
+        }
+        Section::Proxy => {
+            let option = match directive {
+                "option" => words.get(1),
+                "no" if words.get(1) == "option" => words.get(2),
+                _ => "",
+            };
+            if option == "external-check" {
+                found.push(forbidden(
+                    "option external-check",
+                    "runs programs as health checks",
+                ));
+            }
+            if directive == "external-check" {
+                found.push(forbidden(directive, "names a program health checks run"));
+            }
+            if directive == "errorfile" {
+                found.push(file(directive, words.get(2)));
+            }
+            if directive == "server-state-file-name" && !words.get(1).is_empty() {
+                let name = words.get(1);
+                if name != "use-backend-name" {
+                    found.push(file(directive, name));
+                }
+            }
+            if directive == "filter" && words.get(1) == "spoe" {
+                found.extend(after(words, "config").map(|path| file("filter spoe", path)));
+            }
+            if matches!(
+                directive,
+                "http-request" | "http-response" | "http-after-response" | "http-error"
+            ) {
+                for keyword in ["file", "lf-file"] {
+                    found.extend(after(words, keyword).map(|path| file(directive, path)));
+                }
+            }
+            found.extend(after(words, "-f").map(|path| file("-f (pattern file)", path)));
+            for word in &words.words {
+                found.extend(map_files(word).map(|(function, path)| file(function, path)));
+            }
+        }
+        Section::HttpErrors if directive == "errorfile" => {
+            found.push(file(directive, words.get(2)));
+        }
+        Section::Ring if directive == "backing-file" => {
+            found.push(forbidden(
+                directive,
+                "writes a file outside the configuration directory",
+            ));
+        }
+        _ => {}
+    }
+    if matches!(directive, "bind" | "server" | "default-server") {
+        for option in SOCKET_FILE_OPTIONS {
+            found.extend(after(words, option).map(|path| file(option, path)));
+        }
+        let address = match directive {
+            "bind" => words.get(1),
+            "server" => words.get(2),
+            _ => "",
+        };
+        if LOCAL_ADDRESSES.iter().any(|p| address.starts_with(p)) {
+            found.push(forbidden(
+                directive,
+                "reaches a socket or file descriptor of the HAProxy host instead of a network address",
+            ));
+        }
+    }
+    found
+}
+
+/// The word after each occurrence of `keyword` (from the second word on).
+fn after<'a>(words: &'a Words, keyword: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    words
+        .words
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(move |(_, word)| *word == keyword)
+        .map(|(index, _)| words.get(index + 1))
+}
+
+/// The files named by `map*(` converters and the map and ACL actions in
+/// one word (`%[req.hdr(host),lower,map_str(maps/hosts.map,default)]`).
+fn map_files(word: &str) -> impl Iterator<Item = (&'static str, &str)> + '_ {
+    let mut found = Vec::new();
+    let mut rest = word;
+    while let Some(open) = rest.find('(') {
+        let before = &rest[..open];
+        let name_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(0, |i| i + 1);
+        let name = &before[name_start..];
+        let argument = rest[open + 1..]
+            .split([',', ')'])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        let function = if name == "map" || name.starts_with("map_") {
+            Some("map converter")
+        } else {
+            FILE_FUNCTIONS.iter().find(|f| **f == name).copied()
+        };
+        if let Some(function) = function {
+            found.push((function, argument));
+        }
+        rest = &rest[open + 1..];
+    }
+    found.into_iter()
+}

@@ -1,0 +1,321 @@
+//! The directive policy against the real HAProxy and the real binary:
+//! HAProxy decides what a line does (the policy must refuse every spelling
+//! under which `haproxy -c` runs a Lua file), and a library that emits
+//! `lua-load` is refused by `haptic render` and by the controller under
+//! `haptic run` before any agent sees it, and passes with the allow-list.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use haptic::guests::MISBEHAVING_PATH;
+use haptic::policy::{Policy, PolicyError};
+use haptic::render::Rendered;
+use haptic::validate::Validator;
+
+/// What the Lua file prints when HAProxy runs it.
+const MARKER: &str = "haptic-policy-test: Lua ran";
+
+/// The line the misbehaving library's `lua-load` mode adds to `global`.
+const LUA_LINE: &str = "lua-load scripts/misbehaving.lua";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rendered(config: String, files: &[(&str, &str)]) -> Rendered {
+    let lines = config.split('\n').count();
+    Rendered {
+        config,
+        files: files
+            .iter()
+            .map(|(path, content)| ((*path).to_owned(), (*content).to_owned()))
+            .collect(),
+        line_origins: vec![(1..lines + 1, Arc::from("test"))],
+        ..Rendered::default()
+    }
+}
+
+/// Every spelling of `lua-load` tried here: HAProxy says which ones load
+/// the file; the policy must refuse each of those.
+#[test]
+fn every_line_under_which_haproxy_runs_lua_is_refused() {
+    let validator = Validator::from_env().expect("haproxy (apt-get install haproxy)");
+    let lua = format!("core.Alert(\"{MARKER}\")\n");
+    let spellings = [
+        "lua-load x.lua",
+        "\"lua-load\" x.lua",
+        "'lua-load' x.lua",
+        "lu\"a-lo\"ad x.lua",
+        "lua\\x2dload x.lua",
+        "\"\"lua-load x.lua",
+        "lua-load x.lua\\x00junk",
+        "lua-load x.lua#comment",
+        "\"${HAPTIC_POLICY_UNSET-lua-load}\" x.lua",
+        "lua-load \"${HAPTIC_POLICY_UNSET-x.lua}\"",
+        "lua-load-per-thread x.lua",
+        "lua-load x.lua\rjunk",
+        // Not Lua for HAProxy (checked below that it does not run):
+        "lua\\-load x.lua",
+        "# lua-load x.lua",
+        "description x\rlua-load x.lua",
+    ];
+    let mut ran = 0;
+    for spelling in spellings {
+        let config =
+            format!("global\n    default-path config\n    {spelling}\ndefaults\n    mode http\n");
+        let output = match validator.validate(&config, &[("x.lua".to_owned(), lua.clone())]) {
+            Ok(validation) => validation.output,
+            Err(error) => error.to_string(),
+        };
+        let lua_ran = output.contains(MARKER);
+        let refused = Policy::default()
+            .check(&rendered(config, &[("x.lua", &lua)]))
+            .is_err();
+        if lua_ran {
+            ran += 1;
+            assert!(
+                refused,
+                "HAProxy ran Lua from `{spelling:?}` but the policy let it through"
+            );
+        }
+        println!("{spelling:?}: Lua ran: {lua_ran}, refused: {refused}");
+    }
+    assert_eq!(ran, 12, "the spellings HAProxy 2.6 loads Lua from changed");
+}
+
+/// A file named outside the render is read by `haproxy -c` (here: a map
+/// loaded from an absolute path); the policy refuses it first.
+#[test]
+fn a_file_outside_the_render_is_refused_before_haproxy_reads_it() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let outside = work.path().join("token");
+    std::fs::write(&outside, "s3cret-token\n").expect("write");
+    let config = format!(
+        "global\n    default-path config\ndefaults\n    mode http\n    timeout client 1s\n    \
+         timeout server 1s\n    timeout connect 1s\nfrontend f\n    bind 127.0.0.1:{}\n    \
+         http-request set-header x %[req.hdr(y),map_str({})]\n",
+        support::free_port(),
+        outside.display()
+    );
+    let validator = Validator::from_env().expect("haproxy");
+    // HAProxy itself reads it: remove the file and it refuses the line.
+    validator
+        .validate(&config, &[])
+        .expect("HAProxy loads the outside map");
+    std::fs::remove_file(&outside).expect("remove");
+    validator
+        .validate(&config, &[])
+        .expect_err("HAProxy needs the outside map");
+    let error = Policy::default()
+        .check(&rendered(config, &[]))
+        .expect_err("the policy refuses it");
+    let PolicyError::Refused { violations } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(violations.len(), 1, "{error}");
+    assert!(error.to_string().contains("is an absolute path"), "{error}");
+}
+
+fn haptic(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .args(args)
+        .output()
+        .expect("haptic runs")
+}
+
+fn allow_list(dir: &Path) -> PathBuf {
+    let values = dir.join("allow-lua.yaml");
+    std::fs::write(
+        &values,
+        "directivePolicy:\n  allow:\n    - library: misbehaving\n      directives: [lua-load]\n",
+    )
+    .expect("write values");
+    values
+}
+
+#[test]
+fn haptic_render_refuses_a_library_that_emits_lua_load_and_the_allow_list_lets_it_pass() {
+    let cluster = repo().join("examples/cluster");
+    let cluster = cluster.to_str().expect("utf-8 path");
+    let lua_mode = "templateLibraries.misbehaving.mode=lua-load";
+    let refused = haptic(&["render", cluster, "-l", MISBEHAVING_PATH, "--set", lua_mode]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("(`{LUA_LINE}`), written by library `misbehaving`"))
+            && stderr.contains("line "),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&refused.stdout).contains(LUA_LINE));
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let values = allow_list(work.path());
+    let values = values.to_str().expect("utf-8 path");
+    let allowed = haptic(&[
+        "render",
+        cluster,
+        "-l",
+        MISBEHAVING_PATH,
+        "--set",
+        lua_mode,
+        "-f",
+        values,
+    ]);
+    let stdout = String::from_utf8_lossy(&allowed.stdout);
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    assert!(stdout.contains(LUA_LINE), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&allowed.stderr).contains("validated by HAProxy")
+            || stdout.contains("validated by HAProxy"),
+        "not validated"
+    );
+}
+
+/// `haptic run` (the controller over local agents), killed when dropped.
+struct Run(Child, tempfile::TempDir);
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Run {
+    fn start(allow: bool) -> Self {
+        let work = tempfile::tempdir().expect("tempdir");
+        let port = support::free_port();
+        let listen = format!("127.0.0.1:{}", support::free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_haptic"));
+        command
+            .args(["run", "--demo-backends", "--proxies", "1"])
+            .args(["--port", &port.to_string(), "--listen", &listen])
+            .args(["-l", MISBEHAVING_PATH])
+            .args(["--set", "templateLibraries.misbehaving.mode=lua-load"])
+            .arg("--dir")
+            .arg(work.path().join("scratch"))
+            .arg(repo().join("examples/cluster"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(work.path().join("run.log")).expect("log"));
+        if allow {
+            command.arg("-f").arg(allow_list(work.path()));
+        }
+        let child = command.spawn().expect("haptic run starts");
+        let run = Self(child, work);
+        std::fs::write(run.1.path().join("port"), port.to_string()).expect("port");
+        run
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.1.path().join("run.log")).unwrap_or_default()
+    }
+
+    fn port(&self) -> u16 {
+        std::fs::read_to_string(self.1.path().join("port"))
+            .expect("port")
+            .parse()
+            .expect("number")
+    }
+
+    /// Every file the agent wrote into its HAProxy's configuration directory.
+    fn agent_files(&self) -> Vec<(PathBuf, String)> {
+        let mut found = Vec::new();
+        let mut dirs = vec![self.1.path().join("scratch/haproxy-0")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    found.push((path, text));
+                }
+            }
+        }
+        found
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool, log: impl Fn() -> String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn get_status(port: u16, host: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn the_controller_refuses_lua_load_before_any_agent_sees_it() {
+    let run = Run::start(false);
+    wait_for(
+        "the refusal in the controller's log",
+        || run.log().contains("the directive policy refused"),
+        || run.log(),
+    );
+    let log = run.log();
+    assert!(
+        log.contains(&format!("(`{LUA_LINE}`), written by library `misbehaving`")),
+        "{log}"
+    );
+    // The agent's HAProxy directory holds no trace of it: not the line, not
+    // the Lua file, and HAProxy serves nothing (its bootstrap bundle).
+    let files = run.agent_files();
+    assert!(!files.is_empty(), "the agent's directory is missing");
+    for (path, text) in &files {
+        assert!(
+            !text.contains("lua-load") && !path.ends_with("misbehaving.lua"),
+            "{} reached the agent",
+            path.display()
+        );
+    }
+    assert_eq!(get_status(run.port(), "shop.example.com"), None);
+}
+
+#[test]
+fn the_controller_deploys_lua_load_when_the_allow_list_names_it() {
+    let run = Run::start(true);
+    wait_for(
+        "shop.example.com to be routed",
+        || get_status(run.port(), "shop.example.com") == Some(200),
+        || run.log(),
+    );
+    assert!(
+        run.agent_files()
+            .iter()
+            .any(|(path, text)| path.ends_with("haproxy.cfg") && text.contains(LUA_LINE)),
+        "the deployed configuration lacks the allowed line"
+    );
+}
