@@ -383,6 +383,12 @@ async fn render_loop(
             .metrics
             .render_seconds
             .observe(started.elapsed().as_secs_f64());
+        state.metrics.memory.set_render(&engine.renderer().memory());
+        state
+            .metrics
+            .memory
+            .status_remembered
+            .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
         let rendered = match result {
             Ok(rendered) => rendered,
             Err(error) => {

@@ -75,6 +75,16 @@ impl StatusMemory {
         self.lock().get(&key(patch)) == Some(&patch.status)
     }
 
+    /// How many patches it remembers.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// It remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, String>> {
         // A poisoned map is still a valid cache.
         self.0

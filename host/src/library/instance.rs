@@ -154,10 +154,12 @@ impl WasiView for StoreState {
 }
 
 /// [`StoreLimits`] that remembers whether the memory cap was hit, so an
-/// out-of-memory trap can be told apart from other traps.
+/// out-of-memory trap can be told apart from other traps, and how large the
+/// instance's linear memories have grown (they never shrink).
 struct MemoryCap {
     limits: StoreLimits,
     hit: bool,
+    bytes: usize,
 }
 
 impl MemoryCap {
@@ -172,7 +174,11 @@ impl MemoryCap {
             .tables(64)
             .table_elements(1 << 20)
             .build();
-        Self { limits, hit: false }
+        Self {
+            limits,
+            hit: false,
+            bytes: 0,
+        }
     }
 }
 
@@ -184,7 +190,9 @@ impl ResourceLimiter for MemoryCap {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let result = self.limits.memory_growing(current, desired, maximum);
-        if !matches!(result, Ok(true)) {
+        if matches!(result, Ok(true)) {
+            self.bytes = (self.bytes + desired).saturating_sub(current);
+        } else {
             self.hit = true;
         }
         result
@@ -299,6 +307,12 @@ impl LibraryInstance {
         let output = output.map_err(|error| self.guest_error("render", error))?;
         checks::check_output(&output).map_err(|(key, problem)| self.malformed(key, problem))?;
         Ok(output)
+    }
+
+    /// The bytes of the instance's linear memories (a guest's memory grows
+    /// and never shrinks: its high-water mark).
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.bytes
     }
 
     /// True after a trap: the instance cannot be entered again.
