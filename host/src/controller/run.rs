@@ -217,18 +217,18 @@ pub async fn run_with(
         state.clone(),
     )));
 
-    let (status_tx, status_rx) = mpsc::unbounded_channel();
+    let status_inbox = Arc::new(StatusInbox::default());
     tasks.push(tokio::spawn(
         StatusTask {
             applier,
             events: parts.events,
             state: state.clone(),
         }
-        .run(status_rx),
+        .run(status_inbox.clone()),
     ));
     let deployer = Deployer {
         fleet: Fleet::new(settings.fleet.clone()),
-        status: status_tx,
+        status: status_inbox,
         state: state.clone(),
         settings: settings.clone(),
     };
@@ -568,7 +568,7 @@ struct Deployer {
     fleet: Fleet,
     /// Status writes go to their own task: thousands of first-time gate
     /// conditions must not hold the next deploy.
-    status: mpsc::UnboundedSender<StatusJob>,
+    status: Arc<StatusInbox>,
     state: Arc<State>,
     settings: Settings,
 }
@@ -579,6 +579,68 @@ enum StatusJob {
     Write(Arc<Candidate>, StatusVariant),
     /// A failed render: its `render-failed` patches and Event.
     Report(Failure),
+}
+
+/// The status task's inbox. Writes coalesce: one slot per variant holds the
+/// newest candidate, and a newer one replaces a candidate still waiting
+/// there (the newer render's patches are what is true now). A queue of
+/// every candidate grew without bound while the first writes of a large
+/// gated cluster were under way, since every render in that time queued
+/// its own candidate with the whole configuration and the status of every
+/// pod still to write: 1,230 MiB at 10,000 gated pods. Failure reports
+/// stay in order, each its own Event.
+#[derive(Default)]
+struct StatusInbox {
+    jobs: std::sync::Mutex<StatusJobs>,
+    /// Holds a permit when nobody waits, so no job is missed.
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct StatusJobs {
+    writes: BTreeMap<StatusVariant, Arc<Candidate>>,
+    reports: std::collections::VecDeque<Failure>,
+}
+
+impl StatusInbox {
+    /// Queues the candidate's patches of `variant`, replacing an older
+    /// candidate's that still wait.
+    fn write(&self, candidate: Arc<Candidate>, variant: StatusVariant) {
+        self.lock().writes.insert(variant, candidate);
+        self.wake.notify_one();
+    }
+
+    fn report(&self, failure: Failure) {
+        self.lock().reports.push_back(failure);
+        self.wake.notify_one();
+    }
+
+    /// The next job: failure reports first, then writes by variant.
+    async fn next(&self) -> StatusJob {
+        loop {
+            if let Some(job) = self.take() {
+                return job;
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    fn take(&self) -> Option<StatusJob> {
+        let mut jobs = self.lock();
+        if let Some(failure) = jobs.reports.pop_front() {
+            return Some(StatusJob::Report(failure));
+        }
+        jobs.writes
+            .pop_first()
+            .map(|(variant, candidate)| StatusJob::Write(candidate, variant))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusJobs> {
+        // A poisoned inbox still holds valid jobs.
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The status task: writes patches and reports failures, in order.
@@ -613,7 +675,7 @@ impl Deployer {
                 changed = leading.changed() => if changed.is_err() { return },
                 Some(failure) = failures.recv() => {
                     if leading.borrow().is_some() {
-                        let _ = self.status.send(StatusJob::Report(failure));
+                        self.status.report(failure);
                     }
                     continue;
                 }
@@ -746,17 +808,15 @@ impl Deployer {
     /// Queues the candidate's patches of `variant` for the status task.
     fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
         if candidate.patches.contains_key(&variant) {
-            let _ = self
-                .status
-                .send(StatusJob::Write(candidate.clone(), variant));
+            self.status.write(candidate.clone(), variant);
         }
     }
 }
 
 impl StatusTask {
-    async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StatusJob>) {
-        while let Some(job) = jobs.recv().await {
-            match job {
+    async fn run(mut self, inbox: Arc<StatusInbox>) {
+        loop {
+            match inbox.next().await {
                 StatusJob::Write(candidate, variant) => self.write(&candidate, variant).await,
                 StatusJob::Report(failure) => self.report(failure).await,
             }
@@ -1005,6 +1065,54 @@ mod tests {
             needs_validation(Some(&with_map), &map_changed),
             "map contents are validated"
         );
+    }
+
+    fn empty_candidate(sequence: u64) -> Arc<Candidate> {
+        Arc::new(Candidate {
+            sequence,
+            bundle: Arc::new(bundle_of("global\n")),
+            patches: BTreeMap::new(),
+            current: HashMap::new(),
+            gate_pending_since: HashMap::new(),
+        })
+    }
+
+    /// The regression of issue 16: every render queued its own candidate
+    /// while the first status writes were under way.
+    #[tokio::test]
+    async fn a_newer_candidate_replaces_the_one_still_waiting_for_its_writes() {
+        let inbox = StatusInbox::default();
+        let older = empty_candidate(1);
+        for sequence in 1..=3 {
+            inbox.write(empty_candidate(sequence), StatusVariant::Deployed);
+        }
+        inbox.write(older.clone(), StatusVariant::Rendered);
+        inbox.report(Failure {
+            event: FailureEvent {
+                reason: "RenderFailed".into(),
+                note: "first".into(),
+                object: None,
+            },
+            patches: Vec::new(),
+        });
+        let mut taken = Vec::new();
+        while let Some(job) = inbox.take() {
+            taken.push(match job {
+                StatusJob::Report(failure) => format!("report {}", failure.event.note),
+                StatusJob::Write(candidate, variant) => {
+                    format!("{variant:?} {}", candidate.sequence)
+                }
+            });
+        }
+        assert_eq!(taken, ["report first", "Rendered 1", "Deployed 3"]);
+        assert_eq!(
+            Arc::strong_count(&older),
+            1,
+            "nothing holds a candidate once its writes are taken"
+        );
+        inbox.write(empty_candidate(4), StatusVariant::Deployed);
+        let next = tokio::time::timeout(Duration::from_secs(1), inbox.next()).await;
+        assert!(matches!(next, Ok(StatusJob::Write(c, _)) if c.sequence == 4));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use synthetic::{ControllerProcess, await_gates, change_host, converged_on_new, c
 /// Peak resident memory the controller may reach here. What it needs at
 /// this scale is printed on every run; the ceiling leaves room for the
 /// allocator's and a debug build's overhead.
-const CEILING_MIB: u64 = 160;
+const CEILING_MIB: u64 = 130;
 
 const CHANGES: usize = 5;
 
