@@ -76,9 +76,6 @@ pub struct Candidate {
     pub sequence: u64,
     pub bundle: Arc<Bundle>,
     pub patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>>,
-    /// The current status of objects whose patches are not yet written, as
-    /// the watches last saw them, so a patch that already holds is skipped.
-    pub current: HashMap<ObjectRef, Value>,
     /// When the controller first saw each pod whose gate patch is pending
     /// (it then had ContainersReady): the gate latency's start.
     pub gate_pending_since: HashMap<ObjectRef, Instant>,
@@ -521,7 +518,6 @@ fn candidate(
     gate_seen: &mut HashMap<ObjectRef, Instant>,
 ) -> Candidate {
     let mut patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>> = BTreeMap::new();
-    let mut current = HashMap::new();
     let mut gate_pending_since = HashMap::new();
     let now = Instant::now();
     for (variant, planned) in &rendered.status_patches {
@@ -536,11 +532,16 @@ fn candidate(
                 namespace: patch.namespace.clone(),
                 name: patch.name.clone(),
             };
-            if let Some(status) = engine
+            // A patch the object already holds (a restarted controller, a
+            // condition a previous leader set) is remembered as written
+            // here rather than carried to the status task with the
+            // object's status: candidates once held thousands of those.
+            let holding = engine
                 .object(&reference)
                 .and_then(|object| object.value().get_mut("status").map(Value::take))
-            {
-                current.insert(reference.clone(), status);
+                .is_some_and(|status| memory.note_if_holds(patch, &status));
+            if holding {
+                continue;
             }
             if *variant == StatusVariant::Deployed && is_gate_patch(patch) {
                 let since = *gate_seen.entry(reference.clone()).or_insert(now);
@@ -554,7 +555,6 @@ fn candidate(
         sequence,
         bundle: Arc::new(bundle.clone()),
         patches,
-        current,
         gate_pending_since,
     }
 }
@@ -828,20 +828,7 @@ impl StatusTask {
         let Some(patches) = candidate.patches.get(&variant) else {
             return;
         };
-        let current = &candidate.current;
-        let report = self
-            .applier
-            .apply(patches.iter().map(Arc::as_ref), |patch| {
-                current
-                    .get(&ObjectRef {
-                        api_version: patch.api_version.clone(),
-                        kind: patch.kind.clone(),
-                        namespace: patch.namespace.clone(),
-                        name: patch.name.clone(),
-                    })
-                    .cloned()
-            })
-            .await;
+        let report = self.applier.apply(patches.iter().map(Arc::as_ref)).await;
         if variant == StatusVariant::Deployed {
             let now = Instant::now();
             let mut gates = 0usize;
@@ -880,7 +867,7 @@ impl StatusTask {
         if !failure.patches.is_empty() {
             let report = self
                 .applier
-                .apply(failure.patches.iter().map(Arc::as_ref), |_| None)
+                .apply(failure.patches.iter().map(Arc::as_ref))
                 .await;
             for failed in &report.failed {
                 tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
@@ -1072,7 +1059,6 @@ mod tests {
             sequence,
             bundle: Arc::new(bundle_of("global\n")),
             patches: BTreeMap::new(),
-            current: HashMap::new(),
             gate_pending_since: HashMap::new(),
         })
     }
