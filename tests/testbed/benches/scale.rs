@@ -92,6 +92,7 @@ fn main() {
         );
         let (peak, now) = controller.memory_mib();
         println!("controller memory (gate on, 10,000 pods watched): peak {peak} MiB, now {now} MiB");
+        println!("  resident by mapping: {}", synthetic::resident_breakdown(controller.pid()));
         if let Ok(output) = Command::new("pgrep").args(["-f", "agent --config-dir"]).output() {
             for pid in String::from_utf8_lossy(&output.stdout).split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
                 println!("agent pid {pid}: peak {} MiB", memory_kib(pid, "VmHWM:") / 1024);

@@ -187,6 +187,8 @@ impl ControllerProcess {
             .arg(&token)
             .env("KUBECONFIG", kubeconfig)
             .env("HAPTIC_LOG", "warn")
+            // As the chart runs it (controller-deployment.yaml).
+            .env("MALLOC_ARENA_MAX", "2")
             .stdout(Stdio::null())
             .spawn()
             .expect("haptic controller starts");
@@ -346,4 +348,44 @@ pub fn ready_endpoints(cluster: &Cluster) -> usize {
         .flat_map(|slice| slice["endpoints"].as_array().cloned().unwrap_or_default())
         .filter(|endpoint| endpoint["conditions"]["ready"] == true)
         .count()
+}
+
+/// Resident memory of `pid` by mapping (`/proc/<pid>/smaps`): the binary's
+/// own pages, each library file, `[heap]`, `[anon]` (other allocator
+/// arenas, wasm linear memories and compiled code, thread stacks); in KiB,
+/// largest first.
+pub fn resident_by_mapping(pid: u32) -> Vec<(String, u64)> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut by_mapping: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut current = String::new();
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let is_header = fields
+            .first()
+            .is_some_and(|range| range.contains('-') && !range.ends_with(':'));
+        if is_header {
+            current = fields
+                .get(5)
+                .map_or("[anon]", |path| path)
+                .rsplit('/')
+                .next()
+                .unwrap_or("[anon]")
+                .to_owned();
+        } else if let ["Rss:", kib, "kB"] = fields.as_slice() {
+            *by_mapping.entry(current.clone()).or_default() += kib.parse::<u64>().unwrap_or(0);
+        }
+    }
+    let mut sorted: Vec<(String, u64)> = by_mapping.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted
+}
+
+/// The largest parts of [`resident_by_mapping`], one line.
+pub fn resident_breakdown(pid: u32) -> String {
+    resident_by_mapping(pid)
+        .into_iter()
+        .take(5)
+        .map(|(mapping, kib)| format!("{mapping} {} MiB", kib / 1024))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
