@@ -31,12 +31,20 @@ const CEILING_MIB: u64 = 120;
 const CHANGES: usize = 5;
 
 /// 4 namespaces x (40 Ingresses, 50 Services x 10 endpoints): 2,000 gated
-/// pods.
+/// pods. `HAPTIC_MEMORY_GUARD_NAMESPACES=20` measures TestScale instead
+/// (10,000 gated pods; the ceiling then does not apply, the figure prints).
 fn reduced() -> ClusterSpec {
     ClusterSpec {
-        namespaces: 4,
+        namespaces: scale_namespaces(),
         ..ClusterSpec::benchmark()
     }
+}
+
+fn scale_namespaces() -> usize {
+    std::env::var("HAPTIC_MEMORY_GUARD_NAMESPACES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(4)
 }
 
 #[test]
@@ -51,7 +59,7 @@ fn e2e_controller_memory_stays_under_its_ceiling_with_2000_gated_pods() {
             .collect();
         let expected_gates = synthetic::ready_endpoints(&cluster);
         assert!(
-            expected_gates >= 1_900,
+            expected_gates >= 475 * scale_namespaces(),
             "the reduced cluster routes {expected_gates} pods"
         );
 
@@ -69,7 +77,7 @@ fn e2e_controller_memory_stays_under_its_ceiling_with_2000_gated_pods() {
             &client,
             &namespaces,
             expected_gates,
-            Duration::from_secs(180),
+            Duration::from_secs(600),
         )
         .await;
         assert_eq!(
@@ -103,7 +111,7 @@ fn e2e_controller_memory_stays_under_its_ceiling_with_2000_gated_pods() {
         }
         assert!(peak > 0, "no memory figure for pid {}", controller.pid());
         assert!(
-            peak <= CEILING_MIB,
+            peak <= CEILING_MIB || scale_namespaces() != 4,
             "the controller's peak resident memory {peak} MiB is over its ceiling of {CEILING_MIB} MiB \
              at 2,000 gated pods: profile it (heaptrack) and find what grew"
         );

@@ -376,7 +376,7 @@ pub fn resident_by_mapping(pid: u32) -> Vec<(String, u64)> {
         }
     }
     let mut sorted: Vec<(String, u64)> = by_mapping.into_iter().collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted.sort_by_key(|(_, kib)| std::cmp::Reverse(*kib));
     sorted
 }
 
