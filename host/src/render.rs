@@ -90,6 +90,17 @@ pub struct LibraryTiming {
     pub guest: Duration,
 }
 
+/// What a [`Renderer`] holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryUse {
+    /// Objects in the cluster view.
+    pub objects: usize,
+    /// Their stored JSON text (trimmed at ingest).
+    pub object_bytes: usize,
+    /// Each library instance's linear memory, by library.
+    pub libraries: Vec<(String, usize)>,
+}
+
 struct LibrarySlot {
     name: Arc<str>,
     library: LoadedLibrary,
@@ -175,6 +186,27 @@ impl Renderer {
     /// The objects in the cluster view.
     pub fn cluster(&self) -> impl Iterator<Item = &ClusterObject> {
         self.cluster.objects()
+    }
+
+    /// What the cluster view and the library instances hold, for the
+    /// memory gauges.
+    pub fn memory(&self) -> MemoryUse {
+        let (objects, object_bytes) = self.cluster.size();
+        MemoryUse {
+            objects,
+            object_bytes,
+            libraries: self
+                .slots
+                .iter()
+                .map(|slot| {
+                    let bytes = slot
+                        .instance
+                        .as_ref()
+                        .map_or(0, LibraryInstance::memory_bytes);
+                    (slot.name().to_owned(), bytes)
+                })
+                .collect(),
+        }
     }
 
     /// One object of the cluster view.

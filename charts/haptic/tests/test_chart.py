@@ -254,6 +254,7 @@ def defaults(t, chart):
     env = {e["name"]: e for e in c["env"]}
     t.equal(env.get("POD_NAMESPACE", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE")
     t.equal(env.get("POD_NAME", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME")
+    t.equal(env.get("MALLOC_ARENA_MAX", {}).get("value"), "2", "MALLOC_ARENA_MAX (as the memory guard measures)")
     t.equal(port_number(c, "metrics"), 8451, "controller metrics port")
     t.equal(c["readinessProbe"]["httpGet"]["path"], "/readyz", "controller readiness path")
     t.equal(c["livenessProbe"]["httpGet"]["path"], "/healthz", "controller liveness path")

@@ -49,6 +49,80 @@ pub struct Metrics {
     pub library_errors: Family<LibraryLabels, Counter>,
     pub status_patch_failures: Counter,
     pub leader: Gauge,
+    /// Where the memory is (set after each render; resident memory when
+    /// scraped).
+    pub memory: MemoryGauges,
+}
+
+/// The controller's memory by part: what a profile at scale shows first.
+#[derive(Debug, Default)]
+pub struct MemoryGauges {
+    pub resident_bytes: Gauge,
+    pub store_objects: Gauge,
+    pub store_json_bytes: Gauge,
+    pub library_bytes: Family<LibraryLabels, Gauge>,
+    pub status_remembered: Gauge,
+}
+
+impl MemoryGauges {
+    fn register(&self, registry: &mut Registry) {
+        let memory = registry.sub_registry_with_prefix("memory");
+        memory.register(
+            "resident_bytes",
+            "The controller's resident memory (VmRSS), read when scraped",
+            self.resident_bytes.clone(),
+        );
+        memory.register(
+            "store_objects",
+            "Objects in the cluster view",
+            self.store_objects.clone(),
+        );
+        memory.register(
+            "store_json_bytes",
+            "Bytes of the cluster view's stored JSON (trimmed at ingest)",
+            self.store_json_bytes.clone(),
+        );
+        memory.register(
+            "library_bytes",
+            "Linear memory of each library instance (it never shrinks)",
+            self.library_bytes.clone(),
+        );
+        memory.register(
+            "status_remembered",
+            "Status patches the applier remembers as written or holding",
+            self.status_remembered.clone(),
+        );
+    }
+
+    /// Sets the gauges of the render loop's parts.
+    pub fn set_render(&self, memory: &crate::render::MemoryUse) {
+        self.store_objects.set(gauge_value(memory.objects));
+        self.store_json_bytes.set(gauge_value(memory.object_bytes));
+        for (library, bytes) in &memory.libraries {
+            self.library_bytes
+                .get_or_create(&LibraryLabels {
+                    library: library.clone(),
+                })
+                .set(gauge_value(*bytes));
+        }
+    }
+}
+
+fn gauge_value(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// `VmRSS` of this process, from `/proc/self/status` (0 where there is none).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                let kib = line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?;
+                kib.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 fn seconds_histogram() -> Histogram {
@@ -129,7 +203,10 @@ impl Default for Metrics {
             "1 while this replica leads (deploys and writes status)",
             leader.clone(),
         );
+        let memory = MemoryGauges::default();
+        memory.register(&mut registry);
         Self {
+            memory,
             registry,
             renders,
             render_seconds,
@@ -151,6 +228,9 @@ impl Default for Metrics {
 impl Metrics {
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        self.memory
+            .resident_bytes
+            .set(i64::try_from(resident_bytes()).unwrap_or(i64::MAX));
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -41,7 +41,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::fleet::{Fleet, FleetSettings, ProxyPod};
@@ -88,9 +87,6 @@ pub struct Candidate {
     pub sequence: u64,
     pub bundle: Arc<Bundle>,
     pub patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>>,
-    /// The current status of objects whose patches are not yet written, as
-    /// the watches last saw them, so a patch that already holds is skipped.
-    pub current: HashMap<ObjectRef, Value>,
     /// When the controller first saw each pod whose gate patch is pending
     /// (it then had ContainersReady): the gate latency's start.
     pub gate_pending_since: HashMap<ObjectRef, Instant>,
@@ -231,18 +227,18 @@ pub async fn run_with(
         state.clone(),
     )));
 
-    let (status_tx, status_rx) = mpsc::unbounded_channel();
+    let status_inbox = Arc::new(status_task::StatusInbox::default());
     tasks.push(tokio::spawn(
         status_task::StatusTask {
             applier,
             events: parts.events,
             state: state.clone(),
         }
-        .run(status_rx),
+        .run(status_inbox.clone()),
     ));
     let deployer = deploy::Deployer {
         fleet: Fleet::new(settings.fleet.clone()),
-        status: status_tx,
+        status: status_inbox,
         state: state.clone(),
         settings: settings.clone(),
     };

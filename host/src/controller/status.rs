@@ -146,6 +146,29 @@ impl StatusMemory {
         self.lock().get(&key(patch)) == Some(&patch.status)
     }
 
+    /// Remembers `patch` as written when `current` (the object's status as
+    /// the watch last saw it) already holds it, e.g. a pod whose gate
+    /// condition is already True, so a restarted controller does not patch
+    /// 10,000 pods again; returns whether it holds.
+    pub fn note_if_holds(&self, patch: &StatusPatch, current: &Value) -> bool {
+        let holding = serde_json::from_str::<Value>(&patch.status)
+            .is_ok_and(|status| holds(&status, current));
+        if holding {
+            self.lock().insert(key(patch), patch.status.clone());
+        }
+        holding
+    }
+
+    /// How many patches it remembers.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// It remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, String>> {
         // A poisoned map is still a valid cache.
         self.0
@@ -189,14 +212,11 @@ impl StatusApplier {
         self.written.clone()
     }
 
-    /// Writes `patches`, skipping those already written and those
-    /// `current_status` shows already hold (the object's status as the
-    /// watch last saw it, e.g. a pod whose gate condition is already True,
-    /// so a restarted controller does not patch 10,000 pods again).
+    /// Writes `patches`, skipping those already written or found holding
+    /// ([`StatusMemory::note_if_holds`]).
     pub async fn apply<'a>(
         &mut self,
         patches: impl IntoIterator<Item = &'a StatusPatch>,
-        current_status: impl Fn(&StatusPatch) -> Option<Value>,
     ) -> ApplyReport {
         let mut report = ApplyReport::default();
         let mut to_write = Vec::new();
@@ -214,11 +234,6 @@ impl StatusApplier {
                     continue;
                 }
             };
-            if current_status(patch).is_some_and(|current| holds(&status, &current)) {
-                self.written.lock().insert(key(patch), patch.status.clone());
-                report.skipped += 1;
-                continue;
-            }
             to_write.push((patch, status));
         }
         // Several writes in flight: the first render of a large gated

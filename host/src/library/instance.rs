@@ -96,6 +96,12 @@ impl LibraryInstance {
         Ok(output)
     }
 
+    /// The bytes of the instance's linear memories (a guest's memory grows
+    /// and never shrinks: its high-water mark).
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().memory_bytes()
+    }
+
     /// True after a trap: the instance cannot be entered again.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned

@@ -92,6 +92,11 @@ impl StoreState {
         &mut self.limiter
     }
 
+    /// How large the instance's linear memories have grown.
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.limiter.bytes
+    }
+
     /// Whether the current call tried to grow memory past the cap.
     pub(super) fn memory_cap_hit(&self) -> bool {
         self.limiter.hit
@@ -175,6 +180,9 @@ impl WasiView for StoreState {
 struct MemoryCap {
     limits: StoreLimits,
     hit: bool,
+    /// How large the instance's linear memories have grown (they never
+    /// shrink).
+    bytes: usize,
 }
 
 impl MemoryCap {
@@ -189,7 +197,11 @@ impl MemoryCap {
             .tables(64)
             .table_elements(1 << 20)
             .build();
-        Self { limits, hit: false }
+        Self {
+            limits,
+            hit: false,
+            bytes: 0,
+        }
     }
 }
 
@@ -201,7 +213,9 @@ impl ResourceLimiter for MemoryCap {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let result = self.limits.memory_growing(current, desired, maximum);
-        if !matches!(result, Ok(true)) {
+        if matches!(result, Ok(true)) {
+            self.bytes = (self.bytes + desired).saturating_sub(current);
+        } else {
             self.hit = true;
         }
         result

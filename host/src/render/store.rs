@@ -155,6 +155,12 @@ impl ClusterStore {
         self.objects.values().map(Arc::as_ref)
     }
 
+    /// How many objects are stored, and the bytes of their JSON text.
+    pub(super) fn size(&self) -> (usize, usize) {
+        let bytes = self.objects.values().map(|object| object.json.len()).sum();
+        (self.objects.len(), bytes)
+    }
+
     pub(super) fn get(&self, reference: &ObjectRef) -> Option<&ClusterObject> {
         self.objects.get(reference).map(Arc::as_ref)
     }

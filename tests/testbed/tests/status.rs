@@ -77,7 +77,7 @@ async fn e2e_the_gate_condition_is_owned_by_haptic_deployed_alone() {
 
     let mut applier = StatusApplier::new(client.clone());
     let patch = gate_patch();
-    let report = applier.apply([&patch], |_| None).await;
+    let report = applier.apply([&patch]).await;
     assert_eq!((report.written, report.skipped), (1, 0), "{report:?}");
     assert!(report.failed.is_empty(), "{report:?}");
 
@@ -120,12 +120,13 @@ async fn e2e_the_gate_condition_is_owned_by_haptic_deployed_alone() {
 
     // The same patch again is not sent.
     let version = written["metadata"]["resourceVersion"].clone();
-    let report = applier.apply([&patch], |_| None).await;
+    let report = applier.apply([&patch]).await;
     assert_eq!((report.written, report.skipped), (0, 1));
     // Nor by a new applier (a restarted controller) that sees the pod's status.
     let mut restarted = StatusApplier::new(client.clone());
     let status = written["status"].clone();
-    let report = restarted.apply([&patch], |_| Some(status.clone())).await;
+    assert!(restarted.memory().note_if_holds(&patch, &status));
+    let report = restarted.apply([&patch]).await;
     assert_eq!((report.written, report.skipped), (0, 1));
     let after = serde_json::to_value(pods.get("web-1").await.expect("get")).expect("json");
     assert_eq!(
@@ -136,7 +137,7 @@ async fn e2e_the_gate_condition_is_owned_by_haptic_deployed_alone() {
     // A patch for a pod that does not exist fails with the object named.
     let mut missing = gate_patch();
     missing.name = "gone".into();
-    let report = applier.apply([&missing], |_| None).await;
+    let report = applier.apply([&missing]).await;
     assert_eq!(report.failed.len(), 1);
     assert!(
         report.failed[0].object.contains("Pod shop/gone"),

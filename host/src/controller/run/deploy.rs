@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use super::status_task::StatusJob;
+use super::status_task::StatusInbox;
 use super::{Candidate, Failure, Settings, State};
 use crate::agent::FencingToken;
 use crate::controller::fleet::{Deployment, Fleet, PodOutcome, ProxyPod};
@@ -19,7 +19,7 @@ pub(super) struct Deployer {
     pub(super) fleet: Fleet,
     /// Status writes go to their own task: thousands of first-time gate
     /// conditions must not hold the next deploy.
-    pub(super) status: mpsc::UnboundedSender<StatusJob>,
+    pub(super) status: Arc<StatusInbox>,
     pub(super) state: Arc<State>,
     pub(super) settings: Settings,
 }
@@ -49,7 +49,7 @@ impl Deployer {
                 changed = leading.changed() => if changed.is_err() { return },
                 Some(failure) = failures.recv() => {
                     if leading.borrow().is_some() {
-                        let _ = self.status.send(StatusJob::Report(failure));
+                        self.status.report(failure);
                     }
                     continue;
                 }
@@ -182,9 +182,7 @@ impl Deployer {
     /// Queues the candidate's patches of `variant` for the status task.
     fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
         if candidate.patches.contains_key(&variant) {
-            let _ = self
-                .status
-                .send(StatusJob::Write(candidate.clone(), variant));
+            self.status.write(candidate.clone(), variant);
         }
     }
 }

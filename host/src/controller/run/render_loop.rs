@@ -109,6 +109,12 @@ pub(super) async fn run(
             .metrics
             .render_seconds
             .observe(started.elapsed().as_secs_f64());
+        state.metrics.memory.set_render(&engine.renderer().memory());
+        state
+            .metrics
+            .memory
+            .status_remembered
+            .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
         let rendered = match result {
             Ok(rendered) => rendered,
             Err(error) => {
@@ -244,7 +250,6 @@ fn candidate(
     gate_seen: &mut HashMap<ObjectRef, Instant>,
 ) -> Candidate {
     let mut patches: BTreeMap<StatusVariant, Vec<Arc<StatusPatch>>> = BTreeMap::new();
-    let mut current = HashMap::new();
     let mut gate_pending_since = HashMap::new();
     let now = Instant::now();
     for (variant, planned) in &rendered.status_patches {
@@ -254,11 +259,16 @@ fn candidate(
                 continue;
             }
             let reference = ObjectRef::of_patch(patch);
-            if let Some(status) = engine
+            // A patch the object already holds (a restarted controller, a
+            // condition a previous leader set) is remembered as written
+            // here rather than carried to the status task with the
+            // object's status: candidates once held thousands of those.
+            let holding = engine
                 .object(&reference)
                 .and_then(|object| object.value().get_mut("status").map(Value::take))
-            {
-                current.insert(reference.clone(), status);
+                .is_some_and(|status| memory.note_if_holds(patch, &status));
+            if holding {
+                continue;
             }
             if *variant == StatusVariant::Deployed && is_gate_patch(patch) {
                 let since = *gate_seen.entry(reference.clone()).or_insert(now);
@@ -272,7 +282,6 @@ fn candidate(
         sequence,
         bundle,
         patches,
-        current,
         gate_pending_since,
     }
 }

@@ -2,16 +2,14 @@
 //! failures (their `render-failed` patches and Event), in order, so
 //! thousands of first-time gate conditions never hold the next deploy.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
-
-use tokio::sync::mpsc;
 
 use super::{Candidate, Failure, State};
 use crate::controller::sinks::EventSink;
 use crate::controller::status::StatusApplier;
 use crate::library::types::StatusVariant;
-use crate::render::ObjectRef;
 
 /// Work for the status task.
 pub(super) enum StatusJob {
@@ -19,6 +17,69 @@ pub(super) enum StatusJob {
     Write(Arc<Candidate>, StatusVariant),
     /// A failed render: its `render-failed` patches and Event.
     Report(Failure),
+}
+
+/// The status task's inbox. Writes coalesce: one slot per variant holds the
+/// newest candidate, and a newer one replaces a candidate still waiting
+/// there (the newer render's patches are what is true now). A queue of
+/// every candidate grew without bound while the first writes of a large
+/// gated cluster were under way, since every render in that time queued
+/// its own candidate with the whole configuration and the status of every
+/// pod still to write: 1,230 MiB at 10,000 gated pods. Failure reports
+/// stay in order, each its own Event.
+#[derive(Default)]
+pub(super) struct StatusInbox {
+    jobs: std::sync::Mutex<StatusJobs>,
+    /// Holds a permit when nobody waits, so no job is missed.
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct StatusJobs {
+    writes: BTreeMap<StatusVariant, Arc<Candidate>>,
+    reports: VecDeque<Failure>,
+}
+
+impl StatusInbox {
+    /// Queues the candidate's patches of `variant`, replacing an older
+    /// candidate's that still wait.
+    pub(super) fn write(&self, candidate: Arc<Candidate>, variant: StatusVariant) {
+        self.lock().writes.insert(variant, candidate);
+        self.wake.notify_one();
+    }
+
+    /// Queues a failure report behind the ones already waiting.
+    pub(super) fn report(&self, failure: Failure) {
+        self.lock().reports.push_back(failure);
+        self.wake.notify_one();
+    }
+
+    /// The next job: failure reports first, then writes by variant.
+    pub(super) async fn next(&self) -> StatusJob {
+        loop {
+            if let Some(job) = self.take() {
+                return job;
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    fn take(&self) -> Option<StatusJob> {
+        let mut jobs = self.lock();
+        if let Some(failure) = jobs.reports.pop_front() {
+            return Some(StatusJob::Report(failure));
+        }
+        jobs.writes
+            .pop_first()
+            .map(|(variant, candidate)| StatusJob::Write(candidate, variant))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusJobs> {
+        // A poisoned inbox still holds valid jobs.
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The status task: writes patches and reports failures, in order.
@@ -29,9 +90,9 @@ pub(super) struct StatusTask {
 }
 
 impl StatusTask {
-    pub(super) async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StatusJob>) {
-        while let Some(job) = jobs.recv().await {
-            match job {
+    pub(super) async fn run(mut self, inbox: Arc<StatusInbox>) {
+        loop {
+            match inbox.next().await {
                 StatusJob::Write(candidate, variant) => self.write(&candidate, variant).await,
                 StatusJob::Report(failure) => self.report(failure).await,
             }
@@ -43,13 +104,7 @@ impl StatusTask {
         let Some(patches) = candidate.patches.get(&variant) else {
             return;
         };
-        let current = &candidate.current;
-        let report = self
-            .applier
-            .apply(patches.iter().map(Arc::as_ref), |patch| {
-                current.get(&ObjectRef::of_patch(patch)).cloned()
-            })
-            .await;
+        let report = self.applier.apply(patches.iter().map(Arc::as_ref)).await;
         if variant == StatusVariant::Deployed {
             let now = Instant::now();
             let mut gates = 0usize;
@@ -82,12 +137,69 @@ impl StatusTask {
         if !failure.patches.is_empty() {
             let report = self
                 .applier
-                .apply(failure.patches.iter().map(Arc::as_ref), |_| None)
+                .apply(failure.patches.iter().map(Arc::as_ref))
                 .await;
             for failed in &report.failed {
                 tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
             }
         }
         self.events.publish(failure.event).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::agent::Bundle;
+    use crate::controller::sinks::FailureEvent;
+
+    fn empty_candidate(sequence: u64) -> Arc<Candidate> {
+        Arc::new(Candidate {
+            sequence,
+            bundle: Arc::new(Bundle::new("global\n".to_owned(), Vec::new())),
+            patches: BTreeMap::new(),
+            gate_pending_since: HashMap::new(),
+        })
+    }
+
+    /// The regression of issue 16: every render queued its own candidate
+    /// while the first status writes were under way.
+    #[tokio::test]
+    async fn a_newer_candidate_replaces_the_one_still_waiting_for_its_writes() {
+        let inbox = StatusInbox::default();
+        let older = empty_candidate(1);
+        for sequence in 1..=3 {
+            inbox.write(empty_candidate(sequence), StatusVariant::Deployed);
+        }
+        inbox.write(older.clone(), StatusVariant::Rendered);
+        inbox.report(Failure {
+            event: FailureEvent {
+                reason: "RenderFailed".into(),
+                note: "first".into(),
+                object: None,
+            },
+            patches: Vec::new(),
+        });
+        let mut taken = Vec::new();
+        while let Some(job) = inbox.take() {
+            taken.push(match job {
+                StatusJob::Report(failure) => format!("report {}", failure.event.note),
+                StatusJob::Write(candidate, variant) => {
+                    format!("{variant:?} {}", candidate.sequence)
+                }
+            });
+        }
+        assert_eq!(taken, ["report first", "Rendered 1", "Deployed 3"]);
+        assert_eq!(
+            Arc::strong_count(&older),
+            1,
+            "nothing holds a candidate once its writes are taken"
+        );
+        inbox.write(empty_candidate(4), StatusVariant::Deployed);
+        let next = tokio::time::timeout(Duration::from_secs(1), inbox.next()).await;
+        assert!(matches!(next, Ok(StatusJob::Write(c, _)) if c.sequence == 4));
     }
 }
