@@ -11,6 +11,8 @@
 //!   into one HAProxy configuration, files and status patches.
 //! - [`engine`]: the render core every caller shares: the library set,
 //!   values, rendering and validation.
+//! - [`haproxy_syntax`]: how HAProxy reads haproxy.cfg (words, section
+//!   keywords), shared by the output checks, the policy and the tests.
 //! - [`policy`]: the directive policy every configuration passes before
 //!   `haproxy -c` reads it (no code loading, no files outside the render).
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
@@ -33,6 +35,7 @@ pub mod agent;
 pub mod controller;
 pub mod engine;
 pub mod fixtures;
+pub mod haproxy_syntax;
 pub mod library;
 pub mod local;
 pub mod manifests;

@@ -29,7 +29,6 @@
 mod rules;
 #[cfg(test)]
 mod tests;
-pub mod words;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -38,9 +37,10 @@ use std::path::{Component, Path};
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::haproxy_syntax::{Section, section_of, words};
 use crate::render::Rendered;
 use crate::values::Values;
-use rules::{Finding, Section};
+use rules::Finding;
 
 /// Where the allow-list lives in the values, in the order they merge.
 const VALUES_ROOTS: [&[&str]; 2] = [&["controller", "directivePolicy"], &["directivePolicy"]];
@@ -297,7 +297,7 @@ impl Policy {
                     variable: variable.clone(),
                 });
             }
-            if let Some(opened) = rules::section_of(words.get(0)) {
+            if let Some(opened) = section_of(words.get(0)) {
                 section = opened;
                 if opened == Section::Program && !allows("program") {
                     refuse(Problem::Forbidden {

@@ -23,8 +23,8 @@ use std::sync::LazyLock;
 
 use base64::Engine as _;
 use haptic::engine::{self, Engine};
+use haptic::haproxy_syntax::{section_of, words};
 use haptic::library::{LibraryRuntime, LoadedLibrary, RuntimeConfig};
-use haptic::policy::words;
 use haptic::render::{ClusterChange, ClusterObject, Rendered};
 use haptic::values::Values;
 use serde_json::{Value, json};
@@ -277,24 +277,6 @@ struct Shape {
     files: BTreeMap<String, Vec<usize>>,
 }
 
-const SECTIONS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "userlist",
-    "peers",
-    "mailers",
-    "resolvers",
-    "program",
-    "cache",
-    "ring",
-    "http-errors",
-    "log-forward",
-    "fcgi-app",
-];
-
 fn shape(rendered: &Rendered) -> Shape {
     let mut section = String::new();
     let mut config = Vec::new();
@@ -303,7 +285,7 @@ fn shape(rendered: &Rendered) -> Shape {
         let Some(first) = words.words.first() else {
             continue;
         };
-        if SECTIONS.contains(&first.as_str()) {
+        if section_of(first).is_some() {
             section = first.clone();
         }
         // A server's state is data (set at runtime without a reload), not

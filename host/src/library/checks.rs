@@ -73,29 +73,6 @@ pub enum Malformed {
     BadWarning(String),
 }
 
-/// Keywords that open a section in haproxy.cfg (HAProxy 2.6 and later). The
-/// parser recognises them whatever the indentation, so any line whose first
-/// word is one of them starts a new section.
-const SECTION_KEYWORDS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "userlist",
-    "peers",
-    "mailers",
-    "resolvers",
-    "program",
-    "cache",
-    "ring",
-    "http-errors",
-    "log-forward",
-    "fcgi-app",
-    "crt-store",
-    "traces",
-];
-
 /// Checks what `describe` returned.
 pub(super) fn check_info(info: &LibraryInfo) -> Result<(), Malformed> {
     let name = &info.name;
@@ -243,7 +220,7 @@ fn check_text(text: &str) -> Result<(), Malformed> {
         // how every HAProxy version reads one.
         for piece in line.split('\r') {
             let first_word = piece.split_whitespace().next().unwrap_or_default();
-            if let Some(keyword) = SECTION_KEYWORDS.iter().find(|k| **k == first_word) {
+            if let Some((keyword, _)) = crate::haproxy_syntax::section_keyword(first_word) {
                 return Err(Malformed::OpensSection {
                     line: number,
                     keyword,

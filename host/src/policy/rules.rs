@@ -6,36 +6,8 @@
 //! management and security), 3.7 (programs), 3.9 (rings), the proxy
 //! keywords of section 4 and the bind and server options of section 5.
 
-use super::words::Words;
-
-/// Where a line is, as HAProxy sees it: the section keyword that opened it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Section {
-    /// Before any section.
-    None,
-    Global,
-    /// `defaults`, `frontend`, `listen`, `backend`.
-    Proxy,
-    HttpErrors,
-    Ring,
-    Program,
-    /// Any other section (userlist, peers, resolvers, cache, ...).
-    Other,
-}
-
-/// The sections HAProxy 2.6 knows (it recognises them at any indentation).
-pub fn section_of(keyword: &str) -> Option<Section> {
-    Some(match keyword {
-        "global" => Section::Global,
-        "defaults" | "frontend" | "listen" | "backend" => Section::Proxy,
-        "http-errors" => Section::HttpErrors,
-        "ring" => Section::Ring,
-        "program" => Section::Program,
-        "userlist" | "peers" | "mailers" | "resolvers" | "cache" | "log-forward" | "fcgi-app"
-        | "namespace_list" => Section::Other,
-        _ => return None,
-    })
-}
+use crate::haproxy_syntax::Section;
+use crate::haproxy_syntax::words::Words;
 
 /// One thing a line does that the policy judges.
 #[derive(Debug, Clone, PartialEq, Eq)]
