@@ -9,7 +9,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -181,21 +181,11 @@ fn haptic_render_refuses_a_library_that_emits_lua_load_and_the_allow_list_lets_i
     );
 }
 
-/// `haptic run` (the controller over local agents), killed when dropped.
-struct Run(Child, tempfile::TempDir);
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `haptic run` (the controller over local agents), stopped when dropped
+/// (before its working directory goes: fields drop in order).
+struct Run {
+    _process: support::LocalRun,
+    work: tempfile::TempDir,
 }
 
 impl Run {
@@ -218,17 +208,20 @@ impl Run {
             command.arg("-f").arg(allow_list(work.path()));
         }
         let child = command.spawn().expect("haptic run starts");
-        let run = Self(child, work);
-        std::fs::write(run.1.path().join("port"), port.to_string()).expect("port");
+        let run = Self {
+            _process: support::LocalRun(child),
+            work,
+        };
+        std::fs::write(run.work.path().join("port"), port.to_string()).expect("port");
         run
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.1.path().join("run.log")).unwrap_or_default()
+        std::fs::read_to_string(self.work.path().join("run.log")).unwrap_or_default()
     }
 
     fn port(&self) -> u16 {
-        std::fs::read_to_string(self.1.path().join("port"))
+        std::fs::read_to_string(self.work.path().join("port"))
             .expect("port")
             .parse()
             .expect("number")
@@ -237,7 +230,7 @@ impl Run {
     /// Every file the agent wrote into its HAProxy's configuration directory.
     fn agent_files(&self) -> Vec<(PathBuf, String)> {
         let mut found = Vec::new();
-        let mut dirs = vec![self.1.path().join("scratch/haproxy-0")];
+        let mut dirs = vec![self.work.path().join("scratch/haproxy-0")];
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let path = entry.path();

@@ -7,7 +7,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -416,23 +416,6 @@ fn https_serves_each_host_its_certificate_and_bad_secrets_fall_back_to_the_defau
     }
 }
 
-/// Stops `haptic run` as Ctrl-C does.
-struct LocalRun(Child);
-
-impl Drop for LocalRun {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_rotated_secret_is_served_at_runtime_by_the_same_worker() {
     // The whole path: a Secret file edited under `haptic run` -> render ->
@@ -476,7 +459,7 @@ fn a_rotated_secret_is_served_at_runtime_by_the_same_worker() {
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("haptic run starts");
-    let _run = LocalRun(child);
+    let _run = support::LocalRun(child);
     let served = || https_get(https_port, "foo.bar.com", client_config(None)).map(|(c, _, _)| c);
     let wait_for = |certificate: &str, timeout: Duration| {
         let want = der_of(certificate);

@@ -85,3 +85,21 @@ pub fn http_get(port: u16, host: &str, path: &str) -> Response {
         body,
     }
 }
+
+/// A `haptic run` process, stopped as Ctrl-C stops it when dropped (killed
+/// if it has not exited within 15 s).
+pub struct LocalRun(pub Child);
+
+impl Drop for LocalRun {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
