@@ -1,7 +1,7 @@
 //! End-to-end tier: the Helm chart installed on the test bed, as a user
 //! installs it. `helm install charts/haptic` against the bed's apiserver;
 //! the process kubelet runs the chart's pods from the local `haptic` binary
-//! (image `ghcr.io/haproxy-haptic/haptic`, any tag): two controller replicas
+//! (the chart's default image `localhost/haptic`, any tag): two controller replicas
 //! under the chart's ServiceAccount and RBAC (in-cluster config from the
 //! projected token), two HAProxy pods (`haptic haproxy` + `haptic agent`).
 //! A gated single-replica echo Deployment in `shop` is routed by both HAProxy
@@ -32,8 +32,10 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-/// The chart's image; the kubelet maps it, whatever the tag, to `haptic`.
-const IMAGE: &str = "ghcr.io/haproxy-haptic/haptic";
+/// The chart's default image (what `make image` builds); the kubelet maps
+/// it, whatever the tag, to `haptic`. The chart test checks that the chart
+/// names no other.
+const IMAGE: &str = "localhost/haptic";
 const RELEASE: &str = "haptic";
 const NAMESPACE: &str = "haptic";
 const APP_NAMESPACE: &str = "shop";
