@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -258,16 +256,9 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool, log: impl Fn() -> String
 }
 
 fn get_status(port: u16, host: &str) -> Option<u16> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
+    support::try_http_get(port, host, "/")
+        .ok()
+        .map(|response| response.status)
 }
 
 #[test]

@@ -56,18 +56,21 @@ pub struct Response {
     pub body: String,
 }
 
+/// [`try_http_get`], for a peer that must answer.
 pub fn http_get(port: u16, host: &str, path: &str) -> Response {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to haproxy");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    try_http_get(port, host, path).expect("GET through haproxy")
+}
+
+/// One GET; an error when nothing listens or the peer does not answer.
+pub fn try_http_get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
+    )?;
     let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read response");
+    stream.read_to_string(&mut response)?;
     let status = response
         .split_whitespace()
         .nth(1)
@@ -79,11 +82,11 @@ pub fn http_get(port: u16, host: &str, path: &str) -> Response {
         .unwrap_or("")
         .to_owned();
     let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    Response {
+    Ok(Response {
         status,
         location,
         body,
-    }
+    })
 }
 
 /// A `haptic run` process, stopped as Ctrl-C stops it when dropped (killed
