@@ -144,8 +144,9 @@ e2e-test: testbed-binaries
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
 
-# helm lint/template with assertions on the rendered objects (helm is built
-# once through the Go module proxy, cached in ~/.cache/haptic).
+# helm lint/template with assertions on the rendered objects, and promtool
+# checks and unit tests of the alert rules (helm and promtool are built once
+# through the Go module proxy, cached in ~/.cache/haptic).
 chart-test:
 	bash charts/haptic/tests/run.sh
 

@@ -85,8 +85,8 @@ pub mod wire;
 pub use applier::{Applier, ApplyError, Limits};
 pub use client::{AgentClient, ClientError};
 pub use wire::{
-    ApplyMode, ApplyRequest, ApplyResponse, Bundle, BundleFile, FencingToken, PodState,
-    holds_private_key,
+    ApplyMode, ApplyRequest, ApplyResponse, Bundle, BundleFile, FencingToken, PodState, WorkerRole,
+    WorkerState, holds_private_key,
 };
 
 use std::path::{Path, PathBuf};

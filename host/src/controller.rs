@@ -12,8 +12,10 @@
 //! - [`run`]: the loop joining them: render, validate, deploy, status.
 //! - [`sinks`]: where failure events go (status writes go through
 //!   [`status::StatusWriter`]).
-//! - [`metrics`]: what it exports to Prometheus.
+//! - [`metrics`]: what it exports to Prometheus; [`debug`]: why rollouts
+//!   wait (`/debug/fleet`, `/debug/gates`, read by `haptic status`).
 
+pub mod debug;
 pub mod fleet;
 pub mod leader;
 pub mod metrics;

@@ -145,6 +145,21 @@ pub fn check_certificate(
 
 /// rustls-pki-types' PEM errors can quote the offending section; keep only
 /// what kind of error it was.
+/// The `notAfter` (Unix seconds) of the first certificate in `content`,
+/// the one HAProxy presents from a PEM bundle; `None` when it holds no
+/// parseable certificate. For the expiry metric: a file that is not a
+/// certificate is simply not one.
+pub fn first_certificate_not_after(content: &str) -> Option<i64> {
+    if !content.contains("-----BEGIN CERTIFICATE-----") {
+        return None;
+    }
+    let leaf = CertificateDer::pem_slice_iter(content.as_bytes())
+        .next()?
+        .ok()?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf).ok()?;
+    Some(parsed.validity().not_after.timestamp())
+}
+
 fn pem_error(error: &rustls::pki_types::pem::Error) -> &'static str {
     use rustls::pki_types::pem::Error as E;
     match error {

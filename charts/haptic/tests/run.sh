@@ -5,9 +5,10 @@
 #   charts/haptic/tests/run.sh            # every case
 #   charts/haptic/tests/run.sh gate mtls  # cases whose name contains a word
 #
-# Needs: bash, python3 with PyYAML (Debian: python3-yaml), and helm, which
-# charts/scripts/install-helm.sh builds once from the Go module proxy (or set
-# HELM=/path/to/helm). No cluster, no network once helm is cached.
+# Needs: bash, python3 with PyYAML (Debian: python3-yaml), helm and promtool,
+# which charts/scripts/install-helm.sh and install-promtool.sh build once from
+# the Go module proxy (or set HELM=/path/to/helm, PROMTOOL=/path/to/promtool).
+# No cluster, no network once they are cached.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,6 +19,11 @@ if [[ -z "${HELM:-}" ]]; then
     HELM="$("$repo/charts/scripts/install-helm.sh")"
 fi
 export HELM
+# promtool checks and unit-tests the chart's alert rules (built the same way).
+if [[ -z "${PROMTOOL:-}" ]]; then
+    PROMTOOL="$("$repo/charts/scripts/install-promtool.sh")"
+fi
+export PROMTOOL
 
 if ! python3 -c 'import yaml' 2>/dev/null; then
     echo "run.sh: python3 with PyYAML is needed (Debian/Ubuntu: apt-get install python3-yaml)" >&2

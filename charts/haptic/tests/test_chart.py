@@ -698,6 +698,55 @@ def image_is_the_one_make_image_builds(t, chart):
     t.equal(hook, ["/usr/local/bin/haptic", "soft-stop", "--delay=5", "--pid=1"], "haproxy preStop")
 
 
+@case
+def alert_rules(t, chart):
+    """The PrometheusRule the chart renders passes `promtool check rules` and
+    the unit tests of every alert (alerts.test.yaml); off by default."""
+    t.check(not chart.render().all("PrometheusRule"), "no PrometheusRule by default")
+    objs = chart.render(sets=["metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=kube-prometheus"])
+    rule = objs.one("PrometheusRule", "haptic")
+    t.equal(rule["metadata"]["labels"].get("release"), "kube-prometheus", "PrometheusRule labels from values")
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    t.equal(
+        sorted(alerts),
+        sorted(["HapticGateWaiting", "HapticNoLeader", "HapticConfigRefused", "HapticAgentUnreachable",
+                "HapticFleetNotConverged", "HapticCertificateExpiring"]),
+        "alerts",
+    )
+    for g in rule["spec"]["groups"]:
+        for r in g["rules"]:
+            t.check('namespace="haptic"' in r["expr"], f"{r['alert']} reads the release's namespace only: {r['expr']}")
+    promtool = os.environ.get("PROMTOOL")
+    if not t.check(bool(promtool), "PROMTOOL is not set (run.sh builds it)"):
+        return
+    work = os.path.join(chart.tmp, "rules")
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, "rules.yaml"), "w") as f:
+        yaml.safe_dump({"groups": rule["spec"]["groups"]}, f, sort_keys=False)
+    shutil.copy(os.path.join(chart.chart, "tests", "alerts.test.yaml"), work)
+    for args in (["check", "rules", "rules.yaml"], ["test", "rules", "alerts.test.yaml"]):
+        proc = subprocess.run([promtool, *args], cwd=work, capture_output=True, text=True)
+        t.check(proc.returncode == 0, f"promtool {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+
+
+@case
+def grafana_dashboard(t, chart):
+    t.check(not [c for c in chart.render().all("ConfigMap") if c["metadata"]["name"].endswith("-dashboard")],
+            "no dashboard ConfigMap by default")
+    objs = chart.render(sets=["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"])
+    cm = objs.one("ConfigMap", "haptic-dashboard")
+    t.equal(cm["metadata"]["namespace"], "monitoring", "dashboard namespace from values")
+    t.equal(cm["metadata"]["labels"].get("grafana_dashboard"), "1", "the Grafana sidecar's label")
+    import json
+    with open(os.path.join(chart.chart, "files", "dashboard.json")) as f:
+        want = json.load(f)
+    t.equal(json.loads(cm["data"]["haptic.json"]), want, "the ConfigMap holds files/dashboard.json")
+    exprs = [tg["expr"] for p in want["panels"] for tg in p.get("targets", [])]
+    t.check(len(exprs) >= 20, f"dashboard queries: {len(exprs)}")
+    for e in exprs:
+        t.check('namespace="$namespace"' in e, f"query not scoped to the namespace variable: {e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--helm", required=True)

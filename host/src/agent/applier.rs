@@ -104,6 +104,20 @@ pub enum ApplyError {
 
 impl ApplyError {
     /// The stable code of the error body.
+    /// Every [`ApplyError::code`], for metrics exported before the first
+    /// refusal.
+    pub const CODES: [&'static str; 9] = [
+        "bad-id",
+        "bad-path",
+        "too-large",
+        "bad-request",
+        "stale-token",
+        "refused",
+        "reload-failed",
+        "haproxy-unavailable",
+        "internal",
+    ];
+
     pub fn code(&self) -> &'static str {
         match self {
             ApplyError::BadId { .. } => "bad-id",

@@ -13,6 +13,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::applier::ApplyError;
+use super::wire::ApplyMode;
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApplyLabels {
     /// [`super::wire::ApplyMode::as_str`].
@@ -77,6 +80,24 @@ impl Default for Metrics {
             "Live HAProxy worker processes, current or leaving after a reload",
             workers.clone(),
         );
+        // Every label value known up front is exported at 0 from the start:
+        // a series that appears only with its first increase hides that
+        // increase from `rate()` and from alerts.
+        for mode in [ApplyMode::Unchanged, ApplyMode::Runtime, ApplyMode::Reload] {
+            let mode = mode.as_str();
+            for result in ["applied", "failed"] {
+                applies.get_or_create_owned(&ApplyLabels { mode, result });
+            }
+            apply_seconds.get_or_create_owned(&ModeLabels { mode });
+        }
+        for reason in ApplyError::CODES {
+            refused.get_or_create_owned(&ReasonLabels {
+                reason: reason.to_owned(),
+            });
+        }
+        for role in ["current", "leaving"] {
+            workers.get_or_create_owned(&RoleLabels { role });
+        }
         Self {
             registry,
             applies,

@@ -15,7 +15,9 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::agent::tls::ClientTls;
-use crate::agent::{AgentClient, ApplyMode, ApplyRequest, Bundle, ClientError, FencingToken};
+use crate::agent::{
+    AgentClient, ApplyMode, ApplyRequest, Bundle, ClientError, FencingToken, PodState, WorkerState,
+};
 
 /// How the fleet reaches agents.
 #[derive(Debug, Clone)]
@@ -104,6 +106,9 @@ pub struct PodView {
     pub endpoint: String,
     /// The id every live worker runs, as last reported.
     pub converged: Option<String>,
+    /// Every live worker and what it routes per, as last reported (empty
+    /// until the agent answered, or once it stopped answering).
+    pub workers: Vec<WorkerState>,
     pub last_error: Option<String>,
 }
 
@@ -111,7 +116,24 @@ struct Member {
     endpoint: String,
     client: AgentClient,
     converged: Option<String>,
+    workers: Vec<WorkerState>,
     last_error: Option<String>,
+}
+
+impl Member {
+    /// What the agent last reported (`None`: it did not answer).
+    fn observe(&mut self, state: Option<PodState>) {
+        match state {
+            Some(state) => {
+                self.converged = state.converged;
+                self.workers = state.workers;
+            }
+            None => {
+                self.converged = None;
+                self.workers.clear();
+            }
+        }
+    }
 }
 
 /// The HAProxy pods of one installation.
@@ -156,6 +178,7 @@ impl Fleet {
                     )?,
                     endpoint: pod.endpoint,
                     converged: None,
+                    workers: Vec::new(),
                     last_error: None,
                 },
             };
@@ -173,6 +196,7 @@ impl Fleet {
                 pod: name.clone(),
                 endpoint: m.endpoint.clone(),
                 converged: m.converged.clone(),
+                workers: m.workers.clone(),
                 last_error: m.last_error.clone(),
             })
             .collect()
@@ -202,10 +226,10 @@ impl Fleet {
         });
         let results = join_all(pushes).await;
         let mut pods = Vec::with_capacity(results.len());
-        for (name, (outcome, converged)) in results {
+        for (name, (outcome, reported)) in results {
             if let Some(member) = self.members.get_mut(&name) {
-                if let Some(converged) = &converged {
-                    member.converged = converged.clone();
+                if let Some(state) = reported {
+                    member.observe(state);
                 }
                 member.last_error = match &outcome {
                     PodOutcome::Failed(error) => Some(error.clone()),
@@ -239,11 +263,11 @@ impl Fleet {
             if let Some(member) = self.members.get_mut(&name) {
                 match result {
                     Ok(state) => {
-                        member.converged = state.converged;
+                        member.observe(Some(state));
                         member.last_error = None;
                     }
                     Err(error) => {
-                        member.converged = None;
+                        member.observe(None);
                         member.last_error = Some(error.to_string());
                     }
                 }
@@ -254,19 +278,21 @@ impl Fleet {
 }
 
 /// One pod: confirm or apply, with retries for errors that may pass.
-/// Returns the outcome and, when the agent answered, what it now runs.
+/// Returns the outcome and what the pod reported: `Some(Some(state))` when
+/// the agent answered, `Some(None)` when it was lost, `None` when nothing
+/// new was learnt.
 async fn push(
     settings: &FleetSettings,
     client: &AgentClient,
     known: Option<&str>,
     deployment: &Deployment,
-) -> (PodOutcome, Option<Option<String>>) {
+) -> (PodOutcome, Option<Option<PodState>>) {
     let id = deployment.bundle.id.as_str();
     if known == Some(id)
         && let Ok(state) = client.state().await
         && state.converged.as_deref() == Some(id)
     {
-        return (PodOutcome::Confirmed, Some(state.converged));
+        return (PodOutcome::Confirmed, Some(Some(state)));
     }
     let request = ApplyRequest {
         token: deployment.token,
@@ -279,7 +305,7 @@ async fn push(
             Ok(response) => {
                 return (
                     PodOutcome::Applied(response.mode),
-                    Some(response.state.converged),
+                    Some(Some(response.state)),
                 );
             }
             Err(error) => {

@@ -5,14 +5,29 @@
 //! below `fleet_pods` for more than a minute (a pod that cannot take the
 //! configuration holds every readiness gate), `deploys_total{mode="failed"}`,
 //! `leader` summed over replicas not 1, and `gate_latency_seconds` p99
-//! growing (rollouts of gated workloads slow down with it).
+//! growing (rollouts of gated workloads slow down with it). The chart's
+//! alert rules and dashboard (`charts/haptic/files/`) read these names; a
+//! test bed test scrapes the real endpoint and fails on a renamed one.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+/// Every `result` of `renders_total`, exported at 0 from the start: a
+/// series that appears only with its first increase hides that increase
+/// from `rate()` and `increase()`, and from the alerts built on them.
+const RENDER_RESULTS: [&str; 4] = ["ok", "render-failed", "refused", "validate-error"];
+
+/// Every `mode` of `deploys_total`, exported at 0 from the start.
+const DEPLOY_MODES: [&str; 5] = ["runtime", "reload", "unchanged", "confirmed", "failed"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -29,6 +44,12 @@ pub struct ModeLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LibraryLabels {
     pub library: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FileLabels {
+    /// The certificate's path in the bundle HAProxy loads.
+    pub file: String,
 }
 
 /// Every metric the controller exports, registered once.
@@ -49,9 +70,98 @@ pub struct Metrics {
     pub library_errors: Family<LibraryLabels, Counter>,
     pub status_patch_failures: Counter,
     pub leader: Gauge,
+    /// HAProxy pods whose last push failed (agent unreachable or refusing).
+    pub fleet_failed_pods: Gauge,
+    /// Gated pods with ContainersReady whose gate condition waits for the
+    /// fleet, and since when the oldest of them waits.
+    pub gates: GateWaits,
+    /// When each certificate in the deployed bundle expires.
+    pub certificates: CertificateExpiry,
     /// Where the memory is (set after each render; resident memory when
     /// scraped).
     pub memory: MemoryGauges,
+}
+
+/// The readiness gates waiting for the fleet: what "why is my rollout
+/// stuck" alerts on. The oldest wait is computed when scraped, so it grows
+/// while nothing renders (a stuck rollout renders nothing new).
+#[derive(Debug, Default)]
+pub struct GateWaits {
+    pub waiting: Gauge,
+    oldest_wait_seconds: Gauge<f64, AtomicU64>,
+    oldest_since: Mutex<Option<Instant>>,
+}
+
+impl GateWaits {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "gates_waiting",
+            "Gated pods with ContainersReady whose gate condition waits for every HAProxy pod to route to them",
+            self.waiting.clone(),
+        );
+        registry.register(
+            "gate_oldest_wait_seconds",
+            "How long the longest-waiting gated pod has waited (0 when none waits)",
+            self.oldest_wait_seconds.clone(),
+        );
+    }
+
+    /// Sets the waiting gates from a candidate's (each pod's wait start).
+    pub fn set<'a>(&self, since: impl ExactSizeIterator<Item = &'a Instant>) {
+        self.waiting.set(gauge_value(since.len()));
+        let oldest = since.min().copied();
+        *self
+            .oldest_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = oldest;
+    }
+
+    fn refresh(&self) {
+        let oldest = *self
+            .oldest_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.oldest_wait_seconds
+            .set(oldest.map_or(0.0, |since| since.elapsed().as_secs_f64()));
+    }
+}
+
+/// `haptic_certificate_expiry_timestamp_seconds{file}`: the `notAfter` of
+/// each certificate file in the newest validated bundle (the first
+/// certificate of a chain: the one HAProxy presents), as Unix seconds.
+#[derive(Debug, Default)]
+pub struct CertificateExpiry {
+    family: Family<FileLabels, Gauge>,
+}
+
+impl CertificateExpiry {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When each certificate HAProxy serves expires (Unix seconds), by its file in the bundle",
+            self.family.clone(),
+        );
+    }
+
+    /// Replaces the figures with those of `bundle`'s certificate files.
+    pub fn set_bundle(&self, bundle: &crate::agent::Bundle) {
+        let expiries: BTreeMap<&str, i64> = bundle
+            .files
+            .iter()
+            .filter_map(|file| {
+                crate::tls::first_certificate_not_after(&file.content)
+                    .map(|not_after| (file.path.as_str(), not_after))
+            })
+            .collect();
+        self.family.clear();
+        for (file, not_after) in expiries {
+            self.family
+                .get_or_create(&FileLabels {
+                    file: file.to_owned(),
+                })
+                .set(not_after);
+        }
+    }
 }
 
 /// The controller's memory by part: what a profile at scale shows first.
@@ -135,6 +245,9 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("haptic");
         let renders = Family::<ResultLabels, Counter>::default();
         registry.register("renders", "Renders, by result", renders.clone());
+        for result in RENDER_RESULTS {
+            renders.get_or_create_owned(&ResultLabels { result });
+        }
         let render_seconds = seconds_histogram();
         registry.register(
             "render_duration_seconds",
@@ -165,6 +278,9 @@ impl Default for Metrics {
             "Pushes to one HAProxy pod, by how it applied the render",
             deploys.clone(),
         );
+        for mode in DEPLOY_MODES {
+            deploys.get_or_create_owned(&ModeLabels { mode });
+        }
         let fleet_pods = Gauge::default();
         registry.register("fleet_pods", "HAProxy pods known", fleet_pods.clone());
         let fleet_converged_pods = Gauge::default();
@@ -203,9 +319,22 @@ impl Default for Metrics {
             "1 while this replica leads (deploys and writes status)",
             leader.clone(),
         );
+        let fleet_failed_pods = Gauge::default();
+        registry.register(
+            "fleet_failed_pods",
+            "HAProxy pods whose last push failed: the agent was unreachable or refused the render",
+            fleet_failed_pods.clone(),
+        );
+        let gates = GateWaits::default();
+        gates.register(&mut registry);
+        let certificates = CertificateExpiry::default();
+        certificates.register(&mut registry);
         let memory = MemoryGauges::default();
         memory.register(&mut registry);
         Self {
+            fleet_failed_pods,
+            gates,
+            certificates,
             memory,
             registry,
             renders,
@@ -226,14 +355,28 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Exports each library's error counter at 0, so its first error is an
+    /// increase.
+    pub fn init_libraries<'a>(&self, libraries: impl IntoIterator<Item = &'a str>) {
+        for library in libraries {
+            self.library_errors.get_or_create_owned(&LibraryLabels {
+                library: library.to_owned(),
+            });
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         self.memory
             .resident_bytes
             .set(i64::try_from(resident_bytes()).unwrap_or(i64::MAX));
+        self.gates.refresh();
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use super::debug::DebugState;
 use super::fleet::{Fleet, FleetSettings, ProxyPod};
 use super::leader::{ElectionSettings, Elector};
 use super::metrics::Metrics;
@@ -96,6 +97,8 @@ pub struct Candidate {
 #[derive(Debug, Default)]
 pub struct State {
     pub metrics: Metrics,
+    /// Why rollouts wait: `/debug/fleet`, `/debug/gates`.
+    pub debug: DebugState,
     /// Every watch has listed and the first render is done (followers too:
     /// their caches are warm).
     pub ready: AtomicBool,
@@ -187,6 +190,7 @@ pub async fn run_with(
     state: Arc<State>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    state.debug.set_identity(&settings.identity);
     let targets = source::targets(
         engine.watches().map(|(_, watch)| watch),
         &engine.ingest_trims(),
@@ -211,6 +215,7 @@ pub async fn run_with(
     } else {
         let _ = leading_tx.send(Some(0));
         state.metrics.leader.set(1);
+        state.debug.set_leading(true);
     }
 
     let applier = parts.status;
@@ -296,11 +301,13 @@ async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state:
             Ok(leadership) => {
                 let _ = leading.send(Some(leadership.epoch));
                 state.metrics.leader.set(1);
+                state.debug.set_leading(true);
                 if let Err(error) = elector.lost().await {
                     tracing::error!(%error, "renewing the Lease");
                 }
                 let _ = leading.send(None);
                 state.metrics.leader.set(0);
+                state.debug.set_leading(false);
             }
             Err(error) => {
                 tracing::error!(%error, "taking part in leader election; retrying in 2 s");

@@ -129,3 +129,18 @@ fn the_default_certificate_is_created_once_and_kept() {
     let error = DefaultCertificate::load_or_create(&path).expect_err("unusable");
     assert!(error.to_string().contains("is unusable"), "{error}");
 }
+
+#[test]
+fn the_expiry_metric_reads_the_first_certificate_of_a_bundle_file() {
+    let (leaf, key) = issue(&["leaf.example.com"], 2020, 2030);
+    let (intermediate, _) = issue(&["ca.example.com"], 2020, 2040);
+    let file = format!("{leaf}{intermediate}{key}");
+    // 2030-01-01T00:00:00Z
+    assert_eq!(first_certificate_not_after(&file), Some(1_893_456_000));
+    assert_eq!(first_certificate_not_after(&key), None);
+    assert_eq!(first_certificate_not_after("backend app\n"), None);
+    assert_eq!(
+        first_certificate_not_after("-----BEGIN CERTIFICATE-----\nbroken\n"),
+        None
+    );
+}

@@ -45,6 +45,7 @@ impl Deployer {
                         tracing::error!(%error, "cannot build clients for the HAProxy pods");
                     }
                     self.state.metrics.fleet_pods.set(self.fleet.pods().len() as i64);
+                    self.state.debug.set_fleet(self.fleet.pods());
                 }
                 changed = leading.changed() => if changed.is_err() { return },
                 Some(failure) = failures.recv() => {
@@ -103,6 +104,15 @@ impl Deployer {
                 bundle: candidate.bundle.clone(),
             })
             .await;
+        let failed_pods = report
+            .pods
+            .iter()
+            .filter(|pod| matches!(pod.outcome, PodOutcome::Failed(_)))
+            .count();
+        self.state
+            .metrics
+            .fleet_failed_pods
+            .set(i64::try_from(failed_pods).unwrap_or(i64::MAX));
         for pod in &report.pods {
             let mode = match &pod.outcome {
                 PodOutcome::Confirmed => "confirmed",
@@ -130,18 +140,20 @@ impl Deployer {
                     _ => None,
                 })
                 .collect();
-            self.update_converged_gauge(id);
+            self.publish_fleet(id);
             return DeployResult::Failed(failed.join("; "));
         }
         let converged = if self.fleet.converged_on(id) {
             true
         } else {
+            // What the pushes found, while the wait runs.
+            self.publish_fleet(id);
             tokio::select! {
                 converged = self.fleet.await_convergence(id, self.settings.convergence_wait) => converged,
                 _ = candidates.changed() => return DeployResult::Superseded,
             }
         };
-        self.update_converged_gauge(id);
+        self.publish_fleet(id);
         if converged {
             self.state
                 .metrics
@@ -166,13 +178,15 @@ impl Deployer {
         }
     }
 
-    fn update_converged_gauge(&self, id: &str) {
-        let converged = self
-            .fleet
-            .pods()
+    /// After a push or a wait: the converged gauge and the fleet as
+    /// `haptic status` shows it.
+    fn publish_fleet(&self, id: &str) {
+        let pods = self.fleet.pods();
+        let converged = pods
             .iter()
             .filter(|pod| pod.converged.as_deref() == Some(id))
             .count();
+        self.state.debug.set_fleet(pods);
         self.state
             .metrics
             .fleet_converged_pods

@@ -1,6 +1,7 @@
 //! The controller's HTTP surface: `/metrics` (OpenMetrics), `/healthz`,
-//! `/readyz` (every watch listed and the first render done) and `/status`
-//! where the controller keeps status itself.
+//! `/readyz` (every watch listed and the first render done), `/status`
+//! where the controller keeps status itself, and the read-only
+//! `/debug/fleet` and `/debug/gates` that `haptic status` reads.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -42,6 +43,20 @@ pub(super) async fn serve(
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/debug/fleet",
+            get({
+                let state = state.clone();
+                move || async move { axum::Json(state.debug.fleet_report()) }
+            }),
+        )
+        .route(
+            "/debug/gates",
+            get({
+                let state = state.clone();
+                move || async move { axum::Json(state.debug.gates_report()) }
+            }),
+        )
         .route(
             "/status",
             get(move || async move {

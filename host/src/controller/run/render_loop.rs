@@ -86,6 +86,10 @@ pub(super) async fn run(
     let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
     let mut warned: HashSet<PlannedWarning> = HashSet::new();
     let mut first = true;
+    let libraries = engine.renderer().memory().libraries;
+    state
+        .metrics
+        .init_libraries(libraries.iter().map(|(library, _)| library.as_str()));
     loop {
         // With no watches (no library watches anything) the first render
         // needs no event.
@@ -137,6 +141,8 @@ pub(super) async fn run(
                 report_failure(&state, &failures, &last_good, "ConfigRefused", &error);
                 continue;
             }
+            // Files change only in renders that are validated.
+            state.metrics.certificates.set_bundle(&next);
         } else {
             state.metrics.validations_skipped.inc();
         }
@@ -147,6 +153,13 @@ pub(super) async fn run(
             .inc();
         sequence = sequence.max(clock_sequence()) + 1;
         let candidate = candidate(&engine, &rendered, next, sequence, &memory, &mut gate_seen);
+        state
+            .metrics
+            .gates
+            .set(candidate.gate_pending_since.values());
+        state
+            .debug
+            .set_newest_render(&candidate.bundle.id, candidate.gate_pending_since.iter());
         accepted = Some(candidate.bundle.clone());
         last_good = Some(rendered);
         let _ = candidates.send(Some(Arc::new(candidate)));
@@ -197,6 +210,7 @@ fn report_failure(
             .inc();
     }
     tracing::error!(%error, "render not deployed; the fleet stays on the last good configuration");
+    state.debug.set_render_failure(reason, &error.to_string());
     let patches = last_good
         .as_ref()
         .and_then(|rendered| rendered.status_patches.get(&StatusVariant::RenderFailed))
