@@ -30,12 +30,15 @@
 //!   termination.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
 //!   agents and deploys to it).
+//! - [`inspect`]: `haptic status` (why a rollout waits) and `haptic diff`
+//!   (what a change would do), for operators.
 
 pub mod agent;
 pub mod controller;
 pub mod engine;
 pub mod fixtures;
 pub mod haproxy_syntax;
+pub mod inspect;
 pub mod library;
 pub mod local;
 pub mod manifests;

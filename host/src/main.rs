@@ -74,6 +74,17 @@ enum Command {
         #[arg(long, default_value = "1")]
         pid: i32,
     },
+    /// Why a rollout waits: the HAProxy fleet (each pod's workers and the
+    /// render each routes per) and the readiness gates waiting, with what
+    /// they wait for, from the controller's `/debug/fleet` and `/debug/gates`.
+    /// Exits 1 when a gate has waited longer than --warn-after.
+    Status(StatusArgs),
+    /// What a change would do: renders OLD and NEW (manifest files or
+    /// directories, each with its own values if given) and prints a unified
+    /// diff of haproxy.cfg and every file (key material as changed/unchanged
+    /// only), the status patches that change, and whether the agents would
+    /// apply it at runtime or need a reload. Exits 1 when anything differs.
+    Diff(Box<DiffArgs>),
     /// Run a template library's fixture tests.
     #[command(after_long_help = fixtures::FORMAT)]
     Test {
@@ -147,6 +158,45 @@ impl ProxyPaths {
 }
 
 #[derive(Debug, clap::Args)]
+struct StatusArgs {
+    /// The controller's metrics port (`kubectl port-forward` it to reach a cluster's).
+    #[arg(
+        long,
+        env = "HAPTIC_CONTROLLER_URL",
+        default_value = "http://127.0.0.1:8451"
+    )]
+    controller: String,
+    /// Only this gated pod: what its readiness gate waits for.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pod: Option<String>,
+    /// Exit 1 when a gate has waited longer than this many seconds.
+    #[arg(long, default_value = "300", value_name = "SECONDS")]
+    warn_after: u64,
+    /// Print the reports as JSON instead.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct DiffArgs {
+    /// The manifests as they are (files or directories).
+    old: PathBuf,
+    /// The manifests as they would be.
+    new: PathBuf,
+    #[command(flatten)]
+    libraries: LibraryArgs,
+    /// Values for OLD instead of --values.
+    #[arg(long, value_name = "FILE")]
+    old_values: Option<PathBuf>,
+    /// Values for NEW instead of --values.
+    #[arg(long, value_name = "FILE")]
+    new_values: Option<PathBuf>,
+    /// Skip `haproxy -c` of both renders.
+    #[arg(long)]
+    no_validate: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct AgentArgs {
     #[command(flatten)]
     paths: ProxyPaths,
@@ -200,7 +250,12 @@ struct LibraryArgs {
 impl LibraryArgs {
     /// The values file (or none) with every `--set` applied.
     fn values(&self) -> Result<Values> {
-        let mut values = match &self.values {
+        self.values_from(self.values.as_deref())
+    }
+
+    /// `file` (or none) with every `--set` applied.
+    fn values_from(&self, file: Option<&Path>) -> Result<Values> {
+        let mut values = match file {
             Some(path) => Values::load(path)?,
             None => Values::default(),
         };
@@ -308,6 +363,8 @@ fn main() -> ExitCode {
     // what they do (deploys, status changes) at info.
     let default_filter = match cli.command {
         Command::Render { .. }
+        | Command::Diff(_)
+        | Command::Status(_)
         | Command::Test { .. }
         | Command::New { .. }
         | Command::Haproxy { .. }
@@ -418,6 +475,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Status(args) => status(&args),
+        Command::Diff(args) => diff(&args),
         Command::New { dir, name, sdk } => new_library(dir, name, sdk),
         Command::Agent(args) => run_agent(args),
         Command::Controller(args) => run_controller(*args),
@@ -520,6 +579,63 @@ fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Resu
     );
     println!("next: cd {} && make test", dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+fn status(args: &StatusArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let (fleet, gates) = runtime.block_on(haptic::inspect::status::fetch(
+        &args.controller,
+        std::time::Duration::from_secs(10),
+    ))?;
+    let warn_after = std::time::Duration::from_secs(args.warn_after);
+    let (text, late) =
+        haptic::inspect::status::describe(&fleet, &gates, args.pod.as_deref(), warn_after);
+    if args.json {
+        let reports = serde_json::json!({"fleet": fleet, "gates": gates});
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(if late {
+        eprintln!(
+            "a readiness gate has waited longer than --warn-after ({}s)",
+            args.warn_after
+        );
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn diff(args: &DiffArgs) -> Result<ExitCode> {
+    let runtime = args.libraries.runtime(true)?;
+    let render = |inputs: &Path, values_file: Option<&PathBuf>| -> Result<offline::JobOutput> {
+        let values = args.libraries.values_from(
+            values_file
+                .or(args.libraries.values.as_ref())
+                .map(PathBuf::as_path),
+        )?;
+        let job = Job {
+            inputs: vec![inputs.to_path_buf()],
+            values,
+            custom_libraries: args.libraries.libraries.clone(),
+            validate: !args.no_validate,
+        };
+        let loaded = offline::load_libraries(&runtime, &job.custom_libraries)?;
+        offline::render(&job, loaded).with_context(|| format!("rendering {}", inputs.display()))
+    };
+    let old = render(&args.old, args.old_values.as_ref())?;
+    let new = render(&args.new, args.new_values.as_ref())?;
+    let difference = haptic::inspect::diff::compare(&old.rendered, &new.rendered);
+    print!("{difference}");
+    Ok(if difference.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn run_local(args: RunArgs) -> Result<ExitCode> {

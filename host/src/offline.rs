@@ -211,7 +211,7 @@ pub fn to_text(output: &JobOutput) -> String {
     text
 }
 
-fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> String {
+pub(crate) fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> String {
     let mut text = String::new();
     for (library, patch) in patches {
         let status: serde_json::Value = serde_json::from_str(&patch.status)

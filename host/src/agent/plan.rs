@@ -17,10 +17,14 @@
 //! validated reload). Validation costs ~50-150 ms at scale; an endpoint
 //! readiness flip must not pay it.
 
+mod loads;
+
 use std::net::SocketAddr;
 
 use super::haproxy::{CertPayload, LoadedFiles, RuntimeCommand};
 use super::wire::{Bundle, BundleFile};
+
+pub use loads::expected_loads;
 
 /// What it takes to go from one bundle to another.
 #[derive(Debug, Clone, PartialEq, Eq)]

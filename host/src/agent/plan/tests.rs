@@ -343,3 +343,47 @@ fn plans_show_no_key_material() {
         "{shown}"
     );
 }
+
+#[test]
+fn expected_loads_are_the_maps_and_certificates_the_configuration_reads() {
+    let config = "frontend https
+    bind :8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list
+    use_backend %[var(txn.host),map_beg(maps/prefix.map)] if { var(txn.host),map_beg(maps/prefix.map) -m found }
+    use_backend %[path,map(maps/exact.map,be_default)]
+    http-request set-var(txn.x) str(maps/unlisted.map)
+";
+    let bundle = Bundle::new(
+        config.to_owned(),
+        vec![
+            BundleFile::new("certs/default.pem", "pem"),
+            BundleFile::new(
+                "certs/ingress.crt-list",
+                "certs/shop.pem [alpn h2] shop.example.com\n# certs/old.pem\n",
+            ),
+            BundleFile::new("certs/shop.pem", "pem"),
+            BundleFile::new("maps/exact.map", ""),
+            BundleFile::new("maps/prefix.map", ""),
+            BundleFile::new("maps/unlisted.map", ""),
+        ],
+    );
+    let loaded = expected_loads(&bundle);
+    assert_eq!(loaded.maps, ["maps/prefix.map", "maps/exact.map"]);
+    assert_eq!(loaded.certs, ["certs/default.pem", "certs/shop.pem"]);
+    // What the agent would do with a map entry change, predicted from them.
+    let next = Bundle::new(
+        config.to_owned(),
+        bundle
+            .files
+            .iter()
+            .map(|f| match f.path.as_str() {
+                "maps/exact.map" => BundleFile::new(f.path.clone(), "/shop be_shop\n"),
+                _ => f.clone(),
+            })
+            .collect(),
+    );
+    assert!(matches!(plan(&bundle, &next, &loaded), Plan::Runtime(_)));
+    assert!(matches!(
+        plan(&bundle, &next, &LoadedFiles::default()),
+        Plan::Reload(_)
+    ));
+}

@@ -1,0 +1,125 @@
+//! `haptic diff` as a user runs it: the example cluster before and after an
+//! edit, rendered and validated by the real `haproxy -c`; the verdict on
+//! how the agents would apply it comes from their own planning code.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A copy of `examples/cluster` in `dir/name`, with `edit` applied to shop.yaml.
+fn cluster(dir: &Path, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
+    let copy = dir.join(name);
+    std::fs::create_dir_all(&copy).expect("copy dir");
+    for entry in std::fs::read_dir(repo().join("examples/cluster")).expect("examples") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, copy.join(path.file_name().expect("a file"))).expect("copy");
+    }
+    let shop = copy.join("shop.yaml");
+    let text = std::fs::read_to_string(&shop).expect("shop.yaml");
+    std::fs::write(&shop, edit(text)).expect("write shop.yaml");
+    copy
+}
+
+/// `haptic diff`'s exit code and stdout.
+fn diff(args: &[&Path]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .arg("diff")
+        .args(args)
+        .env("HAPTIC_DEFAULT_CERTIFICATE", args[0].join("../default.pem"))
+        .output()
+        .expect("haptic runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code().is_some(), "killed: {stderr}");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_host_edit_goes_in_at_runtime_and_a_new_backend_needs_a_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = cluster(dir.path(), "old", |text| text);
+    let renamed = cluster(dir.path(), "renamed", |text| {
+        text.replace("host: shop.example.com", "host: store.example.com")
+    });
+    let (code, out) = diff(&[&old, &renamed]);
+    assert_eq!(code, 1, "a difference exits 1:\n{out}");
+    assert!(out.contains("+store.example.com/ shop_web_80"), "{out}");
+    assert!(out.contains("-shop.example.com/ shop_web_80"), "{out}");
+    assert!(
+        out.contains("apply: runtime (2 commands on the running workers, no reload)"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("--- a/haproxy.cfg"),
+        "haproxy.cfg is unchanged:\n{out}"
+    );
+
+    let search = cluster(dir.path(), "search", |text| {
+        text + "---
+apiVersion: v1
+kind: Service
+metadata: {name: search, namespace: shop}
+spec:
+  selector: {app: search}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: search, namespace: shop}
+spec:
+  ingressClassName: haptic
+  rules:
+    - host: search.example.com
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: search, port: {number: 80}}}}
+"
+    });
+    let (code, out) = diff(&[&old, &search]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("+backend shop_search_80"), "{out}");
+    assert!(
+        out.contains("apply: reload (the configuration has"),
+        "{out}"
+    );
+
+    let (code, out) = diff(&[&old, &old]);
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "no difference: the same configuration, files and status\n"
+        )
+    );
+}
+
+#[test]
+fn a_values_change_shows_the_status_patches_it_adds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = cluster(dir.path(), "cluster", |text| text);
+    let gate = dir.path().join("gate.yaml");
+    std::fs::write(
+        &gate,
+        "templateLibraries:\n  kubernetesBackends:\n    podReadinessGate: {enabled: true}\n",
+    )
+    .expect("values");
+    let (code, out) = diff(&[&cluster, &cluster, Path::new("--new-values"), &gate]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("status patch deployed Pod shop/checkout-7f5e9-new22:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("+    type: haproxy-haptic.org/load-balancer-ready"),
+        "{out}"
+    );
+    assert!(
+        out.contains("set server shop_checkout_80/checkout-7f5e9-new22 state ready"),
+        "{out}"
+    );
+}
