@@ -169,6 +169,15 @@ impl DebugState {
         self.lock().fleet = pods;
     }
 
+    /// One pod as a push to it ended (the others may still be pushed to).
+    pub fn set_pod(&self, pod: PodView) {
+        let mut record = self.lock();
+        match record.fleet.iter_mut().find(|known| known.pod == pod.pod) {
+            Some(known) => *known = pod,
+            None => record.fleet.push(pod),
+        }
+    }
+
     pub fn fleet_report(&self) -> FleetReport {
         let record = self.lock();
         FleetReport {
@@ -277,11 +286,16 @@ fn blockers(record: &Record) -> Vec<Blocker> {
                 haproxy_pod: Some(pod.pod.clone()),
                 worker: Some(worker.pid),
                 text: format!(
-                    "{} worker {} ({}) still runs render {}",
+                    "{} worker {} ({}) still runs render {}{}",
                     pod.pod,
                     worker.pid,
                     role_name(worker.role),
-                    short_id(&worker.config_id)
+                    short_id(&worker.config_id),
+                    if pod.last_error.is_some() {
+                        " (as last reported)"
+                    } else {
+                        ""
+                    }
                 ),
             });
             said = true;

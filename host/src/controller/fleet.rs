@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use futures::future::join_all;
+use futures::stream::FuturesUnordered;
 
 use crate::agent::tls::ClientTls;
 use crate::agent::{
@@ -106,8 +108,8 @@ pub struct PodView {
     pub endpoint: String,
     /// The id every live worker runs, as last reported.
     pub converged: Option<String>,
-    /// Every live worker and what it routes per, as last reported (empty
-    /// until the agent answered, or once it stopped answering).
+    /// Every live worker and what it routes per, as the agent last
+    /// reported (empty until it answered once).
     pub workers: Vec<WorkerState>,
     pub last_error: Option<String>,
 }
@@ -121,17 +123,26 @@ struct Member {
 }
 
 impl Member {
-    /// What the agent last reported (`None`: it did not answer).
+    /// What the agent last reported (`None`: it did not answer, so nothing
+    /// is known to be converged; the workers it last reported stay, as the
+    /// best knowledge of what still runs there).
     fn observe(&mut self, state: Option<PodState>) {
         match state {
             Some(state) => {
                 self.converged = state.converged;
                 self.workers = state.workers;
             }
-            None => {
-                self.converged = None;
-                self.workers.clear();
-            }
+            None => self.converged = None,
+        }
+    }
+
+    fn view(&self, name: &str) -> PodView {
+        PodView {
+            pod: name.to_owned(),
+            endpoint: self.endpoint.clone(),
+            converged: self.converged.clone(),
+            workers: self.workers.clone(),
+            last_error: self.last_error.clone(),
         }
     }
 }
@@ -192,13 +203,7 @@ impl Fleet {
     pub fn pods(&self) -> Vec<PodView> {
         self.members
             .iter()
-            .map(|(name, m)| PodView {
-                pod: name.clone(),
-                endpoint: m.endpoint.clone(),
-                converged: m.converged.clone(),
-                workers: m.workers.clone(),
-                last_error: m.last_error.clone(),
-            })
+            .map(|(name, member)| member.view(name))
             .collect()
     }
 
@@ -211,22 +216,32 @@ impl Fleet {
                 .all(|m| m.converged.as_deref() == Some(id))
     }
 
-    /// Pushes `deployment` to every pod concurrently.
-    pub async fn deploy(&mut self, deployment: &Deployment) -> DeployReport {
+    /// Pushes `deployment` to every pod concurrently. `on_pod` sees each
+    /// pod as its push ends, so what the fleet reports (`haptic status`) is
+    /// never older than the slowest agent's answer.
+    pub async fn deploy(
+        &mut self,
+        deployment: &Deployment,
+        mut on_pod: impl FnMut(PodView),
+    ) -> DeployReport {
         let settings = &self.settings;
-        let pushes = self.members.iter().map(|(name, member)| async move {
-            let outcome = push(
-                settings,
-                &member.client,
-                member.converged.as_deref(),
-                deployment,
-            )
-            .await;
-            (name.clone(), outcome)
-        });
-        let results = join_all(pushes).await;
-        let mut pods = Vec::with_capacity(results.len());
-        for (name, (outcome, reported)) in results {
+        let mut pushes: FuturesUnordered<_> = self
+            .members
+            .iter()
+            .map(|(name, member)| {
+                let (name, client, known) = (
+                    name.clone(),
+                    member.client.clone(),
+                    member.converged.clone(),
+                );
+                async move {
+                    let outcome = push(settings, &client, known.as_deref(), deployment).await;
+                    (name, outcome)
+                }
+            })
+            .collect();
+        let mut pods = Vec::with_capacity(self.members.len());
+        while let Some((name, (outcome, reported))) = pushes.next().await {
             if let Some(member) = self.members.get_mut(&name) {
                 if let Some(state) = reported {
                     member.observe(state);
@@ -235,13 +250,15 @@ impl Fleet {
                     PodOutcome::Failed(error) => Some(error.clone()),
                     _ => None,
                 };
+                on_pod(member.view(&name));
                 pods.push(PodReport {
-                    pod: name,
                     converged: member.converged.as_deref() == Some(deployment.bundle.id.as_str()),
+                    pod: name,
                     outcome,
                 });
             }
         }
+        pods.sort_by(|a, b| a.pod.cmp(&b.pod));
         DeployReport {
             id: deployment.bundle.id.clone(),
             pods,

@@ -55,7 +55,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
     };
 
     let first = render(true, false, "");
-    let report = fleet.deploy(&deploy(1, first.clone())).await;
+    let report = fleet.deploy(&deploy(1, first.clone()), |_| {}).await;
     assert!(report.applied_everywhere(), "{report:?}");
     assert!(
         report
@@ -67,7 +67,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
     assert_eq!(get(port, "web.test", "/").expect("request").body, "one");
 
     // Nothing changed: every agent confirms, nobody is pushed to.
-    let report = fleet.deploy(&deploy(2, first.clone())).await;
+    let report = fleet.deploy(&deploy(2, first.clone()), |_| {}).await;
     assert!(
         report
             .pods
@@ -78,7 +78,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
     assert!(fleet.converged_on(&first.id));
 
     let flipped = render(false, true, "");
-    let report = fleet.deploy(&deploy(3, flipped.clone())).await;
+    let report = fleet.deploy(&deploy(3, flipped.clone()), |_| {}).await;
     assert!(
         report
             .pods
@@ -91,7 +91,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
     // A pod whose agent does not answer holds convergence.
     pods[1].kill_agent();
     let next = render(false, true, "    # next\n");
-    let report = fleet.deploy(&deploy(4, next.clone())).await;
+    let report = fleet.deploy(&deploy(4, next.clone()), |_| {}).await;
     let outcome = |name: &str| {
         report
             .pods
@@ -116,7 +116,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
 
     // Back: the retry reaches it, the other pod only confirms.
     pods[1].start_agent();
-    let report = fleet.deploy(&deploy(5, next.clone())).await;
+    let report = fleet.deploy(&deploy(5, next.clone()), |_| {}).await;
     let outcome = |name: &str| {
         report
             .pods
@@ -145,7 +145,7 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
         !fleet.converged_on(&next.id),
         "pod c runs the bootstrap config"
     );
-    let report = fleet.deploy(&deploy(6, next.clone())).await;
+    let report = fleet.deploy(&deploy(6, next.clone()), |_| {}).await;
     let outcome = |name: &str| {
         report
             .pods
@@ -167,13 +167,16 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
         .expect("pods");
     let late = render(true, true, "    # late\n");
     let report = deposed
-        .deploy(&Deployment {
-            token: FencingToken {
-                epoch: 1,
-                sequence: 99,
+        .deploy(
+            &Deployment {
+                token: FencingToken {
+                    epoch: 1,
+                    sequence: 99,
+                },
+                bundle: late.clone(),
             },
-            bundle: late.clone(),
-        })
+            |_| {},
+        )
         .await;
     assert!(
         report

@@ -150,3 +150,46 @@ fn short_ids_keep_the_algorithm_and_twelve_digits() {
     assert_eq!(short_id(NEW), "sha256:aaaaaaaaaaaa");
     assert_eq!(short_id("bootstrap"), "bootstrap");
 }
+
+#[test]
+fn a_pod_whose_agent_stopped_answering_keeps_its_last_reported_workers() {
+    let debug = DebugState::default();
+    debug.set_leading(true);
+    let now = Instant::now();
+    let web = gated("web-a");
+    debug.set_newest_render(NEW, [(&web, &now)].into_iter());
+    debug.set_fleet(vec![
+        pod(
+            "haproxy-0",
+            vec![worker(10, WorkerRole::Current, OLD)],
+            None,
+        ),
+        pod(
+            "haproxy-1",
+            vec![worker(20, WorkerRole::Current, OLD)],
+            None,
+        ),
+    ]);
+    // haproxy-0's push ends first; haproxy-1's agent has not answered yet.
+    debug.set_pod(pod(
+        "haproxy-0",
+        vec![worker(10, WorkerRole::Current, NEW)],
+        None,
+    ));
+    assert_eq!(
+        texts(&debug.gates_report()),
+        ["haproxy-1 worker 20 (current) still runs render sha256:bbbbbbbbbbbb"]
+    );
+    debug.set_pod(pod(
+        "haproxy-1",
+        vec![worker(20, WorkerRole::Current, OLD)],
+        Some("no answer within 35s"),
+    ));
+    assert_eq!(
+        texts(&debug.gates_report()),
+        [
+            "haproxy-1: no answer within 35s",
+            "haproxy-1 worker 20 (current) still runs render sha256:bbbbbbbbbbbb (as last reported)"
+        ]
+    );
+}

@@ -94,16 +94,21 @@ impl Deployer {
     ) -> DeployResult {
         let id = candidate.bundle.id.as_str();
         let started = Instant::now();
-        let report = self
-            .fleet
-            .deploy(&Deployment {
-                token: FencingToken {
-                    epoch,
-                    sequence: candidate.sequence,
-                },
-                bundle: candidate.bundle.clone(),
-            })
-            .await;
+        let debug = &self.state.debug;
+        let deployment = Deployment {
+            token: FencingToken {
+                epoch,
+                sequence: candidate.sequence,
+            },
+            bundle: candidate.bundle.clone(),
+        };
+        // A newer candidate replaces this push: an agent that does not
+        // answer (a hung pod waits out every attempt's timeout) must not
+        // hold the newer render back from the pods that do.
+        let report = tokio::select! {
+            report = self.fleet.deploy(&deployment, |pod| debug.set_pod(pod)) => report,
+            _ = candidates.changed() => return DeployResult::Superseded,
+        };
         let failed_pods = report
             .pods
             .iter()

@@ -1,0 +1,379 @@
+//! Operators' tools on the test bed, against the real parts:
+//!
+//! - The chart's dashboard and alert rules read metrics the controller and
+//!   the agents really export: an installation (a gated app, an HAProxy
+//!   pod, the controller with the default certificate) is scraped after
+//!   its first deploy, and every `haptic_*` name in
+//!   `charts/haptic/files/dashboard.json` and
+//!   `charts/haptic/templates/prometheusrule.yaml` must be a series there.
+//!   A metric renamed in the code, or a typo in a query, fails here.
+//! - `haptic status` explains a rollout stalled on purpose: one HAProxy
+//!   pod's agent is stopped (SIGSTOP, by its own pid), the new app pod's
+//!   gate waits, and `haptic status --pod` must name that HAProxy pod and
+//!   the worker still on the old render; once the agent runs again the
+//!   gate is set and the command says nothing waits.
+
+#[allow(dead_code)]
+#[path = "controller/harness.rs"]
+mod harness;
+#[allow(dead_code)]
+#[path = "controller/synthetic.rs"]
+mod synthetic;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use haptic_testbed::kubelet::{bed, http};
+use harness::{APP_NAMESPACE, Installation, Proxy, gate_status, haptic_bin};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+use synthetic::{CONTROLLER_LISTEN, ControllerProcess, converged_on_new};
+
+/// The files whose queries are checked, relative to the repository.
+const CHART_FILES: [&str; 2] = [
+    "charts/haptic/files/dashboard.json",
+    "charts/haptic/templates/prometheusrule.yaml",
+];
+
+/// The suffixes Prometheus's exposition adds to a family's samples.
+const SAMPLE_SUFFIXES: [&str; 4] = ["_total", "_bucket", "_sum", "_count"];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `haptic_*` metric name in `text` (queries, rule expressions).
+fn names_used(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = text[at..].find("haptic_") {
+        let start = at + found;
+        let preceded_by_word = start > 0 && is_name_byte(bytes[start - 1]);
+        let end = start
+            + text[start..]
+                .bytes()
+                .take_while(|byte| is_name_byte(*byte))
+                .count();
+        if !preceded_by_word {
+            names.insert(text[start..end].to_owned());
+        }
+        at = end;
+    }
+    names
+}
+
+fn is_name_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_'
+}
+
+/// The sample names in an exposition text (`name{labels} value` lines).
+fn samples(exposition: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `name` is a sample, or a family whose samples carry a suffix (a query
+/// on `haptic_renders_total` matches the exported `haptic_renders_total`;
+/// `histogram_quantile` reads `_bucket`).
+fn exported(name: &str, samples: &BTreeSet<String>) -> bool {
+    samples.contains(name)
+        || SAMPLE_SUFFIXES
+            .iter()
+            .any(|suffix| samples.contains(&format!("{name}{suffix}")))
+}
+
+#[test]
+fn e2e_every_metric_the_dashboard_and_alerts_read_is_exported() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 1).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+
+        let proxy = &installation.proxies[0];
+        let agent = http::get(
+            SocketAddr::from((proxy.ip, 8450)),
+            None,
+            "/metrics",
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("the agent serves /metrics without a token");
+        assert_eq!(agent.status, 200, "agent /metrics: {}", agent.body);
+        // The controller's /metrics handler serves exactly this text.
+        let mut scraped = samples(&controller.state.metrics.encode());
+        scraped.extend(samples(&agent.body));
+        assert!(
+            scraped.contains("haptic_certificate_expiry_timestamp_seconds"),
+            "the default certificate is in the bundle, so its expiry is exported: {scraped:?}"
+        );
+
+        let mut checked = 0;
+        let mut missing = Vec::new();
+        for file in CHART_FILES {
+            let text = std::fs::read_to_string(repo().join(file))
+                .unwrap_or_else(|error| panic!("reading {file}: {error}"));
+            let used = names_used(&text);
+            assert!(!used.is_empty(), "{file} reads no haptic_ metric");
+            for name in used {
+                checked += 1;
+                if !exported(&name, &scraped) {
+                    missing.push(format!("{file}: {name}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "metrics the chart reads but neither the controller nor the agent exports:\n  {}\nexported: {scraped:?}",
+            missing.join("\n  ")
+        );
+        println!(
+            "{checked} metric names in the chart's dashboard and rules, all exported ({} series names scraped)",
+            scraped.len()
+        );
+        controller.stop().await;
+    })
+    .expect("the pod network");
+}
+
+/// The pid of `proxy`'s agent: the `haptic agent` process listening on its
+/// pod IP in this test's own network namespace (another test's bed may
+/// hand out the same IP in its own namespace).
+fn agent_pid(proxy: &Proxy) -> Pid {
+    let listen = format!("{}:8450", proxy.ip);
+    let own_netns = std::fs::read_link("/proc/thread-self/ns/net").expect("own netns");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc") {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_agent = args.get(1).is_some_and(|a| *a == b"agent")
+            && args.iter().any(|a| *a == listen.as_bytes());
+        let same_netns =
+            std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns == own_netns);
+        if is_agent && same_netns {
+            found.push(pid);
+        }
+    }
+    assert_eq!(
+        found.len(),
+        1,
+        "exactly one agent listens on {listen} here: {found:?}"
+    );
+    Pid::from_raw(found[0])
+}
+
+/// `haptic status` against the controller process: exit code and stdout.
+async fn status(args: &[&str]) -> (i32, String) {
+    let output = tokio::process::Command::new(haptic_bin())
+        .arg("status")
+        .arg("--controller")
+        .arg(format!("http://{CONTROLLER_LISTEN}"))
+        .args(args)
+        .output()
+        .await
+        .expect("haptic status runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    (
+        output.status.code().unwrap_or(-1),
+        format!("{stdout}{stderr}"),
+    )
+}
+
+/// The app pods (`app=web`) by name, with their gate status.
+async fn web_pods(client: &kube::Client) -> Vec<(String, Option<String>, bool)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), APP_NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .expect("list pods");
+    list.items
+        .iter()
+        .map(|pod| {
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "ContainersReady" && c.status == "True")
+                });
+            (
+                pod.metadata.name.clone().unwrap_or_default(),
+                gate_status(pod).map(str::to_owned),
+                ready,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn e2e_haptic_status_names_the_haproxy_pod_and_worker_a_stalled_rollout_waits_for() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 2).await;
+        let client = installation.client();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _controller =
+            ControllerProcess::start(dir.path(), installation.bed.control_plane.kubeconfig_path());
+        converged_on_new(&installation, None, Duration::from_secs(60))
+            .await
+            .expect("the fleet runs a first configuration");
+        installation.wait_routed().await;
+        // The first app pod's gate is written once the fleet runs it.
+        bed::wait_for("no gate to wait", Duration::from_secs(30), || async {
+            let (code, text) = status(&[]).await;
+            if code == 0 && text.contains("gates: none waiting") {
+                Ok(())
+            } else {
+                Err(format!("exit {code}: {text}"))
+            }
+        })
+        .await
+        .expect("haptic status says nothing waits");
+
+        let before: Vec<String> = web_pods(&client)
+            .await
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect();
+        let stalled = &installation.proxies[1];
+        let agent = agent_pid(stalled);
+        kill(agent, Signal::SIGSTOP).expect("SIGSTOP the agent");
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), APP_NAMESPACE);
+        deployments
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {
+                    "kubectl.kubernetes.io/restartedAt": "stalled"
+                }}}}})),
+            )
+            .await
+            .expect("restart the app");
+        let waiting = format!("haptic/{} worker ", stalled.name);
+        // The other HAProxy pod takes the render within milliseconds; from
+        // then on it must not be named, though the stalled push goes on.
+        let not_waiting = format!("haptic/{} worker ", installation.proxies[0].name);
+        let explained = bed::wait_for(
+            "haptic status --pod to explain the new pod's wait",
+            Duration::from_secs(60),
+            || {
+                let (client, before, waiting, not_waiting) = (
+                    client.clone(),
+                    before.clone(),
+                    waiting.clone(),
+                    not_waiting.clone(),
+                );
+                let proxy0 = installation.proxies[0].clone();
+                async move {
+                    let pods = web_pods(&client).await;
+                    let Some((new, gate, _)) = pods
+                        .iter()
+                        .find(|(name, _, ready)| !before.contains(name) && *ready)
+                    else {
+                        return Err(format!("no new ContainersReady pod yet: {pods:?}"));
+                    };
+                    if gate.as_deref() == Some("True") {
+                        return Err(format!("{new}'s gate is True with an agent stopped"));
+                    }
+                    let pod = format!("{APP_NAMESPACE}/{new}");
+                    let (code, text) = status(&["--pod", &pod, "--warn-after", "1"]).await;
+                    if text.contains(&waiting)
+                        && text.contains("still runs render")
+                        && !text.contains(&not_waiting)
+                    {
+                        Ok((pod, code, text))
+                    } else {
+                        let state = proxy0.agent().state().await.map(|s| s.workers);
+                        Err(format!(
+                            "{text}(the other HAProxy pod's agent reports {state:?})"
+                        ))
+                    }
+                }
+            },
+        )
+        .await;
+        // Past --warn-after the exit code says so (asked while the agent
+        // is still stopped).
+        let late = match &explained {
+            Ok(_) => {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let pod = explained
+                    .as_ref()
+                    .map(|(pod, _, _)| pod.clone())
+                    .unwrap_or_default();
+                Some(status(&["--pod", &pod, "--warn-after", "1"]).await)
+            }
+            Err(_) => None,
+        };
+        kill(agent, Signal::SIGCONT).expect("SIGCONT the agent");
+        let (pod, _, text) =
+            explained.expect("haptic status names the stalled HAProxy pod and worker");
+        println!("{text}");
+        let (code, text) = late.expect("asked");
+        assert_eq!(code, 1, "a gate waiting past --warn-after exits 1: {text}");
+        assert!(text.contains(&waiting), "{text}");
+
+        let name = pod.rsplit('/').next().unwrap_or_default().to_owned();
+        bed::wait_for(
+            "the gate once the agent runs again",
+            Duration::from_secs(120),
+            || {
+                let (client, name) = (client.clone(), name.clone());
+                async move {
+                    let pods = web_pods(&client).await;
+                    match pods.iter().find(|(n, _, _)| *n == name) {
+                        Some((_, Some(gate), _)) if gate == "True" => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                }
+            },
+        )
+        .await
+        .expect("the rollout completes");
+        let (code, text) = status(&["--pod", &pod]).await;
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("no readiness gate waits"), "{text}");
+    })
+    .expect("the pod network");
+}
+
+#[test]
+fn names_are_read_whole_and_suffixes_match_families() {
+    let used = names_used(
+        r#"histogram_quantile(0.95, rate(haptic_agent_apply_duration_seconds_bucket{namespace="x"}[5m])) / xhaptic_not"#,
+    );
+    assert_eq!(
+        used.into_iter().collect::<Vec<_>>(),
+        ["haptic_agent_apply_duration_seconds_bucket"]
+    );
+    let scraped = samples(
+        "# TYPE haptic_renders counter\nhaptic_renders_total{result=\"ok\"} 0\nhaptic_leader 1\n",
+    );
+    assert!(exported("haptic_renders_total", &scraped));
+    assert!(exported("haptic_renders", &scraped));
+    assert!(exported("haptic_leader", &scraped));
+    assert!(!exported("haptic_leaders", &scraped));
+}
