@@ -169,7 +169,7 @@ fn agent_pid(proxy: &Proxy) -> Pid {
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let is_agent = args.get(1).is_some_and(|a| *a == b"agent")
-            && args.iter().any(|a| *a == listen.as_bytes());
+            && args.contains(&listen.as_bytes());
         let same_netns =
             std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns == own_netns);
         if is_agent && same_netns {
