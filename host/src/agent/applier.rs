@@ -179,7 +179,7 @@ impl Applier {
             haproxy_version,
             applying: Mutex::new(()),
             state: std::sync::Mutex::new(state),
-            metrics: Metrics::default(),
+            metrics: Metrics::with_refusal_reasons(&ApplyError::CODES),
         })
     }
 

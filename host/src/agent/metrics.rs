@@ -13,7 +13,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::applier::ApplyError;
 use super::wire::ApplyMode;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -90,11 +89,6 @@ impl Default for Metrics {
             }
             apply_seconds.get_or_create_owned(&ModeLabels { mode });
         }
-        for reason in ApplyError::CODES {
-            refused.get_or_create_owned(&ReasonLabels {
-                reason: reason.to_owned(),
-            });
-        }
         for role in ["current", "leaving"] {
             workers.get_or_create_owned(&RoleLabels { role });
         }
@@ -109,6 +103,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric, with `refused_bundles_total` exported at 0 for each of
+    /// `reasons` (the applier's error codes) from the start.
+    pub fn with_refusal_reasons(reasons: &[&str]) -> Self {
+        let metrics = Self::default();
+        for reason in reasons {
+            metrics.refused.get_or_create_owned(&ReasonLabels {
+                reason: (*reason).to_owned(),
+            });
+        }
+        metrics
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut text = String::new();

@@ -168,8 +168,8 @@ fn agent_pid(proxy: &Proxy) -> Pid {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let is_agent = args.get(1).is_some_and(|a| *a == b"agent")
-            && args.contains(&listen.as_bytes());
+        let is_agent =
+            args.get(1).is_some_and(|a| *a == b"agent") && args.contains(&listen.as_bytes());
         let same_netns =
             std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns == own_netns);
         if is_agent && same_netns {
