@@ -8,11 +8,13 @@
 //! host never serves a half-applied delta.
 
 mod merge;
+mod select;
 mod store;
 
 pub use merge::{
     LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
 };
+pub use select::WatchFilter;
 pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,7 +45,7 @@ pub enum RenderError {
         library: String,
         watch: String,
         #[source]
-        problem: crate::manifests::BadWatchSelector,
+        problem: Box<haptic_selectors::SelectorError>,
     },
     /// The outputs of the libraries do not fit together.
     #[error(transparent)]

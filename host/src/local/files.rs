@@ -237,17 +237,12 @@ fn read(
     inputs: &[PathBuf],
     kinds: &BTreeSet<(String, String)>,
 ) -> Result<Vec<(ObjectRef, Value)>, manifests::ManifestError> {
-    Ok(manifests::load_paths(inputs, kinds)?
+    let kinds = manifests::untrimmed(kinds.iter().map(|(v, k)| (v.as_str(), k.as_str())));
+    // Untrimmed here: statuses are laid over the whole object before each
+    // target's trim applies.
+    Ok(manifests::load_paths(inputs, &kinds)?
         .into_iter()
-        .map(|manifest| {
-            let reference = ObjectRef {
-                api_version: manifest.api_version,
-                kind: manifest.kind,
-                namespace: manifest.namespace,
-                name: manifest.name,
-            };
-            (reference, manifest.object)
-        })
+        .map(|manifest| (manifest.object.reference.clone(), manifest.object.value()))
         .collect())
 }
 

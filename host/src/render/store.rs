@@ -11,9 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::RenderError;
+use super::{RenderError, WatchFilter};
 use crate::library::types::{Change, Object, ObjectKey, StatusPatch, Watch};
-use crate::manifests;
 
 /// Identifies an object in the cluster view.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -228,7 +227,7 @@ impl ClusterStore {
             let selector = selector(library, watch)?;
             let ignored = IgnoreTree::new(&watch.ignore_fields);
             for object in self.objects.values() {
-                if selects(watch, &selector, object) {
+                if selector.selects(object) {
                     let object = library_object(watch, &ignored, object);
                     view.insert(object.key.clone(), object);
                 }
@@ -260,7 +259,7 @@ impl ClusterStore {
                     name: reference.name.clone(),
                 };
                 match self.objects.get(reference) {
-                    Some(object) if selects(watch, &selector, object) => {
+                    Some(object) if selector.selects(object) => {
                         changes.push(Change::Applied(library_object(watch, &ignored, object)));
                     }
                     _ if seen.contains(&key) => changes.push(Change::Deleted(key)),
@@ -272,25 +271,12 @@ impl ClusterStore {
     }
 }
 
-fn selector(library: &str, watch: &Watch) -> Result<manifests::WatchFilter, RenderError> {
-    manifests::WatchFilter::of(watch).map_err(|problem| RenderError::BadWatch {
+fn selector(library: &str, watch: &Watch) -> Result<WatchFilter, RenderError> {
+    WatchFilter::of(watch).map_err(|problem| RenderError::BadWatch {
         library: library.to_owned(),
         watch: watch.name.clone(),
-        problem,
+        problem: Box::new(problem),
     })
-}
-
-fn selects(watch: &Watch, filter: &manifests::WatchFilter, object: &ClusterObject) -> bool {
-    let reference = &object.reference;
-    manifests::watch_selects(
-        watch,
-        filter,
-        &reference.api_version,
-        &reference.kind,
-        &reference.namespace,
-        &object.labels,
-        || std::borrow::Cow::Owned(object.value()),
-    )
 }
 
 fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObject) -> Object {
@@ -466,12 +452,11 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": "shop", "name": "web", "labels": {"app": "web"}}}),
         )
         .unwrap();
-        let web = selector("lib", &watch).unwrap();
-        assert!(selects(&watch, &web, &object));
+        assert!(selector("lib", &watch).unwrap().selects(&object));
         let other = Watch {
             label_selector: Some("app=api".into()),
             ..watch
         };
-        assert!(!selects(&other, &selector("lib", &other).unwrap(), &object));
+        assert!(!selector("lib", &other).unwrap().selects(&object));
     }
 }
