@@ -112,6 +112,35 @@ fn parse_as<T: DeserializeOwned + 'static>(
 
 /// A set of Kubernetes objects a library wants to see, and the Rust type
 /// each object is parsed into (once per resourceVersion).
+///
+/// # Which objects a watch gets
+///
+/// One rule decides it everywhere, the `haptic-selectors` crate: in a
+/// cluster (after the API server's own filtering), in `haptic render` and
+/// `haptic test` over manifest files, and in [`crate::testing::Harness`].
+/// An object matches when it has the watch's apiVersion and kind, is in its
+/// namespace (none: every namespace), and matches its label and field
+/// selectors. Objects read from files get the API server's defaults first,
+/// for every defaulted field a field selector can name: a Secret without
+/// `type` is `Opaque`, a Pod without `spec.restartPolicy` is `Always` (the
+/// table is `haptic_selectors::defaults::DEFAULTS`).
+///
+/// # What it costs in a cluster, and the RBAC it needs
+///
+/// The controller runs one list and one watch per apiVersion/kind, shared
+/// by every enabled library's watches of that kind. When they all name the
+/// same namespace, label selector and field selector, the API server is
+/// asked for exactly that; where they differ, that part of the request is
+/// dropped and the host filters per library. So a library watching
+/// `type=kubernetes.io/tls` Secrets beside another watching
+/// `type=Opaque` Secrets (or every Secret) makes the controller list and
+/// watch every Secret, and with different namespaces every namespace:
+/// memory and API-server load grow with all Secrets of the cluster, though
+/// each library still sees only its own. RBAC cannot grant by selector:
+/// any watch of a kind needs `list` and `watch` on that resource (a
+/// ClusterRole when the shared scope is every namespace, which is the case
+/// whenever the watches' namespaces differ or one names none); add them
+/// for a custom library with its `customLibraries[].rbac` rules in the chart.
 #[derive(Clone)]
 pub struct Watch {
     /// Unique within the library, e.g. `endpointslices`.
@@ -125,7 +154,8 @@ pub struct Watch {
     /// A label selector such as `app=web,tier!=cache`.
     pub label_selector: Option<String>,
     /// A field selector such as `type=kubernetes.io/tls`, evaluated by the
-    /// API server.
+    /// API server, and by the host where watches of the kind differ (see
+    /// [which objects a watch gets](Watch#which-objects-a-watch-gets)).
     pub field_selector: Option<String>,
     /// Dotted paths removed by the host before the object reaches the library.
     pub ignore_fields: Vec<String>,
@@ -211,8 +241,12 @@ impl Watch {
 
     /// Only objects matching a field selector, e.g. `type=kubernetes.io/tls`
     /// for TLS Secrets. The API server filters, so other objects never cost
-    /// the host memory; which fields a kind supports is the API server's
-    /// (Secrets: `type`, `metadata.name`, `metadata.namespace`).
+    /// the host memory unless another library watches the kind with a
+    /// different selector ([what that costs](Watch#what-it-costs-in-a-cluster-and-the-rbac-it-needs));
+    /// which fields a kind supports is the API server's (Secrets: `type`,
+    /// `metadata.name`, `metadata.namespace`). A field an object lacks reads
+    /// as the API server's default for it (a Secret without `type` is
+    /// `Opaque`).
     #[must_use]
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
