@@ -195,13 +195,12 @@ pub fn to_text(output: &JobOutput) -> String {
 fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> String {
     let mut text = String::new();
     for (library, patch) in patches {
-        let status: serde_json::Value = serde_json::from_str(&patch.status)
-            .unwrap_or(serde_json::Value::String(patch.status.clone()));
+        let object = &patch.object;
         let document = serde_json::json!({
-            "apiVersion": patch.api_version,
-            "kind": patch.kind,
-            "metadata": {"namespace": patch.namespace, "name": patch.name},
-            "status": status,
+            "apiVersion": object.api_version,
+            "kind": object.kind,
+            "metadata": {"namespace": object.namespace, "name": object.name},
+            "status": patch.status,
         });
         let _ = writeln!(
             text,

@@ -8,14 +8,12 @@
 //! host never serves a half-applied delta.
 
 mod merge;
-mod select;
 mod store;
 
 pub use merge::{
     LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
 };
-pub use select::WatchFilter;
-pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
+pub use store::{ClusterChange, ClusterObject, ObjectRef, WatchFilter, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -215,16 +215,37 @@ impl StatusVariant {
     }
 }
 
-/// A server-side-apply patch of an object's `status`.
+/// Identifies an object in the cluster: what a status patch is for and
+/// what the render core's cluster view is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    /// `Kind namespace/name` (`Kind name` when cluster-scoped), as errors
+    /// and logs name an object.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A server-side-apply patch of an object's `status`, parsed once where it
+/// crosses the contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusPatch {
     pub variant: StatusVariant,
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    /// JSON object applied as `status`.
-    pub status: String,
+    pub object: ObjectRef,
+    /// The JSON object applied as `status`.
+    pub status: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One piece of a library's output. Shared, so the host keeps an item that

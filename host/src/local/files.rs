@@ -70,22 +70,22 @@ impl LocalStatus {
 }
 
 impl StatusWriter for LocalStatus {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), StatusWriteError>> {
+    fn write<'a>(&'a self, patch: &'a StatusPatch) -> BoxFuture<'a, Result<(), StatusWriteError>> {
         Box::pin(async move {
-            let reference = ObjectRef::of_patch(patch);
+            let reference = &patch.object;
+            let status = Value::Object(patch.status.clone());
             tracing::info!(
                 "status of {} {}/{} by {}: {}",
-                patch.kind,
-                patch.namespace,
-                patch.name,
+                reference.kind,
+                reference.namespace,
+                reference.name,
                 patch.variant.field_manager(),
                 summary(&status)
             );
-            merge_status(self.lock().entry(reference).or_insert(Value::Null), &status);
+            merge_status(
+                self.lock().entry(reference.clone()).or_insert(Value::Null),
+                &status,
+            );
             self.changed.notify_one();
             Ok(())
         })

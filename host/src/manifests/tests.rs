@@ -1,6 +1,8 @@
 use std::path::Path;
 
 use super::*;
+use crate::library::types::Watch;
+use crate::render::WatchFilter;
 
 fn parse_str(content: &str) -> Result<Vec<Manifest>, ManifestError> {
     parse(Path::new("test.yaml"), content, &WatchedKinds::new())
@@ -222,5 +224,87 @@ fn a_missing_path_is_a_read_error_naming_it() {
     assert!(
         error.to_string().contains("/nonexistent/manifests"),
         "{error}"
+    );
+}
+
+// Selection of loaded manifests by the render core's rule.
+
+fn watch(api_version: &str, kind: &str) -> Watch {
+    Watch {
+        name: "w".into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+        ignore_fields: vec![],
+    }
+}
+
+fn load(content: &str) -> Vec<Manifest> {
+    parse(Path::new("test.yaml"), content, &WatchedKinds::new()).expect("valid manifests")
+}
+
+fn names(watch: &Watch, manifests: &[Manifest]) -> Vec<String> {
+    let filter = WatchFilter::of(watch).expect("valid selectors");
+    manifests
+        .iter()
+        .filter(|m| filter.selects(&m.object))
+        .map(|m| m.reference().name.clone())
+        .collect()
+}
+
+#[test]
+fn watches_match_api_version_kind_namespace_and_labels() {
+    let manifests = load(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: x, labels: {app: web, tier: front}}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: y, labels: {app: db}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x, labels: {app: web}}\n",
+    );
+    let services = watch("v1", "Service");
+    let with = |namespace: Option<&str>, labels: Option<&str>| Watch {
+        namespace: namespace.map(Into::into),
+        label_selector: labels.map(Into::into),
+        ..services.clone()
+    };
+    assert_eq!(names(&services, &manifests), ["a", "b"]);
+    assert_eq!(names(&with(Some("y"), None), &manifests), ["b"]);
+    assert_eq!(names(&with(Some(""), None), &manifests), ["a", "b"]);
+    assert_eq!(names(&with(None, Some("app=web")), &manifests), ["a"]);
+    assert_eq!(names(&with(None, Some("tier")), &manifests), ["a"]);
+    assert_eq!(names(&with(None, Some("!tier")), &manifests), ["b"]);
+    assert!(names(&watch("apps/v1", "Service"), &manifests).is_empty());
+    let error = WatchFilter::of(&with(None, Some("app in ()"))).expect_err("bad");
+    assert!(
+        error
+            .to_string()
+            .starts_with("invalid label selector 'app in ()'"),
+        "{error}"
+    );
+}
+
+/// Offline, a Secret written without `type:` is the `Opaque` Secret the
+/// API server would have stored: a `type=Opaque` watch finds it, a
+/// `kubernetes.io/tls` watch does not.
+#[test]
+fn a_secret_without_type_is_found_by_a_type_opaque_watch() {
+    let manifests = load(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: plain, namespace: shop}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\ntype: kubernetes.io/tls\n",
+    );
+    let by_type = |selector: &str| Watch {
+        field_selector: Some(selector.into()),
+        ..watch("v1", "Secret")
+    };
+    assert_eq!(names(&by_type("type=Opaque"), &manifests), ["plain"]);
+    assert_eq!(
+        names(&by_type("type=kubernetes.io/tls"), &manifests),
+        ["cert"]
+    );
+    assert_eq!(names(&by_type("type!=Opaque"), &manifests), ["cert"]);
+    assert_eq!(
+        manifests[0].object.value()["type"],
+        "Opaque",
+        "the library sees it too"
     );
 }

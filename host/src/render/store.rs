@@ -11,29 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{RenderError, WatchFilter};
-use crate::library::types::{Change, Object, ObjectKey, StatusPatch, Watch};
+mod select;
 
-/// Identifies an object in the cluster view.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
+pub use select::WatchFilter;
 
-impl ObjectRef {
-    /// The object a status patch is for.
-    pub fn of_patch(patch: &StatusPatch) -> Self {
-        Self {
-            api_version: patch.api_version.clone(),
-            kind: patch.kind.clone(),
-            namespace: patch.namespace.clone(),
-            name: patch.name.clone(),
-        }
-    }
-}
+use super::RenderError;
+pub use crate::library::types::ObjectRef;
+use crate::library::types::{Change, Object, ObjectKey, Watch};
 
 /// A Kubernetes object as the host stores it.
 #[derive(Debug, Clone, PartialEq)]
