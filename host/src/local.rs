@@ -311,7 +311,10 @@ fn random_token() -> anyhow::Result<String> {
 
 /// Every endpoint `address:port` of the EndpointSlices in `inputs`.
 pub fn endpoint_addresses(inputs: &[PathBuf]) -> anyhow::Result<BTreeSet<SocketAddr>> {
-    let kinds = manifests::untrimmed([("discovery.k8s.io/v1", "EndpointSlice")]);
+    let kinds = manifests::untrimmed([crate::library::types::Kind::new(
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+    )]);
     let loaded = manifests::load_paths(inputs, &kinds)?;
     let mut addrs = BTreeSet::new();
     for manifest in loaded

@@ -27,24 +27,20 @@ use serde::Deserialize as _;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
+use crate::library::types::Kind;
 use crate::render::{ClusterObject, ObjectRef};
 pub use kinds::Scope;
 
 /// The kinds accepted besides the built-in ones (the kinds libraries watch),
 /// each with the `ignore-fields` paths every watch of it ignores, dropped at
 /// load as the controller's watch drops them ([`crate::render::ingest_trims`]).
-pub type WatchedKinds = BTreeMap<(String, String), Arc<[String]>>;
+pub type WatchedKinds = BTreeMap<Kind, Arc<[String]>>;
 
 /// `kinds` accepted with nothing trimmed.
-pub fn untrimmed<'a>(kinds: impl IntoIterator<Item = (&'a str, &'a str)>) -> WatchedKinds {
+pub fn untrimmed(kinds: impl IntoIterator<Item = Kind>) -> WatchedKinds {
     kinds
         .into_iter()
-        .map(|(api_version, kind)| {
-            (
-                (api_version.to_owned(), kind.to_owned()),
-                Arc::from(Vec::new()),
-            )
-        })
+        .map(|kind| (kind, Arc::from(Vec::new())))
         .collect()
 }
 
@@ -294,7 +290,7 @@ pub fn from_value(
         }
     }
     let trim = extra_kinds
-        .get(&(api_version, kind))
+        .get(&Kind::new(api_version, kind))
         .cloned()
         .unwrap_or_else(|| Arc::from(Vec::new()));
     // Present by now: apiVersion, kind and metadata.name were checked above.

@@ -28,7 +28,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::controller::run::StatusView;
 use crate::controller::status::{StatusWriteError, StatusWriter};
 use crate::controller::watch::{SourceEvent, WatchTarget};
-use crate::library::types::StatusPatch;
+use crate::library::types::{Kind, StatusPatch};
 use crate::manifests;
 use crate::render::{ClusterChange, ClusterObject, ObjectRef};
 
@@ -155,9 +155,9 @@ pub fn spawn(
                 None
             }
         };
-        let kinds: BTreeSet<(String, String)> = targets
+        let kinds: BTreeSet<Kind> = targets
             .iter()
-            .map(|t| (t.api_version.clone(), t.kind.clone()))
+            .map(|t| Kind::new(&t.api_version, &t.kind))
             .collect();
         // The files' objects as last read; a status change re-sends them
         // with the new status laid over, without reading the files again.
@@ -235,9 +235,9 @@ fn watch_paths(
 /// The objects of the watched kinds in `inputs`.
 fn read(
     inputs: &[PathBuf],
-    kinds: &BTreeSet<(String, String)>,
+    kinds: &BTreeSet<Kind>,
 ) -> Result<Vec<(ObjectRef, Value)>, manifests::ManifestError> {
-    let kinds = manifests::untrimmed(kinds.iter().map(|(v, k)| (v.as_str(), k.as_str())));
+    let kinds = manifests::untrimmed(kinds.iter().cloned());
     // Untrimmed here: statuses are laid over the whole object before each
     // target's trim applies.
     Ok(manifests::load_paths(inputs, &kinds)?

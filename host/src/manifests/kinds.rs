@@ -13,6 +13,7 @@ pub enum Scope {
 use Scope::{Cluster, Namespaced};
 
 use super::WatchedKinds;
+use crate::library::types::Kind;
 
 /// (apiVersion, kind, scope) of the kinds Kubernetes 1.35 serves as stable
 /// APIs. `List` is handled by the loader before this table is consulted.
@@ -121,7 +122,7 @@ pub fn scope(api_version: &str, kind: &str, extra_kinds: &WatchedKinds) -> Optio
         .map(|(_, _, scope)| *scope)
         .or_else(|| {
             extra_kinds
-                .contains_key(&(api_version.to_owned(), kind.to_owned()))
+                .contains_key(&Kind::new(api_version, kind))
                 .then_some(Namespaced)
         })
 }
@@ -175,7 +176,11 @@ pub fn hint(api_version: &str, kind: &str, extra_kinds: &WatchedKinds) -> String
     let mut known: Vec<String> = BUILT_IN
         .iter()
         .map(|(v, k, _)| (*v, *k))
-        .chain(extra_kinds.keys().map(|(v, k)| (v.as_str(), k.as_str())))
+        .chain(
+            extra_kinds
+                .keys()
+                .map(|k| (k.api_version.as_str(), k.kind.as_str())),
+        )
         .filter(|(_, k)| k.eq_ignore_ascii_case(kind))
         .map(|(v, k)| format!("{v} {k}"))
         .collect();

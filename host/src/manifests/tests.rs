@@ -177,7 +177,7 @@ fn unknown_kinds_are_refused_unless_a_library_watches_them() {
     let accepted = parse(
         Path::new("w.yaml"),
         custom,
-        &untrimmed([("example.com/v1", "Widget")]),
+        &untrimmed([Kind::new("example.com/v1", "Widget")]),
     )
     .expect("watched kind");
     assert_eq!(accepted[0].reference().namespace, "default");

@@ -17,7 +17,7 @@ pub use select::WatchFilter;
 
 use super::RenderError;
 pub use crate::library::types::ObjectRef;
-use crate::library::types::{Change, Object, ObjectKey, Watch};
+use crate::library::types::{Change, Kind, Object, ObjectKey, Watch};
 
 /// A Kubernetes object as the host stores it.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,12 +97,12 @@ impl ClusterObject {
 /// every one of them ignores: what the store may drop at ingest.
 pub fn ingest_trims<'a>(
     watches: impl IntoIterator<Item = &'a Watch>,
-) -> BTreeMap<(String, String), Arc<[String]>> {
-    let mut common: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+) -> BTreeMap<Kind, Arc<[String]>> {
+    let mut common: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
     for watch in watches {
         let paths: BTreeSet<String> = watch.ignore_fields.iter().cloned().collect();
         common
-            .entry((watch.api_version.clone(), watch.kind.clone()))
+            .entry(Kind::of_watch(watch))
             .and_modify(|shared| shared.retain(|path| paths.contains(path)))
             .or_insert(paths);
     }
