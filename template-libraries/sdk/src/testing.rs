@@ -219,6 +219,9 @@ fn host_tree<T: Library>(runtime: &Runtime<T>, values: Value) -> Value {
 }
 
 #[cfg(test)]
+mod lifecycle;
+
+#[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
