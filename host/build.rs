@@ -63,8 +63,9 @@ fn main() {
         .chain(TEST_GUESTS.iter().map(|(package, _)| (*package).to_owned()))
         .collect();
 
-    // Rebuild when any guest source or the WIT contract changes.
-    for dir in ["wit", "template-libraries", "examples"] {
+    // Rebuild when any guest source, the selectors the SDK uses or the WIT
+    // contract changes.
+    for dir in ["wit", "template-libraries", "selectors", "examples"] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=HAPTIC_GUEST_TARGET_DIR");

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::library::types::{ObjectKey, Watch};
+use crate::library::types::{Kind, ObjectKey, Watch};
 use crate::library::{LibraryError, LibraryRuntime, LoadedLibrary};
 use crate::policy::{Policy, PolicyError};
 use crate::render::{ClusterChange, ClusterObject, ObjectRef, RenderError, Rendered, Renderer};
@@ -156,7 +156,7 @@ impl Engine {
 
     /// What the store may drop at ingest for each (apiVersion, kind): the
     /// fields every watch of that kind ignores.
-    pub fn ingest_trims(&self) -> BTreeMap<(String, String), Arc<[String]>> {
+    pub fn ingest_trims(&self) -> BTreeMap<Kind, Arc<[String]>> {
         crate::render::ingest_trims(self.watches().map(|(_, watch)| watch))
     }
 

@@ -365,11 +365,11 @@ fn check(
             .flatten()
             .filter(|(owner, _)| &**owner == library)
             .map(|(_, patch)| ExpectedPatch {
-                api_version: patch.api_version.clone(),
-                kind: patch.kind.clone(),
-                namespace: patch.namespace.clone(),
-                name: patch.name.clone(),
-                status: serde_json::from_str(&patch.status).unwrap_or(serde_json::Value::Null),
+                api_version: patch.object.api_version.clone(),
+                kind: patch.object.kind.clone(),
+                namespace: patch.object.namespace.clone(),
+                name: patch.object.name.clone(),
+                status: serde_json::Value::Object(patch.status.clone()),
             })
             .collect();
         let mut expected = expected.clone();

@@ -311,11 +311,17 @@ fn random_token() -> anyhow::Result<String> {
 
 /// Every endpoint `address:port` of the EndpointSlices in `inputs`.
 pub fn endpoint_addresses(inputs: &[PathBuf]) -> anyhow::Result<BTreeSet<SocketAddr>> {
-    let kinds = BTreeSet::from([("discovery.k8s.io/v1".to_owned(), "EndpointSlice".to_owned())]);
+    let kinds = manifests::untrimmed([crate::library::types::Kind::new(
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+    )]);
     let loaded = manifests::load_paths(inputs, &kinds)?;
     let mut addrs = BTreeSet::new();
-    for manifest in loaded.iter().filter(|m| m.kind == "EndpointSlice") {
-        let object = &manifest.object;
+    for manifest in loaded
+        .iter()
+        .filter(|m| m.reference().kind == "EndpointSlice")
+    {
+        let object = &manifest.object.value();
         let ports: Vec<u16> = object["ports"]
             .as_array()
             .into_iter()

@@ -5,32 +5,44 @@
 //! (`.yaml`, `.yml`, `.json`, in sorted order so a render is reproducible),
 //! multi-document YAML, empty documents skipped, `List`/`*List` items
 //! expanded. Each object is normalised the way the API server would return
-//! it: namespaced kinds get `metadata.namespace` (`default` when absent), and
-//! objects without `metadata.resourceVersion` get a short content hash so
-//! libraries can cache per-object work by it.
+//! it: namespaced kinds get `metadata.namespace` (`default` when absent),
+//! the fields the API server defaults on create that a field selector can
+//! name are filled in (a Secret without `type` is `Opaque`,
+//! [`haptic_selectors::defaults`]), and objects without
+//! `metadata.resourceVersion` get a short content hash so libraries can cache
+//! per-object work by it. The result is the render core's [`ClusterObject`],
+//! the same the controller's watch produces, so one selection rule
+//! ([`crate::render::WatchFilter`]) serves both.
 
-mod fields;
 mod kinds;
-mod selector;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::library::types::Watch;
-pub use fields::FieldSelector;
+use crate::library::types::Kind;
+use crate::render::{ClusterObject, ObjectRef};
 pub use kinds::Scope;
-pub use selector::{LabelSelector, Labels};
 
-/// `(apiVersion, kind)` pairs accepted besides the built-in kinds: the kinds
-/// libraries watch.
-pub type KindSet = BTreeSet<(String, String)>;
+/// The kinds accepted besides the built-in ones (the kinds libraries watch),
+/// each with the `ignore-fields` paths every watch of it ignores, dropped at
+/// load as the controller's watch drops them ([`crate::render::ingest_trims`]).
+pub type WatchedKinds = BTreeMap<Kind, Arc<[String]>>;
+
+/// `kinds` accepted with nothing trimmed.
+pub fn untrimmed(kinds: impl IntoIterator<Item = Kind>) -> WatchedKinds {
+    kinds
+        .into_iter()
+        .map(|kind| (kind, Arc::from(Vec::new())))
+        .collect()
+}
 
 /// Where an object came from.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -52,34 +64,20 @@ impl fmt::Display for Source {
     }
 }
 
-/// One Kubernetes object read from a manifest.
+/// One Kubernetes object read from a manifest, and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     pub source: Source,
-    pub api_version: String,
-    pub kind: String,
-    /// Empty for cluster-scoped kinds.
-    pub namespace: String,
-    pub name: String,
-    /// The whole object, with `metadata.namespace` and
-    /// `metadata.resourceVersion` filled in.
-    pub object: Value,
+    /// The object as the API server would return it (namespace, defaults
+    /// and `metadata.resourceVersion` filled in), trimmed as its kind's
+    /// watches ask.
+    pub object: ClusterObject,
 }
 
 impl Manifest {
-    /// `metadata.resourceVersion` (always present after loading).
-    pub fn resource_version(&self) -> &str {
-        self.object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    }
-
-    /// `metadata.labels`, when the object has any.
-    pub fn labels(&self) -> Option<&Map<String, Value>> {
-        self.object
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
+    /// Which object it is (the namespace is empty for cluster-scoped kinds).
+    pub fn reference(&self) -> &ObjectRef {
+        &self.object.reference
     }
 }
 
@@ -122,17 +120,6 @@ pub enum ManifestError {
         first: Box<Source>,
         second: Box<Source>,
     },
-    /// A watch's label or field selector does not parse.
-    #[error(
-        "watch '{watch}' has an invalid {which} selector '{selector}': {reason}; fix the library's watch"
-    )]
-    BadSelector {
-        watch: String,
-        /// `label` or `field`.
-        which: &'static str,
-        selector: String,
-        reason: String,
-    },
 }
 
 /// Loads every object under `paths` (files or directories, in the order
@@ -140,7 +127,7 @@ pub enum ManifestError {
 /// `extra_kinds`. Two definitions of one object are an error naming both.
 pub fn load_paths<P: AsRef<Path>>(
     paths: &[P],
-    extra_kinds: &KindSet,
+    extra_kinds: &WatchedKinds,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
@@ -164,7 +151,7 @@ pub fn load_paths<P: AsRef<Path>>(
 pub fn parse(
     path: &Path,
     content: &str,
-    extra_kinds: &KindSet,
+    extra_kinds: &WatchedKinds,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let mut manifests = Vec::new();
     for (index, document) in serde_yaml_ng::Deserializer::from_str(content).enumerate() {
@@ -187,7 +174,7 @@ pub fn parse(
 pub fn from_objects(
     origin: &Path,
     objects: impl IntoIterator<Item = Value>,
-    extra_kinds: &KindSet,
+    extra_kinds: &WatchedKinds,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let mut manifests = Vec::new();
     for (index, object) in objects.into_iter().enumerate() {
@@ -207,7 +194,7 @@ pub fn from_objects(
 pub fn from_value(
     at: Source,
     value: Value,
-    extra_kinds: &KindSet,
+    extra_kinds: &WatchedKinds,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let Value::Object(mut object) = value else {
         return match value {
@@ -279,155 +266,51 @@ pub fn from_value(
     let Some(Value::Object(metadata)) = object.get_mut("metadata") else {
         return Err(missing("metadata.name"));
     };
-    let name = string_field(metadata, "name").ok_or_else(|| missing("metadata.name"))?;
-    let namespace = match scope {
+    if string_field(metadata, "name").is_none() {
+        return Err(missing("metadata.name"));
+    }
+    match scope {
         // The API server ignores a namespace on a cluster-scoped object.
         Scope::Cluster => {
             metadata.remove("namespace");
-            String::new()
         }
         Scope::Namespaced => {
             let namespace = string_field(metadata, "namespace")
                 .filter(|ns| !ns.is_empty())
                 .unwrap_or_else(|| "default".to_owned());
-            metadata.insert("namespace".into(), Value::String(namespace.clone()));
-            namespace
+            metadata.insert("namespace".into(), Value::String(namespace));
         }
-    };
-    if string_field(metadata, "resourceVersion").is_none() {
+    }
+    let has_version = string_field(metadata, "resourceVersion").is_some();
+    haptic_selectors::defaults::apply(&api_version, &kind, &mut object);
+    if !has_version {
         let hash = content_hash(&object);
         if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
             metadata.insert("resourceVersion".into(), Value::String(hash));
         }
     }
-    Ok(vec![Manifest {
-        source: at,
-        api_version,
-        kind,
-        namespace,
-        name,
-        object: Value::Object(object),
-    }])
-}
-
-/// Whether `m` is one of the objects `watch` asks for: same apiVersion and
-/// kind, the watch's namespace (none or empty means all), and its label
-/// selector. Parses the selector each call; use [`select`] for many objects.
-pub fn object_matches(watch: &Watch, m: &Manifest) -> Result<bool, ManifestError> {
-    let selector = watch_selector(watch)?;
-    Ok(matches_parsed(watch, &selector, m))
-}
-
-/// The manifests `watch` asks for, in their original order.
-pub fn select<'a>(
-    watch: &Watch,
-    manifests: &'a [Manifest],
-) -> Result<Vec<&'a Manifest>, ManifestError> {
-    let selector = watch_selector(watch)?;
-    Ok(manifests
-        .iter()
-        .filter(|m| matches_parsed(watch, &selector, m))
-        .collect())
-}
-
-fn watch_selector(watch: &Watch) -> Result<WatchFilter, ManifestError> {
-    WatchFilter::of(watch).map_err(|bad| ManifestError::BadSelector {
-        watch: watch.name.clone(),
-        which: bad.which,
-        selector: bad.selector,
-        reason: bad.reason,
-    })
-}
-
-fn matches_parsed(watch: &Watch, filter: &WatchFilter, m: &Manifest) -> bool {
-    watch_selects(
-        watch,
-        filter,
-        &m.api_version,
-        &m.kind,
-        &m.namespace,
-        &m.labels(),
-        || std::borrow::Cow::Borrowed(&m.object),
-    )
-}
-
-/// A watch's label and field selectors, parsed once for many objects.
-#[derive(Debug, Clone, Default)]
-pub struct WatchFilter {
-    labels: LabelSelector,
-    fields: FieldSelector,
-}
-
-/// A selector of a watch that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {which} selector '{selector}': {reason}")]
-pub struct BadWatchSelector {
-    /// `label` or `field`.
-    pub which: &'static str,
-    pub selector: String,
-    pub reason: String,
-}
-
-impl WatchFilter {
-    pub fn of(watch: &Watch) -> Result<Self, BadWatchSelector> {
-        let labels_text = watch.label_selector.as_deref().unwrap_or_default();
-        let fields_text = watch.field_selector.as_deref().unwrap_or_default();
-        Ok(Self {
-            labels: LabelSelector::parse(labels_text).map_err(|reason| BadWatchSelector {
-                which: "label",
-                selector: labels_text.to_owned(),
-                reason,
-            })?,
-            fields: FieldSelector::parse(fields_text).map_err(|reason| BadWatchSelector {
-                which: "field",
-                selector: fields_text.to_owned(),
-                reason,
-            })?,
-        })
-    }
-}
-
-/// The one rule for which objects a watch asks for, shared by manifests and
-/// the render pipeline's store: same apiVersion and kind, the watch's
-/// namespace (none or empty means all), its label selector and its field
-/// selector (`object` is asked for only when there is one).
-pub fn watch_selects<'a>(
-    watch: &Watch,
-    filter: &WatchFilter,
-    api_version: &str,
-    kind: &str,
-    namespace: &str,
-    labels: &impl Labels,
-    object: impl FnOnce() -> std::borrow::Cow<'a, Value>,
-) -> bool {
-    api_version == watch.api_version
-        && kind == watch.kind
-        && watch
-            .namespace
-            .as_deref()
-            .is_none_or(|ns| ns.is_empty() || ns == namespace)
-        && filter.labels.matches(labels)
-        && (filter.fields.is_empty() || filter.fields.matches(&object()))
+    let trim = extra_kinds
+        .get(&Kind::new(api_version, kind))
+        .cloned()
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    // Present by now: apiVersion, kind and metadata.name were checked above.
+    let object = ClusterObject::trimmed(&Value::Object(object), trim)
+        .ok_or_else(|| missing("metadata.name"))?;
+    Ok(vec![Manifest { source: at, object }])
 }
 
 fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {
-    let mut seen: HashMap<(&str, &str, &str, &str), &Source> =
-        HashMap::with_capacity(manifests.len());
+    let mut seen: HashMap<&ObjectRef, &Source> = HashMap::with_capacity(manifests.len());
     for m in manifests {
-        let key = (
-            m.api_version.as_str(),
-            m.kind.as_str(),
-            m.namespace.as_str(),
-            m.name.as_str(),
-        );
-        if let Some(first) = seen.insert(key, &m.source) {
-            let name = if m.namespace.is_empty() {
-                m.name.clone()
+        let reference = m.reference();
+        if let Some(first) = seen.insert(reference, &m.source) {
+            let name = if reference.namespace.is_empty() {
+                reference.name.clone()
             } else {
-                format!("{}/{}", m.namespace, m.name)
+                format!("{}/{}", reference.namespace, reference.name)
             };
             return Err(ManifestError::Duplicate {
-                object: format!("{} {} {name}", m.api_version, m.kind),
+                object: format!("{} {} {name}", reference.api_version, reference.kind),
                 first: Box::new(first.clone()),
                 second: Box::new(m.source.clone()),
             });

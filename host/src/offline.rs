@@ -5,17 +5,15 @@
 
 mod loopback;
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::engine::{self, Engine, EngineError};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
-use crate::render::{ClusterChange, ClusterObject, Rendered};
+use crate::render::{ClusterChange, Rendered};
 use crate::validate::Validator;
 use crate::values::Values;
 
@@ -92,25 +90,13 @@ pub fn load_libraries(
 /// Renders `job` with those of `libraries` its values enable.
 pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, JobError> {
     // Configuring first tells which kinds the libraries watch, so manifests
-    // of those kinds (custom resources too) are accepted.
+    // of those kinds (custom resources too) are accepted, trimmed as the
+    // controller's watch trims them.
     let mut engine = Engine::new(libraries, job.values.clone())?;
-    let watched: BTreeSet<(String, String)> = engine
-        .watches()
-        .map(|(_, watch)| (watch.api_version.clone(), watch.kind.clone()))
-        .collect();
-    let manifests = manifests::load_paths(&job.inputs, &watched)?;
-    let trims = engine.ingest_trims();
+    let manifests = manifests::load_paths(&job.inputs, &engine.ingest_trims())?;
     let changes = manifests
         .iter()
-        .filter_map(|manifest| {
-            let kind = (manifest.api_version.clone(), manifest.kind.clone());
-            let trim = trims
-                .get(&kind)
-                .cloned()
-                .unwrap_or_else(|| Arc::from(Vec::new()));
-            ClusterObject::trimmed(&manifest.object, trim)
-        })
-        .map(ClusterChange::Applied)
+        .map(|manifest| ClusterChange::Applied(manifest.object.clone()))
         .collect();
 
     let rendered = engine.render(changes).map_err(|error| JobError::Engine {
@@ -151,12 +137,7 @@ fn source_hint(error: &EngineError, manifests: &[Manifest]) -> Option<String> {
     };
     manifests
         .iter()
-        .find(|m| {
-            m.api_version == object.api_version
-                && m.kind == object.kind
-                && m.namespace == object.namespace
-                && m.name == object.name
-        })
+        .find(|m| m.reference() == &**object)
         .map(|m| format!("{} document {}", m.source.path.display(), m.source.document))
 }
 
@@ -214,13 +195,12 @@ pub fn to_text(output: &JobOutput) -> String {
 pub(crate) fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> String {
     let mut text = String::new();
     for (library, patch) in patches {
-        let status: serde_json::Value = serde_json::from_str(&patch.status)
-            .unwrap_or(serde_json::Value::String(patch.status.clone()));
+        let object = &patch.object;
         let document = serde_json::json!({
-            "apiVersion": patch.api_version,
-            "kind": patch.kind,
-            "metadata": {"namespace": patch.namespace, "name": patch.name},
-            "status": status,
+            "apiVersion": object.api_version,
+            "kind": object.kind,
+            "metadata": {"namespace": object.namespace, "name": object.name},
+            "status": patch.status,
         });
         let _ = writeln!(
             text,

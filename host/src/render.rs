@@ -13,7 +13,7 @@ mod store;
 pub use merge::{
     LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
 };
-pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
+pub use store::{ClusterChange, ClusterObject, ObjectRef, WatchFilter, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub enum RenderError {
         library: String,
         watch: String,
         #[source]
-        problem: crate::manifests::BadWatchSelector,
+        problem: Box<haptic_selectors::SelectorError>,
     },
     /// The outputs of the libraries do not fit together.
     #[error(transparent)]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::manifests::{self, KindSet, Manifest, ManifestError};
+use crate::manifests::{self, Manifest, ManifestError, WatchedKinds};
 
 /// The class every synthetic Ingress names, and its controller.
 pub const INGRESS_CLASS: &str = "haptic";
@@ -169,7 +169,7 @@ impl Cluster {
         manifests::from_objects(
             Path::new("synthetic"),
             self.objects().cloned(),
-            &KindSet::new(),
+            &WatchedKinds::new(),
         )
     }
 

@@ -66,7 +66,7 @@ fn example_cluster_renders_and_haproxy_accepts_it() {
             .rendered
             .status_patches
             .get(&StatusVariant::Deployed)
-            .is_none_or(|patches| patches.iter().all(|(_, patch)| patch.kind != "Pod"))
+            .is_none_or(|patches| patches.iter().all(|(_, patch)| patch.object.kind != "Pod"))
     );
 }
 
@@ -89,11 +89,12 @@ fn readiness_gate_enables_the_gated_pod_and_plans_its_condition() {
         .expect("deployed patches planned");
     let new_pod = patches
         .iter()
-        .find(|(_, patch)| patch.kind == "Pod" && patch.name == "checkout-7f5e9-new22")
+        .find(|(_, patch)| {
+            patch.object.kind == "Pod" && patch.object.name == "checkout-7f5e9-new22"
+        })
         .expect("a patch for the gated pod");
     assert_eq!(&*new_pod.0, "status-patches-150-pod-readiness-gate");
-    let status: serde_json::Value =
-        serde_json::from_str(&new_pod.1.status).expect("status is JSON");
+    let status = &new_pod.1.status;
     assert_eq!(
         status["conditions"][0]["type"],
         "haproxy-haptic.org/load-balancer-ready"

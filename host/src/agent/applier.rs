@@ -17,7 +17,7 @@ use tracing::Instrument as _;
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
 use super::haproxy::{CliError, Haproxy, RuntimeCommand, RuntimeError};
 use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
-use super::plan::{Plan, plan};
+use super::plan::{Plan, ReloadReason, plan};
 use super::wire::{
     ApplyMode, ApplyRequest, ApplyResponse, Bundle, FencingToken, PodState, WorkerRole, WorkerState,
 };
@@ -319,9 +319,8 @@ impl Applier {
         let running = self.dir.read_bundle(&current.config_id).map(|(b, _)| b);
         let decision = match &running {
             Some(running) => plan(running, &bundle, &self.haproxy.loaded_files().await?),
-            None => Plan::Reload(format!(
-                "the running bundle {} is not on disk",
-                current.config_id
+            None => Plan::Reload(ReloadReason::RunningBundleMissing(
+                current.config_id.clone(),
             )),
         };
         let commands = match decision {
@@ -333,7 +332,7 @@ impl Applier {
         };
         let mut runtime_refusal = None;
         let reason = match commands {
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
             Ok(commands) => match self
                 .apply_runtime(&mut state, &current, &bundle, token, &commands)
                 .await

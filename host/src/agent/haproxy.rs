@@ -118,21 +118,35 @@ pub struct CertPayload(String);
 /// four RSA-4096 certificates with its key is ~9 kB.
 pub const CERT_PAYLOAD_BYTES: usize = 14 * 1024;
 
+/// Why the runtime API cannot take a certificate file (the agent reloads
+/// instead). Never quotes the file: it holds a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertPayloadError {
+    #[error("it has CRLF line ends")]
+    CrlfLineEnds,
+    #[error("it has an empty line inside a PEM block")]
+    EmptyLineInBlock,
+    #[error("it is empty")]
+    Empty,
+    #[error("it has {0} bytes, more than the {CERT_PAYLOAD_BYTES} one runtime command can carry")]
+    TooLarge(usize),
+}
+
 impl CertPayload {
     /// The payload for `content`, or why the runtime API cannot take it
     /// (the caller reloads instead).
-    pub fn new(content: &str) -> Result<Self, String> {
+    pub fn new(content: &str) -> Result<Self, CertPayloadError> {
         if content.contains('\r') {
             // `\r\n\r\n` would not end the payload: the commands after it
             // would be read as PEM.
-            return Err("it has CRLF line ends".to_owned());
+            return Err(CertPayloadError::CrlfLineEnds);
         }
         let mut payload = String::with_capacity(content.len());
         let mut in_block = false;
         for line in content.lines() {
             if line.trim().is_empty() {
                 if in_block {
-                    return Err("it has an empty line inside a PEM block".to_owned());
+                    return Err(CertPayloadError::EmptyLineInBlock);
                 }
                 // Between blocks PEM readers skip it; the CLI would stop there.
                 continue;
@@ -146,13 +160,10 @@ impl CertPayload {
             payload.push('\n');
         }
         if payload.is_empty() {
-            return Err("it is empty".to_owned());
+            return Err(CertPayloadError::Empty);
         }
         if payload.len() > CERT_PAYLOAD_BYTES {
-            return Err(format!(
-                "it has {} bytes, more than the {CERT_PAYLOAD_BYTES} one runtime command can carry",
-                payload.len()
-            ));
+            return Err(CertPayloadError::TooLarge(payload.len()));
         }
         Ok(Self(payload))
     }
@@ -831,7 +842,7 @@ mod tests {
             ),
             ("\n\n", "empty"),
         ] {
-            let error = CertPayload::new(bad).expect_err(why);
+            let error = CertPayload::new(bad).expect_err(why).to_string();
             assert!(error.contains(why), "{error}");
         }
         let huge = format!(
@@ -841,6 +852,7 @@ mod tests {
         assert!(
             CertPayload::new(&huge)
                 .expect_err("too large")
+                .to_string()
                 .contains("more than")
         );
     }

@@ -21,7 +21,7 @@ mod loads;
 
 use std::net::SocketAddr;
 
-use super::haproxy::{CertPayload, LoadedFiles, RuntimeCommand};
+use super::haproxy::{CertPayload, CertPayloadError, LoadedFiles, RuntimeCommand};
 use super::wire::{Bundle, BundleFile};
 
 pub use loads::expected_loads;
@@ -34,7 +34,32 @@ pub enum Plan {
     /// These commands on the current worker, in order.
     Runtime(Vec<RuntimeCommand>),
     /// A reload, and the first difference that needs it (for the log).
-    Reload(String),
+    Reload(ReloadReason),
+}
+
+/// Why a bundle cannot be applied to the running worker: the first
+/// difference the runtime API cannot carry, named for the agent's log
+/// (never quoting a file's content).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadReason {
+    #[error("the running bundle {0} is not on disk")]
+    RunningBundleMissing(String),
+    #[error("the configuration has {new} lines instead of {old}")]
+    LineCount { old: usize, new: usize },
+    #[error("line {number} changed: `{line}`")]
+    LineChanged { number: usize, line: String },
+    #[error("the set of auxiliary files changed")]
+    FileSetChanged,
+    #[error("certificate file {path} changed and cannot be replaced at runtime: {why}")]
+    CertNotReplaceable {
+        path: String,
+        #[source]
+        why: CertPayloadError,
+    },
+    #[error("file {0} changed and is neither a map nor a certificate HAProxy loaded")]
+    NotLoaded(String),
+    #[error("file {0} holds key material and HAProxy loaded it as a map")]
+    SecretMap(String),
 }
 
 /// The plan from `running` to `next`; `loaded` are the map and certificate
@@ -59,15 +84,18 @@ pub fn plan(running: &Bundle, next: &Bundle, loaded: &LoadedFiles) -> Plan {
     Plan::Runtime(commands)
 }
 
-fn diff_config(old: &str, new: &str, commands: &mut Vec<RuntimeCommand>) -> Result<(), String> {
+fn diff_config(
+    old: &str,
+    new: &str,
+    commands: &mut Vec<RuntimeCommand>,
+) -> Result<(), ReloadReason> {
     let (old_lines, new_lines): (Vec<&str>, Vec<&str>) =
         (old.lines().collect(), new.lines().collect());
     if old_lines.len() != new_lines.len() {
-        return Err(format!(
-            "the configuration has {} lines instead of {}",
-            new_lines.len(),
-            old_lines.len()
-        ));
+        return Err(ReloadReason::LineCount {
+            old: old_lines.len(),
+            new: new_lines.len(),
+        });
     }
     let mut section = "";
     for (number, (old_line, new_line)) in old_lines.iter().zip(&new_lines).enumerate() {
@@ -77,7 +105,10 @@ fn diff_config(old: &str, new: &str, commands: &mut Vec<RuntimeCommand>) -> Resu
         if old_line == new_line {
             continue;
         }
-        let changed = || format!("line {} changed: `{}`", number + 1, new_line.trim());
+        let changed = || ReloadReason::LineChanged {
+            number: number + 1,
+            line: new_line.trim().to_owned(),
+        };
         let backend = section
             .strip_prefix("backend ")
             .or_else(|| section.strip_prefix("listen "))
@@ -137,10 +168,10 @@ fn diff_files(
     next: &Bundle,
     loaded: &LoadedFiles,
     commands: &mut Vec<RuntimeCommand>,
-) -> Result<(), String> {
+) -> Result<(), ReloadReason> {
     let (old, new) = (by_path(running), by_path(next));
     if !old.iter().map(|(p, _)| p).eq(new.iter().map(|(p, _)| p)) {
-        return Err("the set of auxiliary files changed".to_owned());
+        return Err(ReloadReason::FileSetChanged);
     }
     for ((path, old_file), (_, new_file)) in old.iter().zip(&new) {
         if old_file.content == new_file.content {
@@ -151,7 +182,10 @@ fn diff_files(
         let certs: Vec<&String> = loaded.certs.iter().filter(|c| normal(c) == *path).collect();
         if !certs.is_empty() {
             let pem = CertPayload::new(&new_file.content).map_err(|why| {
-                format!("certificate file {path} changed and cannot be replaced at runtime: {why}")
+                ReloadReason::CertNotReplaceable {
+                    path: path.to_string(),
+                    why,
+                }
             })?;
             commands.extend(certs.into_iter().map(|cert| RuntimeCommand::ReplaceCert {
                 cert: cert.clone(),
@@ -160,15 +194,11 @@ fn diff_files(
             continue;
         }
         let Some(map) = loaded.maps.iter().find(|m| normal(m) == *path) else {
-            return Err(format!(
-                "file {path} changed and is neither a map nor a certificate HAProxy loaded"
-            ));
+            return Err(ReloadReason::NotLoaded(path.to_string()));
         };
         if old_file.is_secret() || new_file.is_secret() {
             // Never a map payload: commands are logged when refused.
-            return Err(format!(
-                "file {path} holds key material and HAProxy loaded it as a map"
-            ));
+            return Err(ReloadReason::SecretMap(path.to_string()));
         }
         if map_entries(&old_file.content).eq(map_entries(&new_file.content)) {
             continue;

@@ -16,19 +16,14 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::library::types::{StatusPatch, StatusVariant};
-use crate::render::ObjectRef;
+use crate::library::types::{ObjectRef, StatusPatch, StatusVariant};
 
 /// Why a status patch was not written.
 #[derive(Debug, Error)]
 pub enum StatusWriteError {
-    /// The library's patch is not JSON (the render's checks let only JSON
-    /// objects through, so this is a bug to report).
-    #[error("the patch is not JSON: {0}")]
-    NotJson(#[source] serde_json::Error),
     /// The API server answered with an error (RBAC, a missing object, a
     /// field the schema refuses).
     #[error("{message} ({code})")]
@@ -38,13 +33,9 @@ pub enum StatusWriteError {
     Request(Box<kube::Error>),
 }
 
-/// Writes one status patch (already parsed) for its variant's field manager.
+/// Writes one status patch for its variant's field manager.
 pub trait StatusWriter: Send + Sync {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), StatusWriteError>>;
+    fn write<'a>(&'a self, patch: &'a StatusPatch) -> BoxFuture<'a, Result<(), StatusWriteError>>;
 }
 
 /// Server-side apply to `<resource>/status`.
@@ -60,38 +51,35 @@ impl ApiStatusWriter {
 }
 
 impl StatusWriter for ApiStatusWriter {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), StatusWriteError>> {
+    fn write<'a>(&'a self, patch: &'a StatusPatch) -> BoxFuture<'a, Result<(), StatusWriteError>> {
         Box::pin(async move {
-            let (group, version) = match patch.api_version.split_once('/') {
+            let object = &patch.object;
+            let (group, version) = match object.api_version.split_once('/') {
                 Some((group, version)) => (group, version),
-                None => ("", patch.api_version.as_str()),
+                None => ("", object.api_version.as_str()),
             };
             let resource =
-                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &patch.kind));
-            let api: Api<DynamicObject> = if patch.namespace.is_empty() {
+                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &object.kind));
+            let api: Api<DynamicObject> = if object.namespace.is_empty() {
                 Api::all_with(self.client.clone(), &resource)
             } else {
-                Api::namespaced_with(self.client.clone(), &patch.namespace, &resource)
+                Api::namespaced_with(self.client.clone(), &object.namespace, &resource)
             };
-            let mut metadata = serde_json::json!({ "name": patch.name });
-            if !patch.namespace.is_empty() {
-                metadata["namespace"] = Value::String(patch.namespace.clone());
+            let mut metadata = serde_json::json!({ "name": object.name });
+            if !object.namespace.is_empty() {
+                metadata["namespace"] = Value::String(object.namespace.clone());
             }
             let body = serde_json::json!({
-                "apiVersion": patch.api_version,
-                "kind": patch.kind,
+                "apiVersion": object.api_version,
+                "kind": object.kind,
                 "metadata": metadata,
-                "status": status,
+                "status": patch.status,
             });
             // `force`: the variant's manager is the only writer of these
             // fields by design; a conflict means another installation of
             // the same controller, which the docs say not to run.
             let params = PatchParams::apply(patch.variant.field_manager()).force();
-            api.patch_status(&patch.name, &params, &Patch::Apply(&body))
+            api.patch_status(&object.name, &params, &Patch::Apply(&body))
                 .await
                 .map(drop)
                 .map_err(|error| match error {
@@ -131,30 +119,34 @@ const WRITES_IN_FLIGHT: usize = 16;
 pub type PatchKey = (StatusVariant, ObjectRef);
 
 fn key(patch: &StatusPatch) -> PatchKey {
-    (patch.variant, ObjectRef::of_patch(patch))
+    (patch.variant, patch.object.clone())
 }
 
 /// What the applier has written (or found holding), shared with the render
 /// loop so it looks up an object's current status only for patches that
-/// still need a write.
+/// still need a write. It keeps the patches themselves, shared with the
+/// render's output, rather than copies of their status.
 #[derive(Debug, Clone, Default)]
-pub struct StatusMemory(Arc<Mutex<HashMap<PatchKey, String>>>);
+pub struct StatusMemory(Arc<Mutex<HashMap<PatchKey, Arc<StatusPatch>>>>);
 
 impl StatusMemory {
     /// This very patch was written, or found holding, before.
     pub fn is_written(&self, patch: &StatusPatch) -> bool {
-        self.lock().get(&key(patch)) == Some(&patch.status)
+        self.lock()
+            .get(&key(patch))
+            .is_some_and(|written| written.status == patch.status)
     }
 
     /// Remembers `patch` as written when `current` (the object's status as
     /// the watch last saw it) already holds it, e.g. a pod whose gate
     /// condition is already True, so a restarted controller does not patch
     /// 10,000 pods again; returns whether it holds.
-    pub fn note_if_holds(&self, patch: &StatusPatch, current: &Value) -> bool {
-        let holding = serde_json::from_str::<Value>(&patch.status)
-            .is_ok_and(|status| holds(&status, current));
+    pub fn note_if_holds(&self, patch: &Arc<StatusPatch>, current: &Value) -> bool {
+        let holding = current
+            .as_object()
+            .is_some_and(|current| holds_fields(&patch.status, current));
         if holding {
-            self.lock().insert(key(patch), patch.status.clone());
+            self.lock().insert(key(patch), patch.clone());
         }
         holding
     }
@@ -169,7 +161,7 @@ impl StatusMemory {
         self.lock().is_empty()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PatchKey, Arc<StatusPatch>>> {
         // A poisoned map is still a valid cache.
         self.0
             .lock()
@@ -216,7 +208,7 @@ impl StatusApplier {
     /// ([`StatusMemory::note_if_holds`]).
     pub async fn apply<'a>(
         &mut self,
-        patches: impl IntoIterator<Item = &'a StatusPatch>,
+        patches: impl IntoIterator<Item = &'a Arc<StatusPatch>>,
     ) -> ApplyReport {
         let mut report = ApplyReport::default();
         let mut to_write = Vec::new();
@@ -225,28 +217,17 @@ impl StatusApplier {
                 report.skipped += 1;
                 continue;
             }
-            let status: Value = match serde_json::from_str(&patch.status) {
-                Ok(status) => status,
-                Err(error) => {
-                    report
-                        .failed
-                        .push(failure(patch, StatusWriteError::NotJson(error)));
-                    continue;
-                }
-            };
-            to_write.push((patch, status));
+            to_write.push(patch);
         }
         // Several writes in flight: the first render of a large gated
         // cluster sets thousands of conditions, and one at a time would hold
         // the next deploy for as many round trips.
         for chunk in to_write.chunks(WRITES_IN_FLIGHT) {
-            let writes = chunk
-                .iter()
-                .map(|(patch, status)| write_one(self, patch, status.clone()));
+            let writes = chunk.iter().map(|patch| write_one(self, patch));
             for (patch, result) in futures::future::join_all(writes).await {
                 match result {
                     Ok(()) => {
-                        self.written.lock().insert(key(patch), patch.status.clone());
+                        self.written.lock().insert(key(patch), patch.clone());
                         report.written += 1;
                         report.written_patches.push(key(patch));
                     }
@@ -269,19 +250,18 @@ impl StatusApplier {
 /// One write, with the patch it was for.
 async fn write_one<'a>(
     applier: &'a StatusApplier,
-    patch: &'a StatusPatch,
-    status: Value,
-) -> (&'a StatusPatch, Result<(), StatusWriteError>) {
-    (patch, applier.writer.write(patch, status).await)
+    patch: &'a Arc<StatusPatch>,
+) -> (&'a Arc<StatusPatch>, Result<(), StatusWriteError>) {
+    (patch, applier.writer.write(patch).await)
 }
 
 fn failure(patch: &StatusPatch, error: StatusWriteError) -> PatchFailure {
     PatchFailure {
         object: format!(
             "{} {}/{} ({})",
-            patch.kind,
-            patch.namespace,
-            patch.name,
+            patch.object.kind,
+            patch.object.namespace,
+            patch.object.name,
             patch.variant.field_manager()
         ),
         error,
@@ -295,12 +275,7 @@ fn failure(patch: &StatusPatch, error: StatusWriteError) -> PatchFailure {
 /// writer's to keep, so a True condition with other timestamps holds.
 pub fn holds(patch: &Value, current: &Value) -> bool {
     match (patch, current) {
-        (Value::Object(patch), Value::Object(current)) => patch.iter().all(|(key, value)| {
-            if key == "lastTransitionTime" || key == "lastProbeTime" {
-                return true;
-            }
-            current.get(key).is_some_and(|c| holds(value, c))
-        }),
+        (Value::Object(patch), Value::Object(current)) => holds_fields(patch, current),
         (Value::Array(patch), Value::Array(current)) if keyed_by_type(patch) => {
             patch.iter().all(|entry| {
                 let kind = entry.get("type");
@@ -312,6 +287,16 @@ pub fn holds(patch: &Value, current: &Value) -> bool {
         }
         _ => patch == current,
     }
+}
+
+/// [`holds`] for the fields of an object.
+fn holds_fields(patch: &Map<String, Value>, current: &Map<String, Value>) -> bool {
+    patch.iter().all(|(key, value)| {
+        if key == "lastTransitionTime" || key == "lastProbeTime" {
+            return true;
+        }
+        current.get(key).is_some_and(|c| holds(value, c))
+    })
 }
 
 fn keyed_by_type(list: &[Value]) -> bool {

@@ -19,7 +19,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 
-use crate::library::types::Watch;
+use crate::library::types::{Kind, Watch};
 use crate::render::{ClusterChange, ClusterObject, ObjectRef};
 
 /// What one watcher covers.
@@ -61,12 +61,12 @@ impl WatchTarget {
 /// One watcher per (apiVersion, kind) of `watches`, with the shared scope.
 pub fn targets<'a>(
     watches: impl IntoIterator<Item = &'a Watch>,
-    trims: &BTreeMap<(String, String), Arc<[String]>>,
+    trims: &BTreeMap<Kind, Arc<[String]>>,
 ) -> Vec<WatchTarget> {
-    let mut by_kind: BTreeMap<(String, String), Vec<&Watch>> = BTreeMap::new();
+    let mut by_kind: BTreeMap<Kind, Vec<&Watch>> = BTreeMap::new();
     for watch in watches {
         by_kind
-            .entry((watch.api_version.clone(), watch.kind.clone()))
+            .entry(Kind::of_watch(watch))
             .or_default()
             .push(watch);
     }
@@ -95,8 +95,8 @@ pub fn targets<'a>(
                     .get(&kind)
                     .cloned()
                     .unwrap_or_else(|| Arc::from(Vec::new())),
-                api_version: kind.0,
-                kind: kind.1,
+                api_version: kind.api_version,
+                kind: kind.kind,
                 namespace,
                 label_selector,
                 field_selector,

@@ -7,7 +7,9 @@ use std::collections::HashSet;
 
 use thiserror::Error;
 
-use super::types::{Item, LibraryInfo, Plan, RenderOutput, SectionKind, StatusPatch, Warning};
+use super::types::{
+    Item, LibraryInfo, ObjectRef, Plan, RenderOutput, SectionKind, StatusPatch, Warning,
+};
 
 /// What is wrong with a library's output.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -263,21 +265,30 @@ fn check_status_patch(patch: &StatusPatch) -> Result<(), Malformed> {
     // Cluster-scoped objects (e.g. a GatewayClass) have an empty namespace,
     // as in `ObjectKey`.
     for (field, value) in [
-        ("apiVersion", &patch.api_version),
-        ("kind", &patch.kind),
-        ("name", &patch.name),
+        ("apiVersion", &patch.object.api_version),
+        ("kind", &patch.object.kind),
+        ("name", &patch.object.name),
     ] {
         if value.is_empty() {
             return Err(Malformed::EmptyStatusField { field });
         }
     }
+    Ok(())
+}
+
+/// A status patch's `status` text from a library's output, parsed where it
+/// crosses the contract; anything but a JSON object is malformed.
+pub(super) fn parse_status(
+    object: &ObjectRef,
+    status: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, Malformed> {
     let bad = |why: String| Malformed::BadStatus {
-        kind: patch.kind.clone(),
-        name: patch.name.clone(),
+        kind: object.kind.clone(),
+        name: object.name.clone(),
         why,
     };
-    match serde_json::from_str::<serde_json::Value>(&patch.status) {
-        Ok(value) if value.is_object() => Ok(()),
+    match serde_json::from_str::<serde_json::Value>(status) {
+        Ok(serde_json::Value::Object(status)) => Ok(status),
         Ok(value) => Err(bad(format!("got {}", json_kind(&value)))),
         Err(error) => Err(bad(error.to_string())),
     }

@@ -155,13 +155,18 @@ impl ContractExports {
         &self,
         store: &mut Store<StoreState>,
         changes: &[Change],
-    ) -> wasmtime::Result<Result<RenderOutput, GuestError>> {
+    ) -> wasmtime::Result<Result<ConvertedOutput, GuestError>> {
         match self {
             Self::V0_1_0(exports) => exports.render(store, changes),
             Self::V0_2_0(exports) => exports.render(store, changes),
         }
     }
 }
+
+/// A render's output as it crossed the contract: converted, or the key of
+/// the item that did not convert (a status that is not a JSON object) and
+/// why.
+pub(in crate::library) type ConvertedOutput = Result<RenderOutput, (Option<String>, Malformed)>;
 
 /// Semver compatibility as the component model applies it to interface
 /// names: same major version, or same minor for 0.x, or exactly the same

@@ -91,7 +91,9 @@ impl LibraryInstance {
     /// Renders after applying `changes` to the library's view of its objects.
     pub fn render(&mut self, changes: &[Change]) -> Result<RenderOutput, LibraryError> {
         let output = self.call("render", |exports, store| exports.render(store, changes))?;
-        let output = output.map_err(|error| self.guest_error("render", error))?;
+        let output = output
+            .map_err(|error| self.guest_error("render", error))?
+            .map_err(|(key, problem)| self.malformed(key, problem))?;
         checks::check_output(&output).map_err(|(key, problem)| self.malformed(key, problem))?;
         Ok(output)
     }

@@ -75,7 +75,7 @@ impl Sandbox {
         let mut wasmtime_config = Config::new();
         wasmtime_config.epoch_interruption(true);
         let disk_cache = match &config.cache_dir {
-            Some(dir) => Some(disk_cache(dir).map_err(engine_error)?),
+            Some(dir) => Some(disk_cache(dir).map_err(|error| engine_error(error.to_string()))?),
             None => None,
         };
         wasmtime_config.cache(disk_cache.clone());
@@ -120,26 +120,47 @@ impl Sandbox {
     }
 }
 
-fn disk_cache(dir: &Path) -> Result<Cache, String> {
+/// Why the compile cache directory cannot be used; each names the
+/// directory, so the fix (a writable `cacheDir`, or none) is plain.
+#[derive(Debug, thiserror::Error)]
+enum CacheDirError {
+    #[error("cache directory `{}`: {source}; give a non-empty directory path", dir.display())]
+    Resolve {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the cache directory `{}`: {source}; make it writable or choose another", dir.display())]
+    Create {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot use `{}` as the compile cache: {cause}", dir.display())]
+    Unusable {
+        dir: std::path::PathBuf,
+        cause: String,
+    },
+}
+
+fn disk_cache(dir: &Path) -> Result<Cache, CacheDirError> {
     // A subdirectory of wasmtime's own: its cache cleaner deletes whatever
     // it finds under its directory, and `~/.cache/haptic` also holds the
     // cargo target directory and helm (it once deleted both).
-    let dir = std::path::absolute(dir.join("wasmtime"))
-        .map_err(|error| format!("cache directory `{}`: {error}", dir.display()))?;
-    std::fs::create_dir_all(&dir).map_err(|error| {
-        format!(
-            "cannot create the cache directory `{}`: {error}",
-            dir.display()
-        )
+    let dir =
+        std::path::absolute(dir.join("wasmtime")).map_err(|source| CacheDirError::Resolve {
+            dir: dir.to_owned(),
+            source,
+        })?;
+    std::fs::create_dir_all(&dir).map_err(|source| CacheDirError::Create {
+        dir: dir.clone(),
+        source,
     })?;
     let mut cache_config = CacheConfig::new();
     cache_config.with_directory(&dir);
-    Cache::new(cache_config).map_err(|error| {
-        format!(
-            "cannot use `{}` as the compile cache: {}",
-            dir.display(),
-            describe_error(&error)
-        )
+    Cache::new(cache_config).map_err(|error| CacheDirError::Unusable {
+        cause: describe_error(&error),
+        dir,
     })
 }
 

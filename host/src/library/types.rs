@@ -215,16 +215,76 @@ impl StatusVariant {
     }
 }
 
-/// A server-side-apply patch of an object's `status`.
+/// An apiVersion and kind (`networking.k8s.io/v1` `Ingress`): what a watch
+/// names, what the controller runs one watcher for, what ingest trims by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl Kind {
+    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// The kind `watch` names.
+    pub fn of_watch(watch: &Watch) -> Self {
+        Self::new(&watch.api_version, &watch.kind)
+    }
+
+    /// The kind of the object `reference` names.
+    pub fn of_object(reference: &ObjectRef) -> Self {
+        Self::new(&reference.api_version, &reference.kind)
+    }
+
+    /// Whether `reference` names an object of this kind.
+    pub fn is_kind_of(&self, reference: &ObjectRef) -> bool {
+        self.api_version == reference.api_version && self.kind == reference.kind
+    }
+}
+
+impl fmt::Display for Kind {
+    /// `Kind (apiVersion)`, as logs and errors name a kind.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.kind, self.api_version)
+    }
+}
+
+/// Identifies an object in the cluster: what a status patch is for and
+/// what the render core's cluster view is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    /// `Kind namespace/name` (`Kind name` when cluster-scoped), as errors
+    /// and logs name an object.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A server-side-apply patch of an object's `status`, parsed once where it
+/// crosses the contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusPatch {
     pub variant: StatusVariant,
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    /// JSON object applied as `status`.
-    pub status: String,
+    pub object: ObjectRef,
+    /// The JSON object applied as `status`.
+    pub status: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One piece of a library's output. Shared, so the host keeps an item that

@@ -28,7 +28,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::controller::run::StatusView;
 use crate::controller::status::{StatusWriteError, StatusWriter};
 use crate::controller::watch::{SourceEvent, WatchTarget};
-use crate::library::types::StatusPatch;
+use crate::library::types::{Kind, StatusPatch};
 use crate::manifests;
 use crate::render::{ClusterChange, ClusterObject, ObjectRef};
 
@@ -70,22 +70,22 @@ impl LocalStatus {
 }
 
 impl StatusWriter for LocalStatus {
-    fn write<'a>(
-        &'a self,
-        patch: &'a StatusPatch,
-        status: Value,
-    ) -> BoxFuture<'a, Result<(), StatusWriteError>> {
+    fn write<'a>(&'a self, patch: &'a StatusPatch) -> BoxFuture<'a, Result<(), StatusWriteError>> {
         Box::pin(async move {
-            let reference = ObjectRef::of_patch(patch);
+            let reference = &patch.object;
+            let status = Value::Object(patch.status.clone());
             tracing::info!(
                 "status of {} {}/{} by {}: {}",
-                patch.kind,
-                patch.namespace,
-                patch.name,
+                reference.kind,
+                reference.namespace,
+                reference.name,
                 patch.variant.field_manager(),
                 summary(&status)
             );
-            merge_status(self.lock().entry(reference).or_insert(Value::Null), &status);
+            merge_status(
+                self.lock().entry(reference.clone()).or_insert(Value::Null),
+                &status,
+            );
             self.changed.notify_one();
             Ok(())
         })
@@ -155,9 +155,9 @@ pub fn spawn(
                 None
             }
         };
-        let kinds: BTreeSet<(String, String)> = targets
+        let kinds: BTreeSet<Kind> = targets
             .iter()
-            .map(|t| (t.api_version.clone(), t.kind.clone()))
+            .map(|t| Kind::new(&t.api_version, &t.kind))
             .collect();
         // The files' objects as last read; a status change re-sends them
         // with the new status laid over, without reading the files again.
@@ -235,19 +235,14 @@ fn watch_paths(
 /// The objects of the watched kinds in `inputs`.
 fn read(
     inputs: &[PathBuf],
-    kinds: &BTreeSet<(String, String)>,
+    kinds: &BTreeSet<Kind>,
 ) -> Result<Vec<(ObjectRef, Value)>, manifests::ManifestError> {
-    Ok(manifests::load_paths(inputs, kinds)?
+    let kinds = manifests::untrimmed(kinds.iter().cloned());
+    // Untrimmed here: statuses are laid over the whole object before each
+    // target's trim applies.
+    Ok(manifests::load_paths(inputs, &kinds)?
         .into_iter()
-        .map(|manifest| {
-            let reference = ObjectRef {
-                api_version: manifest.api_version,
-                kind: manifest.kind,
-                namespace: manifest.namespace,
-                name: manifest.name,
-            };
-            (reference, manifest.object)
-        })
+        .map(|manifest| (manifest.object.reference.clone(), manifest.object.value()))
         .collect())
 }
 

@@ -12,7 +12,8 @@ pub enum Scope {
 
 use Scope::{Cluster, Namespaced};
 
-use super::KindSet;
+use super::WatchedKinds;
+use crate::library::types::Kind;
 
 /// (apiVersion, kind, scope) of the kinds Kubernetes 1.35 serves as stable
 /// APIs. `List` is handled by the loader before this table is consulted.
@@ -114,14 +115,14 @@ const BUILT_IN: &[(&str, &str, Scope)] = &[
 /// The scope of a kind: from the built-in table, else `Namespaced` when the
 /// caller declared it (kinds libraries watch are custom resources, and most
 /// custom resources are namespaced), else `None` (unknown).
-pub fn scope(api_version: &str, kind: &str, extra_kinds: &KindSet) -> Option<Scope> {
+pub fn scope(api_version: &str, kind: &str, extra_kinds: &WatchedKinds) -> Option<Scope> {
     BUILT_IN
         .iter()
         .find(|(v, k, _)| *v == api_version && *k == kind)
         .map(|(_, _, scope)| *scope)
         .or_else(|| {
             extra_kinds
-                .contains(&(api_version.to_owned(), kind.to_owned()))
+                .contains_key(&Kind::new(api_version, kind))
                 .then_some(Namespaced)
         })
 }
@@ -163,7 +164,7 @@ const REMOVED: &[(&str, &str, &str, &str)] = &[
 /// A hint for an unknown kind: the replacement of a removed apiVersion, or
 /// the apiVersions that do serve a kind of that name (case-insensitively,
 /// to catch `ingress`), or where the table lives.
-pub fn hint(api_version: &str, kind: &str, extra_kinds: &KindSet) -> String {
+pub fn hint(api_version: &str, kind: &str, extra_kinds: &WatchedKinds) -> String {
     if let Some((_, _, release, replacement)) = REMOVED
         .iter()
         .find(|(v, k, _, _)| *v == api_version && *k == kind)
@@ -175,7 +176,11 @@ pub fn hint(api_version: &str, kind: &str, extra_kinds: &KindSet) -> String {
     let mut known: Vec<String> = BUILT_IN
         .iter()
         .map(|(v, k, _)| (*v, *k))
-        .chain(extra_kinds.iter().map(|(v, k)| (v.as_str(), k.as_str())))
+        .chain(
+            extra_kinds
+                .keys()
+                .map(|k| (k.api_version.as_str(), k.kind.as_str())),
+        )
         .filter(|(_, k)| k.eq_ignore_ascii_case(kind))
         .map(|(v, k)| format!("{v} {k}"))
         .collect();

@@ -1,23 +1,11 @@
 use std::path::Path;
 
-use serde_json::json;
-
 use super::*;
+use crate::library::types::Watch;
+use crate::render::WatchFilter;
 
 fn parse_str(content: &str) -> Result<Vec<Manifest>, ManifestError> {
-    parse(Path::new("test.yaml"), content, &KindSet::new())
-}
-
-fn watch(api_version: &str, kind: &str, namespace: Option<&str>, selector: Option<&str>) -> Watch {
-    Watch {
-        name: "w".into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        namespace: namespace.map(Into::into),
-        label_selector: selector.map(Into::into),
-        field_selector: None,
-        ignore_fields: vec![],
-    }
+    parse(Path::new("test.yaml"), content, &WatchedKinds::new())
 }
 
 const SERVICE: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n";
@@ -33,9 +21,9 @@ fn multi_document_yaml_skips_empty_documents_and_numbers_the_rest() {
         .map(|m| {
             (
                 m.source.document,
-                m.kind.as_str(),
-                m.namespace.as_str(),
-                m.name.as_str(),
+                m.reference().kind.as_str(),
+                m.reference().namespace.as_str(),
+                m.reference().name.as_str(),
             )
         })
         .collect();
@@ -51,14 +39,17 @@ fn multi_document_yaml_skips_empty_documents_and_numbers_the_rest() {
 #[test]
 fn namespace_defaults_and_is_written_into_the_object() {
     let manifests = parse_str(SERVICE).expect("valid");
-    assert_eq!(manifests[0].object["metadata"]["namespace"], "default");
+    assert_eq!(
+        manifests[0].object.value()["metadata"]["namespace"],
+        "default"
+    );
     let cluster_scoped = parse_str(
         "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: haptic\n  namespace: ignored\n",
     )
     .expect("valid");
-    assert_eq!(cluster_scoped[0].namespace, "");
+    assert_eq!(cluster_scoped[0].reference().namespace, "");
     assert!(
-        cluster_scoped[0].object["metadata"]
+        cluster_scoped[0].object.value()["metadata"]
             .get("namespace")
             .is_none()
     );
@@ -69,11 +60,14 @@ fn synthetic_resource_version_follows_content_and_keeps_a_given_one() {
     let a = parse_str(SERVICE).expect("valid");
     let b = parse_str(SERVICE).expect("valid");
     let changed = parse_str(&format!("{SERVICE}spec:\n  type: ClusterIP\n")).expect("valid");
-    assert_eq!(a[0].resource_version().len(), 12);
-    assert_eq!(a[0].resource_version(), b[0].resource_version());
-    assert_ne!(a[0].resource_version(), changed[0].resource_version());
+    assert_eq!(a[0].object.resource_version.len(), 12);
+    assert_eq!(a[0].object.resource_version, b[0].object.resource_version);
+    assert_ne!(
+        a[0].object.resource_version,
+        changed[0].object.resource_version
+    );
     let given = parse_str(&format!("{SERVICE}  resourceVersion: \"42\"\n")).expect("valid");
-    assert_eq!(given[0].resource_version(), "42");
+    assert_eq!(given[0].object.resource_version, "42");
 }
 
 #[test]
@@ -102,8 +96,8 @@ metadata: {resourceVersion: ""}
         .iter()
         .map(|m| {
             (
-                m.kind.as_str(),
-                m.name.as_str(),
+                m.reference().kind.as_str(),
+                m.reference().name.as_str(),
                 m.source.document,
                 m.source.item,
             )
@@ -183,10 +177,10 @@ fn unknown_kinds_are_refused_unless_a_library_watches_them() {
     let accepted = parse(
         Path::new("w.yaml"),
         custom,
-        &KindSet::from([("example.com/v1".to_owned(), "Widget".to_owned())]),
+        &untrimmed([Kind::new("example.com/v1", "Widget")]),
     )
     .expect("watched kind");
-    assert_eq!(accepted[0].namespace, "default");
+    assert_eq!(accepted[0].reference().namespace, "default");
 }
 
 #[test]
@@ -201,10 +195,10 @@ fn directories_load_recursively_sorted_and_duplicates_name_both_places() {
     )
     .expect("write");
     std::fs::write(dir.path().join("notes.txt"), "not a manifest").expect("write");
-    let names: Vec<_> = load_paths(&[dir.path()], &KindSet::new())
+    let names: Vec<_> = load_paths(&[dir.path()], &WatchedKinds::new())
         .expect("valid")
         .into_iter()
-        .map(|m| m.name)
+        .map(|m| m.reference().name.clone())
         .collect();
     assert_eq!(names, ["a", "b", "c"]);
 
@@ -213,7 +207,7 @@ fn directories_load_recursively_sorted_and_duplicates_name_both_places() {
         format!("{SERVICE}---\n{}", SERVICE.replace("web", "a")),
     )
     .expect("write");
-    let error = load_paths(&[dir.path()], &KindSet::new()).expect_err("duplicate");
+    let error = load_paths(&[dir.path()], &WatchedKinds::new()).expect_err("duplicate");
     let text = error.to_string();
     assert!(matches!(error, ManifestError::Duplicate { .. }), "{text}");
     assert!(
@@ -225,125 +219,92 @@ fn directories_load_recursively_sorted_and_duplicates_name_both_places() {
 
 #[test]
 fn a_missing_path_is_a_read_error_naming_it() {
-    let error =
-        load_paths(&[Path::new("/nonexistent/manifests")], &KindSet::new()).expect_err("missing");
+    let error = load_paths(&[Path::new("/nonexistent/manifests")], &WatchedKinds::new())
+        .expect_err("missing");
     assert!(
         error.to_string().contains("/nonexistent/manifests"),
         "{error}"
     );
 }
 
+// Selection of loaded manifests by the render core's rule.
+
+fn watch(api_version: &str, kind: &str) -> Watch {
+    Watch {
+        name: "w".into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+        ignore_fields: vec![],
+    }
+}
+
+fn load(content: &str) -> Vec<Manifest> {
+    parse(Path::new("test.yaml"), content, &WatchedKinds::new()).expect("valid manifests")
+}
+
+fn names(watch: &Watch, manifests: &[Manifest]) -> Vec<String> {
+    let filter = WatchFilter::of(watch).expect("valid selectors");
+    manifests
+        .iter()
+        .filter(|m| filter.selects(&m.object))
+        .map(|m| m.reference().name.clone())
+        .collect()
+}
+
 #[test]
 fn watches_match_api_version_kind_namespace_and_labels() {
-    let manifests = parse_str(
+    let manifests = load(
         "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: x, labels: {app: web, tier: front}}\n---\n\
          apiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: y, labels: {app: db}}\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x, labels: {app: web}}\n",
-    )
-    .expect("valid");
-    let names = |w: &Watch| -> Vec<String> {
-        select(w, &manifests)
-            .expect("selector")
-            .into_iter()
-            .map(|m| m.name.clone())
-            .collect()
+    );
+    let services = watch("v1", "Service");
+    let with = |namespace: Option<&str>, labels: Option<&str>| Watch {
+        namespace: namespace.map(Into::into),
+        label_selector: labels.map(Into::into),
+        ..services.clone()
     };
-    assert_eq!(names(&watch("v1", "Service", None, None)), ["a", "b"]);
-    assert_eq!(names(&watch("v1", "Service", Some("y"), None)), ["b"]);
-    assert_eq!(names(&watch("v1", "Service", Some(""), None)), ["a", "b"]);
-    assert_eq!(names(&watch("v1", "Service", None, Some("app=web"))), ["a"]);
-    assert_eq!(names(&watch("v1", "Service", None, Some("tier"))), ["a"]);
-    assert_eq!(names(&watch("v1", "Service", None, Some("!tier"))), ["b"]);
-    assert_eq!(
-        names(&watch("apps/v1", "Service", None, None)),
-        Vec::<String>::new()
-    );
-    assert!(
-        object_matches(
-            &watch("v1", "ConfigMap", Some("x"), Some("app in (web)")),
-            &manifests[2]
-        )
-        .expect("ok")
-    );
-    let error = object_matches(
-        &watch("v1", "Service", None, Some("app in ()")),
-        &manifests[0],
-    )
-    .expect_err("bad");
+    assert_eq!(names(&services, &manifests), ["a", "b"]);
+    assert_eq!(names(&with(Some("y"), None), &manifests), ["b"]);
+    assert_eq!(names(&with(Some(""), None), &manifests), ["a", "b"]);
+    assert_eq!(names(&with(None, Some("app=web")), &manifests), ["a"]);
+    assert_eq!(names(&with(None, Some("tier")), &manifests), ["a"]);
+    assert_eq!(names(&with(None, Some("!tier")), &manifests), ["b"]);
+    assert!(names(&watch("apps/v1", "Service"), &manifests).is_empty());
+    let error = WatchFilter::of(&with(None, Some("app in ()"))).expect_err("bad");
     assert!(
         error
             .to_string()
-            .starts_with("watch 'w' has an invalid label selector 'app in ()'"),
+            .starts_with("invalid label selector 'app in ()'"),
         "{error}"
     );
 }
 
+/// Offline, a Secret written without `type:` is the `Opaque` Secret the
+/// API server would have stored: a `type=Opaque` watch finds it, a
+/// `kubernetes.io/tls` watch does not.
 #[test]
-fn label_selector_semantics() {
-    let labels = json!({"app": "web", "env": "prod", "example.com/team": "a"});
-    let labels = labels.as_object();
-    let map: std::collections::BTreeMap<String, String> =
-        [("app", "web"), ("env", "prod"), ("example.com/team", "a")]
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .into();
-    let cases = [
-        ("", true),
-        ("app=web", true),
-        ("app==web", true),
-        ("app = web , env=prod", true),
-        ("app=db", false),
-        ("app!=db", true),
-        ("missing!=x", true),
-        ("app!=web", false),
-        ("env in (prod, staging)", true),
-        ("env in (staging)", false),
-        ("env notin (staging)", true),
-        ("env notin (prod,staging)", false),
-        ("missing notin (x)", true),
-        ("missing in (x)", false),
-        ("example.com/team=a", true),
-        ("app", true),
-        ("!app", false),
-        ("!missing", true),
-        ("missing=", false),
-        ("app,!missing,env=prod", true),
-    ];
-    for (selector, expected) in cases {
-        let parsed = LabelSelector::parse(selector).unwrap_or_else(|e| panic!("{selector:?}: {e}"));
-        assert_eq!(parsed.matches(&labels), expected, "{selector:?}");
-        assert_eq!(parsed.matches(&map), expected, "{selector:?} on a BTreeMap");
-    }
-    assert!(
-        LabelSelector::parse("a=")
-            .expect("empty value")
-            .matches(&json!({"a": ""}).as_object())
+fn a_secret_without_type_is_found_by_a_type_opaque_watch() {
+    let manifests = load(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: plain, namespace: shop}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\ntype: kubernetes.io/tls\n",
     );
-    assert!(
-        !LabelSelector::parse("a")
-            .expect("valid")
-            .matches(&json!({"a": 1}).as_object())
+    let by_type = |selector: &str| Watch {
+        field_selector: Some(selector.into()),
+        ..watch("v1", "Secret")
+    };
+    assert_eq!(names(&by_type("type=Opaque"), &manifests), ["plain"]);
+    assert_eq!(
+        names(&by_type("type=kubernetes.io/tls"), &manifests),
+        ["cert"]
     );
-}
-
-#[test]
-fn bad_label_selectors_are_refused_with_a_reason() {
-    for selector in [
-        "app in ()",
-        "app in (a",
-        "=x",
-        "app web",
-        "app=a,",
-        "-bad=x",
-        "app>1",
-        "a b c",
-        "!",
-        "a=(b)",
-    ] {
-        assert!(
-            LabelSelector::parse(selector).is_err(),
-            "{selector:?} should be refused"
-        );
-    }
-    let error = LabelSelector::parse("app in ()").expect_err("empty set");
-    assert!(error.contains("at least one value"), "{error}");
+    assert_eq!(names(&by_type("type!=Opaque"), &manifests), ["cert"]);
+    assert_eq!(
+        manifests[0].object.value()["type"],
+        "Opaque",
+        "the library sees it too"
+    );
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::library::types::{
-    Item, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant, Warning,
+    Item, ObjectRef, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant, Warning,
 };
 
 /// One library's current output, in the order libraries merge.
@@ -206,8 +206,7 @@ pub fn merge(
 ) -> Result<Rendered, MergeError> {
     let mut sections: BTreeMap<(u8, bool, &str), (SectionKind, Gathered<'_>)> = BTreeMap::new();
     // Who patches what: (variant, apiVersion, kind, namespace, name).
-    let mut patch_owners: HashMap<(StatusVariant, &str, &str, &str, &str), &Arc<str>> =
-        HashMap::new();
+    let mut patch_owners: HashMap<(StatusVariant, &ObjectRef), &Arc<str>> = HashMap::new();
     let mut rendered = Rendered::default();
 
     for library in libraries {
@@ -248,17 +247,14 @@ pub fn merge(
                     }
                 }
                 Item::StatusPatch(patch) => {
-                    let identity = (
-                        patch.variant,
-                        patch.api_version.as_str(),
-                        patch.kind.as_str(),
-                        patch.namespace.as_str(),
-                        patch.name.as_str(),
-                    );
+                    let identity = (patch.variant, &patch.object);
                     if let Some(first) = patch_owners.insert(identity, library.library) {
                         return Err(MergeError::StatusConflict {
                             variant: patch.variant.as_str(),
-                            object: format!("{} {}/{}", patch.kind, patch.namespace, patch.name),
+                            object: format!(
+                                "{} {}/{}",
+                                patch.object.kind, patch.object.namespace, patch.object.name
+                            ),
                             first: first.to_string(),
                             second: library.library.to_string(),
                         });

@@ -11,30 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+mod select;
+
+pub use select::WatchFilter;
+
 use super::RenderError;
-use crate::library::types::{Change, Object, ObjectKey, StatusPatch, Watch};
-use crate::manifests;
-
-/// Identifies an object in the cluster view.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectRef {
-    /// The object a status patch is for.
-    pub fn of_patch(patch: &StatusPatch) -> Self {
-        Self {
-            api_version: patch.api_version.clone(),
-            kind: patch.kind.clone(),
-            namespace: patch.namespace.clone(),
-            name: patch.name.clone(),
-        }
-    }
-}
+pub use crate::library::types::ObjectRef;
+use crate::library::types::{Change, Kind, Object, ObjectKey, Watch};
 
 /// A Kubernetes object as the host stores it.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,12 +97,12 @@ impl ClusterObject {
 /// every one of them ignores: what the store may drop at ingest.
 pub fn ingest_trims<'a>(
     watches: impl IntoIterator<Item = &'a Watch>,
-) -> BTreeMap<(String, String), Arc<[String]>> {
-    let mut common: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+) -> BTreeMap<Kind, Arc<[String]>> {
+    let mut common: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
     for watch in watches {
         let paths: BTreeSet<String> = watch.ignore_fields.iter().cloned().collect();
         common
-            .entry((watch.api_version.clone(), watch.kind.clone()))
+            .entry(Kind::of_watch(watch))
             .and_modify(|shared| shared.retain(|path| paths.contains(path)))
             .or_insert(paths);
     }
@@ -228,7 +211,7 @@ impl ClusterStore {
             let selector = selector(library, watch)?;
             let ignored = IgnoreTree::new(&watch.ignore_fields);
             for object in self.objects.values() {
-                if selects(watch, &selector, object) {
+                if selector.selects(object) {
                     let object = library_object(watch, &ignored, object);
                     view.insert(object.key.clone(), object);
                 }
@@ -260,7 +243,7 @@ impl ClusterStore {
                     name: reference.name.clone(),
                 };
                 match self.objects.get(reference) {
-                    Some(object) if selects(watch, &selector, object) => {
+                    Some(object) if selector.selects(object) => {
                         changes.push(Change::Applied(library_object(watch, &ignored, object)));
                     }
                     _ if seen.contains(&key) => changes.push(Change::Deleted(key)),
@@ -272,25 +255,12 @@ impl ClusterStore {
     }
 }
 
-fn selector(library: &str, watch: &Watch) -> Result<manifests::WatchFilter, RenderError> {
-    manifests::WatchFilter::of(watch).map_err(|problem| RenderError::BadWatch {
+fn selector(library: &str, watch: &Watch) -> Result<WatchFilter, RenderError> {
+    WatchFilter::of(watch).map_err(|problem| RenderError::BadWatch {
         library: library.to_owned(),
         watch: watch.name.clone(),
-        problem,
+        problem: Box::new(problem),
     })
-}
-
-fn selects(watch: &Watch, filter: &manifests::WatchFilter, object: &ClusterObject) -> bool {
-    let reference = &object.reference;
-    manifests::watch_selects(
-        watch,
-        filter,
-        &reference.api_version,
-        &reference.kind,
-        &reference.namespace,
-        &object.labels,
-        || std::borrow::Cow::Owned(object.value()),
-    )
 }
 
 fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObject) -> Object {
@@ -466,12 +436,11 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": "shop", "name": "web", "labels": {"app": "web"}}}),
         )
         .unwrap();
-        let web = selector("lib", &watch).unwrap();
-        assert!(selects(&watch, &web, &object));
+        assert!(selector("lib", &watch).unwrap().selects(&object));
         let other = Watch {
             label_selector: Some("app=api".into()),
             ..watch
         };
-        assert!(!selects(&other, &selector("lib", &other).unwrap(), &object));
+        assert!(!selector("lib", &other).unwrap().selects(&object));
     }
 }

@@ -32,7 +32,7 @@ fn generation_is_deterministic_and_every_object_loads_as_a_manifest() {
     assert_eq!(manifests.len(), a.objects().count());
     let versions: HashSet<_> = manifests
         .iter()
-        .map(|m| m.resource_version().to_owned())
+        .map(|m| m.object.resource_version.clone())
         .collect();
     assert_eq!(
         versions.len(),
@@ -42,7 +42,7 @@ fn generation_is_deterministic_and_every_object_loads_as_a_manifest() {
     assert!(
         manifests
             .iter()
-            .all(|m| m.resource_version().parse::<u64>().is_ok())
+            .all(|m| m.object.resource_version.parse::<u64>().is_ok())
     );
 }
 
@@ -304,13 +304,15 @@ fn written_yaml_loads_back_as_the_same_objects() {
     cluster.add_ingress();
     let files = cluster.write_yaml(dir.path()).expect("written");
     assert_eq!(files.len(), 5);
-    let loaded = crate::manifests::load_paths(&[dir.path()], &KindSet::new()).expect("loads");
-    let loaded: Vec<Value> = loaded.into_iter().map(|m| m.object).collect();
+    let loaded =
+        crate::manifests::load_paths(&[dir.path()], &crate::manifests::WatchedKinds::new())
+            .expect("loads");
+    let loaded: Vec<Value> = loaded.into_iter().map(|m| m.object.value()).collect();
     let generated: Vec<Value> = cluster
         .manifests()
         .expect("manifests")
         .into_iter()
-        .map(|m| m.object)
+        .map(|m| m.object.value())
         .collect();
     assert_eq!(loaded, generated);
 }

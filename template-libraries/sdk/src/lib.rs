@@ -86,6 +86,7 @@ extern crate self as haptic_sdk;
 mod error;
 pub mod extending;
 mod guest;
+mod key;
 pub mod library;
 pub mod log;
 pub mod names;
@@ -97,12 +98,15 @@ pub mod slim;
 pub mod testing;
 pub mod tls;
 pub mod values;
+mod watch;
 
 pub use error::{Error, Result};
-pub use library::{Info, Library, Plan, Watch};
-pub use objects::{Changed, Context, Entry, ObjectKey};
+pub use key::ObjectKey;
+pub use library::{Info, Library};
+pub use objects::{Changed, Context, Entry};
 pub use output::{Item, Output, SectionKind, Slot, StatusVariant};
 pub use values::Values;
+pub use watch::{Plan, Watch};
 
 /// Kubernetes API types (the `k8s-openapi` crate, at the version the SDK
 /// was built with).

@@ -82,6 +82,3 @@ impl<T: Library> Runtime<T> {
         Ok(delta)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,7 +1,8 @@
 //! Drives a library natively, without a host: for unit tests of libraries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use haptic_selectors::{Selection, defaults};
 use serde_json::Value;
 
 use crate::objects::IncomingChange;
@@ -30,6 +31,12 @@ pub struct Harness<T> {
     runtime: Runtime<T>,
     plan: Plan,
     pending: Vec<IncomingChange>,
+    /// Objects the library holds (applied and selected), so an update its
+    /// watch no longer selects becomes a deletion, as the host sends it.
+    delivered: BTreeSet<ObjectKey>,
+    /// A watch whose selector does not parse: the next render fails with it,
+    /// as the host's render would.
+    bad_watch: Option<String>,
     output: BTreeMap<String, Item>,
     next_version: u64,
 }
@@ -54,6 +61,8 @@ impl<T: Library> Harness<T> {
             runtime,
             plan,
             pending: Vec::new(),
+            delivered: BTreeSet::new(),
+            bad_watch: None,
             output: BTreeMap::new(),
             next_version: 1,
         })
@@ -71,12 +80,42 @@ impl<T: Library> Harness<T> {
         Ok(&self.plan)
     }
 
-    /// Queues an object for the next render. Namespace and name come from
-    /// its metadata; the resourceVersion from `metadata.resourceVersion`, or
-    /// a fresh one per call.
+    /// Queues an object for the next render, as the host would send it for
+    /// `watch`: with the API server's defaults filled in (a Secret without
+    /// `type` is `Opaque`), and only when the watch's namespace, label
+    /// selector and field selector select it, by the host's own rules
+    /// (`haptic_selectors`); an object it no longer selects is deleted.
+    /// Namespace and name come from its metadata; the resourceVersion from
+    /// `metadata.resourceVersion`, or a fresh one per call.
     pub fn apply(&mut self, watch: &str, object: &Value) {
+        let mut object = object.clone();
+        let planned = self.plan.watches.iter().find(|w| w.name == watch);
+        if let (Some(planned), Value::Object(fields)) = (planned, &mut object) {
+            defaults::apply(&planned.api_version, &planned.kind, fields);
+        }
         let metadata = &object["metadata"];
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let key = ObjectKey::new(watch, text(&metadata["namespace"]), text(&metadata["name"]));
+        if let Some(planned) = planned {
+            match Selection::parse(
+                &planned.api_version,
+                &planned.kind,
+                planned.namespace.as_deref(),
+                planned.label_selector.as_deref(),
+                planned.field_selector.as_deref(),
+            ) {
+                Ok(selection) if !selection.matches_object(&object) => {
+                    if self.delivered.remove(&key) {
+                        self.pending.push(IncomingChange::Deleted(key));
+                    }
+                    return;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.bad_watch = Some(format!("watch `{watch}` has an {error}"));
+                }
+            }
+        }
         let resource_version = match metadata["resourceVersion"].as_str() {
             Some(version) => version.to_owned(),
             None => {
@@ -84,8 +123,9 @@ impl<T: Library> Harness<T> {
                 format!("h{}", self.next_version)
             }
         };
+        self.delivered.insert(key.clone());
         self.pending.push(IncomingChange::Applied {
-            key: ObjectKey::new(watch, text(&metadata["namespace"]), text(&metadata["name"])),
+            key,
             resource_version,
             json: object.to_string(),
         });
@@ -93,13 +133,18 @@ impl<T: Library> Harness<T> {
 
     /// Queues a deletion for the next render.
     pub fn delete(&mut self, watch: &str, namespace: &str, name: &str) {
-        self.pending.push(IncomingChange::Deleted(ObjectKey::new(
-            watch, namespace, name,
-        )));
+        let key = ObjectKey::new(watch, namespace, name);
+        self.delivered.remove(&key);
+        self.pending.push(IncomingChange::Deleted(key));
     }
 
     /// Renders the queued changes and folds the delta into [`output`](Self::output).
     pub fn render(&mut self) -> Result<Delta> {
+        if let Some(problem) = self.bad_watch.take() {
+            return Err(crate::Error::msg(format!(
+                "{problem}; fix the selector in the library's plan"
+            )));
+        }
         let changes = std::mem::take(&mut self.pending);
         let delta = self.runtime.render(changes)?;
         if delta.complete {
@@ -171,4 +216,99 @@ impl<T: Library> Harness<T> {
 fn host_tree<T: Library>(runtime: &Runtime<T>, values: Value) -> Value {
     let info = runtime.info();
     crate::values::as_the_host_sends(values, &info.name, &info.defaults)
+}
+
+#[cfg(test)]
+mod lifecycle;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Harness;
+    use crate::{Context, Info, Library, Output, Plan, Result, Values, Watch};
+
+    /// Lists the Secrets its `type=Opaque` watch delivers, with the type
+    /// it sees.
+    #[derive(Default)]
+    struct OpaqueSecrets;
+
+    impl Library for OpaqueSecrets {
+        fn info(&self) -> Info {
+            Info::new("opaque-secrets", "0.1.0")
+        }
+
+        fn plan(&mut self, _: &Values) -> Result<Plan> {
+            Ok(Plan::default()
+                .watch(Watch::new("secrets", "v1", "Secret").field_selector("type=Opaque")))
+        }
+
+        fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+            let mut seen = String::new();
+            for secret in ctx.objects::<Value>("secrets")? {
+                let kind = secret["type"].as_str().unwrap_or("none");
+                seen.push_str(&format!("{} {kind}\n", secret.key.name));
+            }
+            out.file("secrets.txt", seen)
+        }
+    }
+
+    fn secret(name: &str, kind: Option<&str>) -> Value {
+        let mut secret = json!({"metadata": {"namespace": "shop", "name": name}});
+        if let Some(kind) = kind {
+            secret["type"] = json!(kind);
+        }
+        secret
+    }
+
+    #[test]
+    fn field_selectors_select_as_the_host_does() -> Result<()> {
+        let mut harness = Harness::<OpaqueSecrets>::new(json!({}))?;
+        harness.apply("secrets", &secret("cert", Some("kubernetes.io/tls")));
+        harness.apply("secrets", &secret("plain", None));
+        harness.apply("secrets", &secret("db", Some("Opaque")));
+        harness.render()?;
+        assert_eq!(
+            harness.file("secrets.txt"),
+            Some("db Opaque\nplain Opaque\n"),
+            "a TLS Secret does not reach a type=Opaque watch; one without type is Opaque"
+        );
+        harness.apply("secrets", &secret("db", Some("kubernetes.io/tls")));
+        harness.render()?;
+        assert_eq!(
+            harness.file("secrets.txt"),
+            Some("plain Opaque\n"),
+            "an object the watch no longer selects is deleted"
+        );
+        Ok(())
+    }
+
+    #[derive(Default)]
+    struct BadSelector;
+
+    impl Library for BadSelector {
+        fn info(&self) -> Info {
+            Info::new("bad-selector", "0.1.0")
+        }
+
+        fn plan(&mut self, _: &Values) -> Result<Plan> {
+            Ok(Plan::default().watch(Watch::new("secrets", "v1", "Secret").field_selector("type")))
+        }
+
+        fn render(&mut self, _: &Context<'_>, _: &mut Output) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_selector_that_does_not_parse_fails_the_render() -> Result<()> {
+        let mut harness = Harness::<BadSelector>::new(json!({}))?;
+        harness.apply("secrets", &secret("db", None));
+        let error = harness.render().expect_err("bad field selector");
+        assert!(
+            error.to_string().contains("invalid field selector 'type'"),
+            "{error}"
+        );
+        Ok(())
+    }
 }

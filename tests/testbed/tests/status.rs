@@ -4,7 +4,9 @@
 //! `status.conditions` and nothing else.
 
 use haptic::controller::StatusApplier;
-use haptic::library::types::{StatusPatch, StatusVariant};
+use std::sync::Arc;
+
+use haptic::library::types::{ObjectRef, StatusPatch, StatusVariant};
 use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -12,21 +14,29 @@ use serde_json::{Value, json};
 
 const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
 
-fn gate_patch() -> StatusPatch {
-    StatusPatch {
+fn gate_patch() -> Arc<StatusPatch> {
+    gate_patch_for("web-1")
+}
+
+fn gate_patch_for(pod: &str) -> Arc<StatusPatch> {
+    let Value::Object(status) = json!({"conditions": [{
+        "type": GATE,
+        "status": "True",
+        "reason": "RoutedByLoadBalancer",
+        "message": "Every HAProxy pod runs a configuration that routes to this pod"
+    }]}) else {
+        unreachable!("a JSON object literal")
+    };
+    Arc::new(StatusPatch {
         variant: StatusVariant::Deployed,
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        namespace: "shop".into(),
-        name: "web-1".into(),
-        status: json!({"conditions": [{
-            "type": GATE,
-            "status": "True",
-            "reason": "RoutedByLoadBalancer",
-            "message": "Every HAProxy pod runs a configuration that routes to this pod"
-        }]})
-        .to_string(),
-    }
+        object: ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: "shop".into(),
+            name: pod.into(),
+        },
+        status,
+    })
 }
 
 fn condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
@@ -135,8 +145,7 @@ async fn e2e_the_gate_condition_is_owned_by_haptic_deployed_alone() {
     );
 
     // A patch for a pod that does not exist fails with the object named.
-    let mut missing = gate_patch();
-    missing.name = "gone".into();
+    let missing = gate_patch_for("gone");
     let report = applier.apply([&missing]).await;
     assert_eq!(report.failed.len(), 1);
     assert!(

@@ -222,6 +222,7 @@ fn a_rotated_certificate_is_replaced_at_runtime() {
     let Plan::Reload(reason) = plan(&old, &next, &maps_only) else {
         panic!("a certificate HAProxy did not load cannot be replaced at runtime");
     };
+    let reason = reason.to_string();
     assert!(reason.contains("certs/shop_web.pem"), "{reason}");
 }
 
@@ -316,6 +317,7 @@ fn new_certificates_crt_list_changes_and_unsendable_payloads_reload() {
         let Plan::Reload(reason) = plan(&old, next, &loaded_tls()) else {
             panic!("{expected}: not a reload");
         };
+        let reason = reason.to_string();
         assert!(reason.contains(expected), "{reason}");
         assert!(!reason.contains("KEY"), "reasons are logged: {reason}");
     }
@@ -328,6 +330,7 @@ fn key_material_is_never_a_map_payload() {
     let Plan::Reload(reason) = plan(&old, &next, &maps()) else {
         panic!("a map holding a key must not be sent as a payload");
     };
+    let reason = reason.to_string();
     assert!(reason.contains("holds key material"), "{reason}");
 }
 

@@ -272,7 +272,7 @@ fn candidate(
             if memory.is_written(patch) {
                 continue;
             }
-            let reference = ObjectRef::of_patch(patch);
+            let reference = patch.object.clone();
             // A patch the object already holds (a restarted controller, a
             // condition a previous leader set) is remembered as written
             // here rather than carried to the status task with the
@@ -303,24 +303,16 @@ fn candidate(
 /// A Pod's patch that sets the readiness gate's condition, told by the
 /// patch's structure: a `conditions` entry of the gate's type.
 fn is_gate_patch(patch: &StatusPatch) -> bool {
-    /// The part of a status patch that says which conditions it sets.
-    #[derive(serde::Deserialize)]
-    struct Conditions {
-        #[serde(default)]
-        conditions: Vec<Condition>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Condition {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    }
-    patch.kind == "Pod"
-        && serde_json::from_str::<Conditions>(&patch.status).is_ok_and(|status| {
-            status
-                .conditions
-                .iter()
-                .any(|condition| condition.kind.as_deref() == Some(GATE_CONDITION))
-        })
+    patch.object.kind == "Pod"
+        && patch
+            .status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|conditions| {
+                conditions.iter().any(|condition| {
+                    condition.get("type").and_then(Value::as_str) == Some(GATE_CONDITION)
+                })
+            })
 }
 
 #[cfg(test)]
@@ -414,23 +406,29 @@ mod tests {
 
     #[test]
     fn a_gate_patch_is_told_by_its_conditions_not_by_a_substring() {
-        use crate::library::types::StatusVariant;
-        let patch = |kind: &str, status: &str| StatusPatch {
-            api_version: "v1".into(),
-            kind: kind.into(),
-            namespace: "shop".into(),
-            name: "web-0".into(),
+        use crate::library::types::{ObjectRef, StatusVariant};
+        let patch = |kind: &str, status: Value| StatusPatch {
+            object: ObjectRef {
+                api_version: "v1".into(),
+                kind: kind.into(),
+                namespace: "shop".into(),
+                name: "web-0".into(),
+            },
             variant: StatusVariant::Deployed,
-            status: status.into(),
+            status: match status {
+                Value::Object(status) => status,
+                _ => panic!("test statuses are objects"),
+            },
         };
-        let gate = format!(r#"{{"conditions":[{{"type":"{GATE_CONDITION}","status":"True"}}]}}"#);
-        assert!(is_gate_patch(&patch("Pod", &gate)));
-        assert!(!is_gate_patch(&patch("Service", &gate)));
-        let mentions = format!(r#"{{"message":"waiting for {GATE_CONDITION}"}}"#);
+        let gate = serde_json::json!({"conditions": [{"type": GATE_CONDITION, "status": "True"}]});
+        assert!(is_gate_patch(&patch("Pod", gate.clone())));
+        assert!(!is_gate_patch(&patch("Service", gate)));
+        let mentions = serde_json::json!({"message": format!("waiting for {GATE_CONDITION}")});
         assert!(
-            !is_gate_patch(&patch("Pod", &mentions)),
+            !is_gate_patch(&patch("Pod", mentions)),
             "naming the condition elsewhere does not make a gate patch"
         );
-        assert!(!is_gate_patch(&patch("Pod", "not json")));
+        let other = serde_json::json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        assert!(!is_gate_patch(&patch("Pod", other)));
     }
 }

@@ -104,7 +104,7 @@ impl StatusTask {
         let Some(patches) = candidate.patches.get(&variant) else {
             return;
         };
-        let report = self.applier.apply(patches.iter().map(Arc::as_ref)).await;
+        let report = self.applier.apply(patches.iter()).await;
         if variant == StatusVariant::Deployed {
             let now = Instant::now();
             let mut gates = 0usize;
@@ -135,10 +135,7 @@ impl StatusTask {
 
     async fn report(&mut self, failure: Failure) {
         if !failure.patches.is_empty() {
-            let report = self
-                .applier
-                .apply(failure.patches.iter().map(Arc::as_ref))
-                .await;
+            let report = self.applier.apply(failure.patches.iter()).await;
             for failed in &report.failed {
                 tracing::warn!(object = %failed.object, error = %failed.error, "status patch not written");
             }

@@ -27,14 +27,21 @@ fn file(path: &str) -> Item {
     )))
 }
 
-fn patch(namespace: &str, name: &str, status: &str) -> Item {
-    Item::StatusPatch(std::sync::Arc::new(StatusPatch {
-        variant: StatusVariant::Rendered,
+fn ingress(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef {
         api_version: "networking.k8s.io/v1".into(),
         kind: "Ingress".into(),
         namespace: namespace.into(),
         name: name.into(),
-        status: status.into(),
+    }
+}
+
+fn patch(namespace: &str, name: &str, status: &str) -> Item {
+    let object = ingress(namespace, name);
+    Item::StatusPatch(std::sync::Arc::new(StatusPatch {
+        variant: StatusVariant::Rendered,
+        status: parse_status(&object, status).expect("test statuses are JSON objects"),
+        object,
     }))
 }
 
@@ -217,12 +224,12 @@ fn status_patches_need_a_target_and_a_json_object() {
         Malformed::EmptyStatusField { field: "name" }
     );
     assert!(matches!(
-        problem_with(patch("ns", "web", "[1]")),
-        Malformed::BadStatus { why, .. } if why == "got an array"
+        parse_status(&ingress("ns", "web"), "[1]"),
+        Err(Malformed::BadStatus { why, .. }) if why == "got an array"
     ));
     assert!(matches!(
-        problem_with(patch("ns", "web", "{not json")),
-        Malformed::BadStatus { .. }
+        parse_status(&ingress("ns", "web"), "{not json"),
+        Err(Malformed::BadStatus { .. })
     ));
 }
 

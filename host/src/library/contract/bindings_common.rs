@@ -92,7 +92,9 @@ macro_rules! common_bindings {
                 &self,
                 store: &mut Store<StoreState>,
                 changes: &[types::Change],
-            ) -> wasmtime::Result<Result<types::RenderOutput, types::GuestError>> {
+            ) -> wasmtime::Result<
+                Result<crate::library::contract::ConvertedOutput, types::GuestError>,
+            > {
                 let changes: Vec<wit::Change> = changes.iter().map(change_to_wit).collect();
                 let output = self
                     .0
@@ -136,16 +138,20 @@ macro_rules! common_bindings {
             }
         }
 
-        fn output_from_wit(output: wit::RenderOutput) -> types::RenderOutput {
-            types::RenderOutput {
+        fn output_from_wit(output: wit::RenderOutput) -> crate::library::contract::ConvertedOutput {
+            let upserts = output
+                .upserts
+                .into_iter()
+                .map(|keyed| match item_from_wit(keyed.item) {
+                    Ok(item) => Ok((keyed.key, item)),
+                    Err(problem) => Err((Some(keyed.key), problem)),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(types::RenderOutput {
                 complete: output.complete,
-                upserts: output
-                    .upserts
-                    .into_iter()
-                    .map(|keyed| (keyed.key, item_from_wit(keyed.item)))
-                    .collect(),
+                upserts,
                 removals: output.removals,
-            }
+            })
         }
 
         fn section_from_wit(section: wit::Section) -> types::Item {
@@ -166,15 +172,19 @@ macro_rules! common_bindings {
             }))
         }
 
-        fn patch_from_wit(patch: wit::StatusPatch) -> types::Item {
-            types::Item::StatusPatch(Arc::new(types::StatusPatch {
-                variant: variant_from_wit(patch.variant),
+        fn patch_from_wit(patch: wit::StatusPatch) -> Result<types::Item, Malformed> {
+            let object = types::ObjectRef {
                 api_version: patch.api_version,
                 kind: patch.kind,
                 namespace: patch.namespace,
                 name: patch.name,
-                status: patch.status,
-            }))
+            };
+            let status = crate::library::checks::parse_status(&object, &patch.status)?;
+            Ok(types::Item::StatusPatch(Arc::new(types::StatusPatch {
+                variant: variant_from_wit(patch.variant),
+                object,
+                status,
+            })))
         }
 
         fn kind_from_wit(kind: wit::SectionKind) -> types::SectionKind {

@@ -47,8 +47,8 @@ fn plan_from_wit(plan: wit::Plan) -> types::Plan {
     }
 }
 
-fn item_from_wit(item: wit::Item) -> types::Item {
-    match item {
+fn item_from_wit(item: wit::Item) -> Result<types::Item, Malformed> {
+    Ok(match item {
         wit::Item::Section(section) => section_from_wit(section),
         wit::Item::Snippet(snippet) => snippet_from_wit(snippet),
         wit::Item::File(file) => types::Item::File(Arc::new(types::AuxFile::new(
@@ -56,6 +56,6 @@ fn item_from_wit(item: wit::Item) -> types::Item {
             file.content,
             false,
         ))),
-        wit::Item::StatusPatch(patch) => patch_from_wit(patch),
-    }
+        wit::Item::StatusPatch(patch) => patch_from_wit(patch)?,
+    })
 }

@@ -63,8 +63,8 @@ fn plan_from_wit(plan: wit::Plan) -> types::Plan {
     }
 }
 
-fn item_from_wit(item: wit::Item) -> types::Item {
-    match item {
+fn item_from_wit(item: wit::Item) -> Result<types::Item, Malformed> {
+    Ok(match item {
         wit::Item::Section(section) => section_from_wit(section),
         wit::Item::Snippet(snippet) => snippet_from_wit(snippet),
         wit::Item::File(file) => types::Item::File(Arc::new(types::AuxFile::new(
@@ -72,11 +72,11 @@ fn item_from_wit(item: wit::Item) -> types::Item {
             file.content,
             file.secret,
         ))),
-        wit::Item::StatusPatch(patch) => patch_from_wit(patch),
+        wit::Item::StatusPatch(patch) => patch_from_wit(patch)?,
         wit::Item::Warning(warning) => types::Item::Warning(Arc::new(types::Warning {
             object: warning.object.map(key_from_wit),
             reason: warning.reason,
             message: warning.message,
         })),
-    }
+    })
 }

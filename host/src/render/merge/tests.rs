@@ -241,13 +241,18 @@ fn cached_sections_follow_changes() {
 }
 
 fn status(variant: StatusVariant, pod: &str, json: &str) -> Item {
+    let serde_json::Value::Object(status) = serde_json::from_str(json).expect("test JSON") else {
+        panic!("test statuses are objects");
+    };
     Item::StatusPatch(Arc::new(StatusPatch {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        namespace: "shop".into(),
-        name: pod.into(),
+        object: ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: "shop".into(),
+            name: pod.into(),
+        },
         variant,
-        status: json.into(),
+        status,
     }))
 }
 

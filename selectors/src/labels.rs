@@ -11,6 +11,43 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
+/// Why a label selector does not parse; each names the offending part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelSelectorError {
+    #[error("expected a label key after '!', found {found}")]
+    NoKeyAfterNot { found: String },
+    #[error("expected a value after the operator on '{key}', found {found}")]
+    NoValue { key: String, found: String },
+    #[error("expected '=', '==', '!=', 'in' or 'notin' after '{key}', found {found}")]
+    NoOperator { key: String, found: String },
+    #[error("expected a label key, found {found}")]
+    NoKey { found: String },
+    #[error("expected ',' between requirements, found {found}")]
+    NoComma { found: String },
+    #[error("expected '(' after 'in'/'notin' on '{key}'")]
+    NoSet { key: String },
+    #[error("the value set of '{key}' is empty; 'in' and 'notin' need at least one value")]
+    EmptySet { key: String },
+    #[error("unexpected {found} in the value set of '{key}'; write values as (a,b)")]
+    BadSet { key: String, found: String },
+    #[error(
+        "the '{0}' operator is not supported in label selectors here; use in/notin with the values"
+    )]
+    Unsupported(char),
+    #[error(
+        "'{0}' is not a valid label key (an optional DNS prefix and '/', then at most 63 \
+         alphanumerics, '-', '_' or '.', starting and ending alphanumeric)"
+    )]
+    BadKey(String),
+    #[error(
+        "'{0}' is not a valid label value (at most 63 alphanumerics, '-', '_' or '.', \
+         starting and ending alphanumeric)"
+    )]
+    BadValue(String),
+}
+
+use LabelSelectorError as E;
+
 /// Anything that answers "what is the value of label `key`": a manifest's
 /// `metadata.labels` or a store's label map.
 pub trait Labels {
@@ -76,7 +113,7 @@ enum Token {
 
 impl LabelSelector {
     /// Parses the string form; the error says what is wrong and where.
-    pub fn parse(selector: &str) -> Result<Self, String> {
+    pub fn parse(selector: &str) -> Result<Self, LabelSelectorError> {
         let tokens = lex(selector)?;
         let mut tokens = tokens.into_iter().peekable();
         let mut requirements = Vec::new();
@@ -91,10 +128,9 @@ impl LabelSelector {
                         op: Op::NotExists,
                     },
                     other => {
-                        return Err(format!(
-                            "expected a label key after '!', found {}",
-                            describe(other.as_ref())
-                        ));
+                        return Err(E::NoKeyAfterNot {
+                            found: describe(other.as_ref()),
+                        });
                     }
                 },
                 Some(Token::Ident(key)) => {
@@ -110,10 +146,10 @@ impl LabelSelector {
                                 },
                                 None | Some(Token::Comma) => String::new(),
                                 other => {
-                                    return Err(format!(
-                                        "expected a value after the operator on '{key}', found {}",
-                                        describe(other)
-                                    ));
+                                    return Err(E::NoValue {
+                                        found: describe(other),
+                                        key,
+                                    });
                                 }
                             };
                             let values = vec![checked_value(value)?];
@@ -134,19 +170,18 @@ impl LabelSelector {
                             }
                         }
                         other => {
-                            return Err(format!(
-                                "expected '=', '==', '!=', 'in' or 'notin' after '{key}', found {}",
-                                describe(other)
-                            ));
+                            return Err(E::NoOperator {
+                                found: describe(other),
+                                key,
+                            });
                         }
                     };
                     Requirement { key, op }
                 }
                 other => {
-                    return Err(format!(
-                        "expected a label key, found {}",
-                        describe(other.as_ref())
-                    ));
+                    return Err(E::NoKey {
+                        found: describe(other.as_ref()),
+                    });
                 }
             };
             requirements.push(requirement);
@@ -154,10 +189,9 @@ impl LabelSelector {
                 None => break,
                 Some(Token::Comma) => continue,
                 other => {
-                    return Err(format!(
-                        "expected ',' between requirements, found {}",
-                        describe(other.as_ref())
-                    ));
+                    return Err(E::NoComma {
+                        found: describe(other.as_ref()),
+                    });
                 }
             }
         }
@@ -180,9 +214,14 @@ impl LabelSelector {
     }
 }
 
-fn set(key: &str, tokens: &mut impl Iterator<Item = Token>) -> Result<Vec<String>, String> {
+fn set(
+    key: &str,
+    tokens: &mut impl Iterator<Item = Token>,
+) -> Result<Vec<String>, LabelSelectorError> {
     if tokens.next() != Some(Token::Open) {
-        return Err(format!("expected '(' after 'in'/'notin' on '{key}'"));
+        return Err(E::NoSet {
+            key: key.to_owned(),
+        });
     }
     let mut values = Vec::new();
     let mut expect_value = true;
@@ -195,22 +234,22 @@ fn set(key: &str, tokens: &mut impl Iterator<Item = Token>) -> Result<Vec<String
             Some(Token::Comma) if !expect_value => expect_value = true,
             Some(Token::Close) if !expect_value => break,
             Some(Token::Close) if values.is_empty() => {
-                return Err(format!(
-                    "the value set of '{key}' is empty; 'in' and 'notin' need at least one value"
-                ));
+                return Err(E::EmptySet {
+                    key: key.to_owned(),
+                });
             }
             other => {
-                return Err(format!(
-                    "unexpected {} in the value set of '{key}'",
-                    describe(other.as_ref())
-                ));
+                return Err(E::BadSet {
+                    key: key.to_owned(),
+                    found: describe(other.as_ref()),
+                });
             }
         }
     }
     Ok(values)
 }
 
-fn lex(selector: &str) -> Result<Vec<Token>, String> {
+fn lex(selector: &str) -> Result<Vec<Token>, LabelSelectorError> {
     let mut tokens = Vec::new();
     let mut chars = selector.chars().peekable();
     while let Some(c) = chars.next() {
@@ -230,11 +269,7 @@ fn lex(selector: &str) -> Result<Vec<Token>, String> {
                     tokens.push(Token::Not);
                 }
             }
-            '<' | '>' => {
-                return Err(format!(
-                    "the '{c}' operator is not supported in label selectors here"
-                ));
-            }
+            '<' | '>' => return Err(E::Unsupported(c)),
             c => {
                 let mut word = String::from(c);
                 while let Some(next) =
@@ -263,7 +298,7 @@ fn describe(token: Option<&Token>) -> String {
 }
 
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name.
-fn checked_key(key: String) -> Result<String, String> {
+fn checked_key(key: String) -> Result<String, LabelSelectorError> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key.as_str()),
@@ -283,21 +318,15 @@ fn checked_key(key: String) -> Result<String, String> {
     if prefix_ok && !name.is_empty() && is_label_value(name) {
         Ok(key)
     } else {
-        Err(format!(
-            "'{key}' is not a valid label key (an optional DNS prefix and '/', then at most 63 \
-             alphanumerics, '-', '_' or '.', starting and ending alphanumeric)"
-        ))
+        Err(E::BadKey(key))
     }
 }
 
-fn checked_value(value: String) -> Result<String, String> {
+fn checked_value(value: String) -> Result<String, LabelSelectorError> {
     if is_label_value(&value) {
         Ok(value)
     } else {
-        Err(format!(
-            "'{value}' is not a valid label value (at most 63 alphanumerics, '-', '_' or '.', \
-             starting and ending alphanumeric)"
-        ))
+        Err(E::BadValue(value))
     }
 }
 
@@ -310,4 +339,82 @@ fn is_label_value(value: &str) -> bool {
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
             && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
             && bytes.last().is_some_and(u8::is_ascii_alphanumeric))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn label_selector_semantics() {
+        let labels = json!({"app": "web", "env": "prod", "example.com/team": "a"});
+        let labels = labels.as_object();
+        let map: std::collections::BTreeMap<String, String> =
+            [("app", "web"), ("env", "prod"), ("example.com/team", "a")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into();
+        let cases = [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app = web , env=prod", true),
+            ("app=db", false),
+            ("app!=db", true),
+            ("missing!=x", true),
+            ("app!=web", false),
+            ("env in (prod, staging)", true),
+            ("env in (staging)", false),
+            ("env notin (staging)", true),
+            ("env notin (prod,staging)", false),
+            ("missing notin (x)", true),
+            ("missing in (x)", false),
+            ("example.com/team=a", true),
+            ("app", true),
+            ("!app", false),
+            ("!missing", true),
+            ("missing=", false),
+            ("app,!missing,env=prod", true),
+        ];
+        for (selector, expected) in cases {
+            let parsed =
+                LabelSelector::parse(selector).unwrap_or_else(|e| panic!("{selector:?}: {e}"));
+            assert_eq!(parsed.matches(&labels), expected, "{selector:?}");
+            assert_eq!(parsed.matches(&map), expected, "{selector:?} on a BTreeMap");
+        }
+        assert!(
+            LabelSelector::parse("a=")
+                .expect("empty value")
+                .matches(&json!({"a": ""}).as_object())
+        );
+        assert!(
+            !LabelSelector::parse("a")
+                .expect("valid")
+                .matches(&json!({"a": 1}).as_object())
+        );
+    }
+
+    #[test]
+    fn bad_label_selectors_are_refused_with_a_reason() {
+        for selector in [
+            "app in ()",
+            "app in (a",
+            "=x",
+            "app web",
+            "app=a,",
+            "-bad=x",
+            "app>1",
+            "a b c",
+            "!",
+            "a=(b)",
+        ] {
+            assert!(
+                LabelSelector::parse(selector).is_err(),
+                "{selector:?} should be refused"
+            );
+        }
+        let error = LabelSelector::parse("app in ()").expect_err("empty set");
+        assert!(error.to_string().contains("at least one value"), "{error}");
+    }
 }
