@@ -78,7 +78,7 @@ pub fn compare(old: &Rendered, new: &Rendered) -> Difference {
     let apply = match plan::plan(&old_bundle, &new_bundle, &plan::expected_loads(&old_bundle)) {
         Plan::Unchanged => Apply::Unchanged,
         Plan::Runtime(commands) => Apply::Runtime(commands.iter().map(describe).collect()),
-        Plan::Reload(reason) => Apply::Reload(reason),
+        Plan::Reload(reason) => Apply::Reload(reason.to_string()),
     };
     Difference {
         config: unified(&old.config, &new.config, "haproxy.cfg"),
@@ -132,9 +132,9 @@ fn patch_documents(rendered: &Rendered) -> BTreeMap<String, String> {
                     format!(
                         "{} {} {}/{}",
                         variant.as_str(),
-                        patch.kind,
-                        patch.namespace,
-                        patch.name
+                        patch.object.kind,
+                        patch.object.namespace,
+                        patch.object.name
                     ),
                     offline::status_patches_yaml(&[(library.clone(), patch.clone())]),
                 )
