@@ -28,8 +28,22 @@ const SERVER_RUNNING: &str = "2";
 const SERVER_HELD_BACK: u8 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20;
 
 /// One command on the master CLI; the master answers once the client has
-/// shut its write side.
+/// shut its write side. While the master re-executes itself in a reload it
+/// refuses or resets connections for a moment, so those are retried for 3 s.
 async fn master(socket: &Path, command: &str) -> Result<String, String> {
+    let started = std::time::Instant::now();
+    loop {
+        match master_once(socket, command).await {
+            Err((_, true)) if started.elapsed() < Duration::from_secs(3) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            result => return result.map_err(|(error, _)| error),
+        }
+    }
+}
+
+/// The answer, or the error and whether the master was re-executing.
+async fn master_once(socket: &Path, command: &str) -> Result<String, (String, bool)> {
     let exchange = async {
         let mut stream = UnixStream::connect(socket).await?;
         stream.write_all(format!("{command}\n").as_bytes()).await?;
@@ -40,10 +54,21 @@ async fn master(socket: &Path, command: &str) -> Result<String, String> {
     };
     match tokio::time::timeout(Duration::from_secs(5), exchange).await {
         Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(error)) => Err(format!("`{command}` on {}: {error}", socket.display())),
-        Err(_) => Err(format!(
-            "`{command}` on {}: no answer within 5 s",
-            socket.display()
+        Ok(Err(error)) => {
+            let reloading = matches!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+            );
+            Err((
+                format!("`{command}` on {}: {error}", socket.display()),
+                reloading,
+            ))
+        }
+        Err(_) => Err((
+            format!("`{command}` on {}: no answer within 5 s", socket.display()),
+            false,
         )),
     }
 }
