@@ -165,10 +165,16 @@ impl Installation {
         self.bed.client()
     }
 
+    /// Where HAProxy pod `haproxy-<index>` keeps its configuration (a
+    /// hostPath), so a test can prepare it before [`Self::add_proxy`].
+    pub fn proxy_dir(&self, index: usize) -> PathBuf {
+        self._dir.path().join(format!("haproxy-{index}"))
+    }
+
     /// Creates HAProxy pod `haproxy-<index>` and waits for its IP.
     pub async fn add_proxy(&mut self, index: usize) -> Proxy {
         let name = format!("haproxy-{index}");
-        let dir = self._dir.path().join(&name);
+        let dir = self.proxy_dir(index);
         std::fs::create_dir_all(&dir).expect("proxy dir");
         let env =
             json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);

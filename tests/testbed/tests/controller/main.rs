@@ -799,7 +799,7 @@ fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
     .expect("pod network");
 }
 
-/// Nothing happens for 35 s after a render: no container restarts (the
+/// Nothing happens for 35 s after renders: no container restarts (the
 /// process kubelet once killed an HAProxy pod 10 s after a render, when
 /// tokio retired the thread that had forked it) and no request fails.
 #[test]
@@ -809,7 +809,10 @@ fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
         let watched = Watched::start(&installation).await;
-        installation.rollout_restart(1).await;
+        // Renders on more than one runtime thread.
+        for round in 1..=3 {
+            installation.rollout_restart(round).await;
+        }
         tokio::time::sleep(Duration::from_secs(35)).await;
         installation.wait_routed().await;
         let restarts = installation.restart_counts().await;
@@ -825,8 +828,137 @@ fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
         watched
             .finish()
             .await
-            .assert_proven("a quiet half minute", 2);
+            .assert_proven("a quiet half minute", 4);
         controller.stop().await;
     })
     .expect("pod network");
+}
+
+/// A tmpfs mounted over a directory, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Self {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(status.success(), "mounting a tmpfs at {}", dir.display());
+        Self(dir.to_path_buf())
+    }
+
+    /// Fills the filesystem with one file; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut file = std::fs::File::create(&path).expect("filler");
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// One HAProxy pod's agent with its configuration directory full (a small
+/// tmpfs, filled) while a gated rollout runs: the apply fails with an error
+/// naming the directory and the cause, the old worker serves on, no gate is
+/// set; once space is freed the rollout completes and nothing failed.
+#[test]
+fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
+    bed::in_pod_network(async {
+        let mut installation = Installation::start(true, 1).await;
+        let tmpfs = Tmpfs::mount(&installation.proxy_dir(1), "4m");
+        let full = installation.add_proxy(1).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        let watched = Watched::start(&installation).await;
+        let filler = tmpfs.fill();
+        installation.start_rollout(1).await;
+        let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+        let new_pod = bed::wait_for(
+            "the new pod's containers to be ready",
+            Duration::from_secs(60),
+            || async {
+                let list = pods
+                    .list(&kube::api::ListParams::default().labels("app=web"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                list.items
+                    .into_iter()
+                    .find(|pod| {
+                        condition(pod, "ContainersReady") == Some("True")
+                            && condition(pod, "Ready") != Some("True")
+                    })
+                    .and_then(|pod| pod.metadata.name)
+                    .ok_or_else(|| "none yet".to_owned())
+            },
+        )
+        .await
+        .expect("a new pod");
+        let held = Instant::now();
+        while held.elapsed() < Duration::from_secs(8) {
+            let pod = pods.get(&new_pod).await.expect("new pod");
+            assert_eq!(
+                gate_status(&pod),
+                None,
+                "the gate was set on {new_pod} while {}'s disk was full",
+                full.name
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let log = agent_log(&installation, &full.name).await;
+        let refusal = log
+            .lines()
+            .find(|line| line.contains("apply failed"))
+            .unwrap_or_else(|| panic!("the agent logs the failed apply: {log}"));
+        println!("the full disk's apply error: {refusal}");
+        assert!(
+            refusal.contains("No space left on device")
+                && refusal.contains("writing the configuration directory"),
+            "the error names the directory and the cause: {refusal}"
+        );
+        std::fs::remove_file(&filler).expect("free the disk");
+        let freed = Instant::now();
+        installation.wait_rollout(1).await;
+        println!(
+            "rollout completed {:?} after the disk was freed",
+            freed.elapsed()
+        );
+        watched
+            .finish()
+            .await
+            .assert_proven("a full agent disk during a rollout", 2);
+        controller.stop().await;
+        drop(installation);
+        drop(tmpfs);
+    })
+    .expect("pod network");
+}
+
+/// Everything the agent container of HAProxy pod `name` logged so far.
+async fn agent_log(installation: &Installation, name: &str) -> String {
+    let pod = Api::<Pod>::namespaced(installation.client(), harness::PROXY_NAMESPACE)
+        .get(name)
+        .await
+        .expect("pod");
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let mut log = String::new();
+    for restart in 0..10 {
+        let path = installation.bed.kubelet.log_path(&uid, "agent", restart);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => log.push_str(&text),
+            Err(_) => break,
+        }
+    }
+    log
 }
