@@ -166,22 +166,23 @@ impl Watched {
     /// `keep_alive` workers on kept-alive connections besides `close`
     /// workers opening one connection per request.
     async fn start_with(installation: &Installation, keep_alive: usize, close: usize) -> Self {
+        Self::start_through(installation, &installation.proxies, keep_alive, close).await
+    }
+
+    /// Load through `targets` only; the checker still asks every HAProxy pod.
+    async fn start_through(
+        installation: &Installation,
+        targets: &[harness::Proxy],
+        keep_alive: usize,
+        close: usize,
+    ) -> Self {
         let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
         let order = check_gate_order(installation, report.clone()).await;
         let counts = Arc::new(LoadCounts::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let mut generators = harness::keep_alive_load(
-            &installation.proxies,
-            keep_alive,
-            counts.clone(),
-            stop.clone(),
-        );
-        generators.extend(load(
-            &installation.proxies,
-            close,
-            counts.clone(),
-            stop.clone(),
-        ));
+        let mut generators =
+            harness::keep_alive_load(targets, keep_alive, counts.clone(), stop.clone());
+        generators.extend(load(targets, close, counts.clone(), stop.clone()));
         Self {
             counts,
             stop,
@@ -1012,4 +1013,80 @@ async fn wait_gates_set(installation: &Installation) {
     })
     .await
     .expect("gates set");
+}
+
+/// HAProxy's master (the haproxy container's main process, by the pid its
+/// kubelet reports) SIGKILLed as soon as a change that reloads it has
+/// started a reload, while a gated rollout runs: the kubelet restarts it,
+/// it comes back on the configuration on disk, and no gate is set before it
+/// routes to the new pod. The load goes through the other HAProxy pod, which
+/// must drop nothing; the killed one cannot serve while it is down (a real
+/// Service takes it out once its agent's readiness probe fails).
+#[test]
+fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
+    bed::in_pod_network(async {
+        let installation = Installation::start(true, 2).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        wait_gates_set(&installation).await;
+        let (victim, survivor) = (&installation.proxies[0], &installation.proxies[1]);
+        let watched =
+            Watched::start_through(&installation, std::slice::from_ref(survivor), 0, 2).await;
+        let haproxy = format!("{}/{}/haproxy", harness::PROXY_NAMESPACE, victim.name);
+        let before = installation.restart_counts().await;
+        let pid = installation
+            .container_pid(harness::PROXY_NAMESPACE, &victim.name, "haproxy")
+            .await;
+        let reloads = oracle::reloads(victim).await.expect("show proc");
+        // A new backend: every HAProxy pod reloads.
+        bed::create::<k8s_openapi::api::networking::v1::Ingress>(
+            &installation.client(),
+            APP_NAMESPACE,
+            harness::ingress("reload", "reload.example.com", "web"),
+        )
+        .await
+        .expect("Ingress");
+        installation.start_rollout(1).await;
+        bed::wait_for(
+            "the victim's master to reload",
+            Duration::from_secs(30),
+            || async {
+                match oracle::reloads(victim).await {
+                    Ok(now) if now > reloads => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await
+        .expect("a reload");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL)
+            .expect("the master's pid is live");
+        let killed = Instant::now();
+        bed::wait_for(
+            "the kubelet to restart the killed HAProxy",
+            Duration::from_secs(60),
+            || async {
+                let now = installation.restart_counts().await;
+                if now.get(&haproxy) > before.get(&haproxy) {
+                    Ok(())
+                } else {
+                    Err(format!("{now:?}"))
+                }
+            },
+        )
+        .await
+        .expect("HAProxy restarted");
+        installation.wait_rollout(1).await;
+        println!(
+            "rollout completed {:?} after HAProxy's master was killed",
+            killed.elapsed()
+        );
+        installation.rollout_restart(2).await;
+        watched
+            .finish()
+            .await
+            .assert_proven("HAProxy's master killed in a reload", 3);
+        controller.stop().await;
+    })
+    .expect("pod network");
 }
