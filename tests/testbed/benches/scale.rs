@@ -6,8 +6,11 @@
 //! is its own.
 //!
 //! Prints: seed (controller start -> first configuration on every HAProxy
-//! pod), one Ingress change -> deployed on every pod (p50/p95), the
+//! pod), one Ingress change -> a configuration holding it running on every
+//! pod (n, p50, p90, max and the changes not deployed in time), the
 //! controller's peak and current resident memory, the agents' memory.
+//! Asserts the objects were all created and each change's bundle holds it,
+//! so a figure is never of a smaller cluster or of another render.
 
 // Shared with the e2e tests; not every helper is used here.
 #[allow(dead_code)]
@@ -17,7 +20,6 @@ mod harness;
 #[path = "../tests/controller/synthetic.rs"]
 mod synthetic;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use haptic::synthetic::{Cluster, ClusterSpec};
@@ -44,6 +46,12 @@ fn main() {
         let started = Instant::now();
         let created = create_all(&client, &cluster).await;
         println!("created {created} objects in {:?}", started.elapsed());
+        // create_all makes Namespaces and the IngressClass first and counts the rest.
+        let expected = cluster
+            .objects()
+            .filter(|o| o["kind"] != "Namespace" && o["kind"] != "IngressClass")
+            .count();
+        assert_eq!(created, expected, "every synthetic object is created");
 
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = installation.bed.control_plane.kubeconfig_path().to_path_buf();
@@ -71,32 +79,45 @@ fn main() {
         println!("controller memory after the first status writes: peak {peak} MiB, now {now} MiB");
         let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "ns-0");
         let mut samples = Vec::new();
+        let mut timeouts = 0;
         for change in 0..CHANGES {
             let name = format!("app-{}", change % ClusterSpec::benchmark().ingresses_per_namespace);
-            let started = change_host(&ingresses, &name, &format!("changed-{change}.example.com")).await;
-            match converged_on_new(&installation, Some(&id), Duration::from_secs(30)).await {
-                Some(next) => {
+            let host = format!("changed-{change}.example.com");
+            let started = change_host(&ingresses, &name, &host).await;
+            // A new id may be a render from before the change (a status
+            // write, an endpoint): wait for the one whose bundle holds it.
+            let deadline = started + Duration::from_secs(30);
+            let mut deployed = false;
+            while let Some(next) =
+                converged_on_new(&installation, Some(&id), deadline.saturating_duration_since(Instant::now())).await
+            {
+                id = next;
+                if bundle_mentions(&installation, &id, &host) {
                     samples.push(started.elapsed());
-                    id = next;
+                    deployed = true;
+                    break;
                 }
-                None => println!("change {change}: not deployed within 30 s"),
+            }
+            if !deployed {
+                timeouts += 1;
+                println!("change {change}: not deployed within 30 s");
             }
         }
         samples.sort();
         println!(
-            "one Ingress change -> deployed on both HAProxy pods: n={} p50={:?} p95={:?} max={:?}",
+            "one Ingress change -> deployed on both HAProxy pods: n={} p50={:?} p90={:?} max={:?}, {timeouts} not deployed within 30 s",
             samples.len(),
             percentile(&samples, 0.5),
-            percentile(&samples, 0.95),
+            percentile(&samples, 0.9),
             samples.last().copied().unwrap_or_default()
         );
         let (peak, now) = controller.memory_mib();
         println!("controller memory (gate on, 10,000 pods watched): peak {peak} MiB, now {now} MiB");
         println!("  resident by mapping: {}", synthetic::resident_breakdown(controller.pid()));
-        if let Ok(output) = Command::new("pgrep").args(["-f", "agent --config-dir"]).output() {
-            for pid in String::from_utf8_lossy(&output.stdout).split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
-                println!("agent pid {pid}: peak {} MiB", memory_kib(pid, "VmHWM:") / 1024);
-            }
+        // This bed's agents, by the pids its kubelet reports.
+        for proxy in &installation.proxies {
+            let pid = installation.container_pid(harness::PROXY_NAMESPACE, &proxy.name, "agent").await;
+            println!("{} agent pid {pid}: peak {} MiB", proxy.name, memory_kib(pid as u32, "VmHWM:") / 1024);
         }
         match controller.metrics().await {
             Ok(metrics) => {
@@ -129,4 +150,23 @@ fn main() {
         drop(controller);
     })
     .expect("pod network");
+}
+
+/// Whether any file of bundle `id` on the first HAProxy pod names `host`.
+fn bundle_mentions(installation: &Installation, id: &str, host: &str) -> bool {
+    let proxy = &installation.proxies[0];
+    let dir = haptic::agent::disk::ConfigDir::new(proxy.dir.clone(), proxy.dir.join("worker.sock"))
+        .bundle_dir(id);
+    let mut pending = vec![dir];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if std::fs::read_to_string(&path).is_ok_and(|text| text.contains(host)) {
+                return true;
+            }
+        }
+    }
+    false
 }

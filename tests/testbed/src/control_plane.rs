@@ -203,6 +203,7 @@ pub struct ControlPlane {
     ca_file: PathBuf,
     bin_dir: PathBuf,
     started_in: Duration,
+    apiserver_args: Vec<String>,
     dir: PathBuf,
     _dir_guard: tempfile::TempDir,
 }
@@ -257,6 +258,7 @@ impl ControlPlane {
             ca_file: started.ca_file,
             bin_dir,
             started_in: began.elapsed(),
+            apiserver_args: started.apiserver_args,
             dir: guard.path().to_path_buf(),
             _dir_guard: guard,
         })
@@ -374,6 +376,29 @@ impl ControlPlane {
             .iter()
             .filter_map(|c| Some((c.name(), c.pid()?)))
             .collect()
+    }
+
+    /// Kills kube-apiserver (SIGKILL, as a crash would) and starts it again
+    /// on the same address with the same certificates and etcd, as a
+    /// control-plane upgrade or crash does to clients: their watches break
+    /// and must re-list. Returns how long it was gone. Call it from the
+    /// thread that started the control plane: the new process's parent-death
+    /// signal is tied to the calling thread.
+    pub async fn restart_apiserver(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Duration, ControlPlaneError> {
+        let began = std::time::Instant::now();
+        startup::restart_apiserver(
+            &self.bin_dir,
+            &self.dir,
+            &mut self.components,
+            &self.apiserver_args,
+            &self.admin,
+            timeout,
+        )
+        .await?;
+        Ok(began.elapsed())
     }
 
     /// Fails if any component has exited since start.

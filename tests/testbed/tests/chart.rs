@@ -288,6 +288,20 @@ struct Load {
     counts: Arc<LoadCounts>,
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    started: Instant,
+}
+
+/// The least a load worker sends per second however loaded the machine
+/// (about 100 unloaded); below it the generator stalled or died.
+const MIN_REQUESTS_PER_SECOND_PER_WORKER: f64 = 15.0;
+
+/// What a load saw: successes, the failure counter and each failure, and
+/// the fewest successes that show it ran throughout.
+struct LoadSeen {
+    ok: u64,
+    failed: u64,
+    failures: Vec<String>,
+    minimum_ok: u64,
 }
 
 impl Load {
@@ -328,14 +342,18 @@ impl Load {
             counts,
             stop,
             tasks,
+            started: Instant::now(),
         }
     }
 
-    /// Stops the load; (ok, failures).
-    async fn stop(self) -> (u64, Vec<String>) {
+    /// Stops the load and awaits every worker (a panicked one is an error).
+    async fn stop(self) -> anyhow::Result<LoadSeen> {
         self.stop.store(true, Ordering::Relaxed);
+        let elapsed = self.started.elapsed();
+        let workers = self.tasks.len();
         for task in self.tasks {
-            let _ = task.await;
+            task.await
+                .map_err(|error| anyhow::anyhow!("a load generator panicked: {error}"))?;
         }
         let failures = self
             .counts
@@ -343,7 +361,14 @@ impl Load {
             .lock()
             .map(|f| f.clone())
             .unwrap_or_default();
-        (self.counts.ok.load(Ordering::Relaxed), failures)
+        Ok(LoadSeen {
+            ok: self.counts.ok.load(Ordering::Relaxed),
+            failed: self.counts.failed.load(Ordering::Relaxed),
+            failures,
+            minimum_ok: (elapsed.as_secs_f64()
+                * workers as f64
+                * MIN_REQUESTS_PER_SECOND_PER_WORKER) as u64,
+        })
     }
 }
 
@@ -636,13 +661,18 @@ async fn scenario(bed: &Bed, timings: &mut Vec<(String, Duration)>) -> anyhow::R
             pod.metadata.name.unwrap_or_default()
         );
     }
-    let (ok, failures) = load.stop().await;
+    let seen = load.stop().await?;
     println!(
-        "  3 gated rollouts: {ok} requests ok, {} failed",
-        failures.len()
+        "  3 gated rollouts: {} requests ok (minimum {}), {} failed",
+        seen.ok, seen.minimum_ok, seen.failed
     );
-    ensure!(failures.is_empty(), "failed requests: {failures:#?}");
-    ensure!(ok > 100, "the load generator sent too little: {ok}");
+    ensure!(seen.failed == 0, "failed requests: {:#?}", seen.failures);
+    ensure!(
+        seen.ok >= seen.minimum_ok,
+        "the load generator sent too little: {} ok, expected at least {}",
+        seen.ok,
+        seen.minimum_ok
+    );
     lap("3 gated rollouts under load", timings);
 
     // 4. helm upgrade turning the gate off (under load): the ClusterRole loses
@@ -696,11 +726,21 @@ async fn scenario(bed: &Bed, timings: &mut Vec<(String, Duration)>) -> anyhow::R
     )
     .await?;
     wait_routed(bed, &proxies, "new.example.com").await?;
-    let (ok, failures) = load.stop().await;
-    println!("  upgrade: {ok} requests ok, {} failed", failures.len());
+    let seen = load.stop().await?;
+    println!(
+        "  upgrade: {} requests ok (minimum {}), {} failed",
+        seen.ok, seen.minimum_ok, seen.failed
+    );
     ensure!(
-        failures.is_empty(),
-        "failed requests during the upgrade: {failures:#?}"
+        seen.failed == 0,
+        "failed requests during the upgrade: {:#?}",
+        seen.failures
+    );
+    ensure!(
+        seen.ok >= seen.minimum_ok,
+        "the load generator sent too little during the upgrade: {} ok, expected at least {}",
+        seen.ok,
+        seen.minimum_ok
     );
     lap(
         "helm upgrade (gate off), controller rolled, new host routed",

@@ -25,6 +25,8 @@ pub(super) struct Started {
     pub(super) server_url: String,
     pub(super) kubeconfig: std::path::PathBuf,
     pub(super) ca_file: std::path::PathBuf,
+    /// kube-apiserver's flags, to start it again as it was.
+    pub(super) apiserver_args: Vec<String>,
 }
 
 /// Starts etcd and kube-apiserver together (the apiserver retries etcd until it answers), then
@@ -188,7 +190,37 @@ pub(super) async fn run(
         server_url,
         kubeconfig,
         ca_file,
+        apiserver_args,
     })
+}
+
+/// Kills kube-apiserver (`components[1]`) as a crash would and starts it
+/// again with `args`: the same port, serving certificate (it reuses the one
+/// in its `--cert-dir`) and etcd; returns once it is ready.
+pub(super) async fn restart_apiserver(
+    bin_dir: &Path,
+    dir: &Path,
+    components: &mut [Component],
+    args: &[String],
+    admin: &kube::Client,
+    timeout: Duration,
+) -> Result<(), ControlPlaneError> {
+    let Some(apiserver) = components.get_mut(1) else {
+        return Err(ControlPlaneError::Io {
+            what: "restart kube-apiserver".to_owned(),
+            source: std::io::Error::other("the control plane has no apiserver"),
+        });
+    };
+    apiserver.kill().await;
+    *apiserver = spawn(bin_dir, dir, "kube-apiserver", args)?;
+    wait_for(
+        "kube-apiserver /readyz after a restart",
+        components,
+        1,
+        timeout,
+        async || get_ok(admin, "/readyz").await,
+    )
+    .await
 }
 
 /// The admin, the controller manager, a user with no permissions, then the caller's users;

@@ -3,8 +3,16 @@
 //! The process gets exactly the environment kubelet would give it (nothing
 //! inherited from the test), its own process group standing in for the
 //! container's PID namespace, stdout and stderr in a per-instance log file, and
-//! `setpriv --pdeathsig KILL`, so it dies with the thread that started it even
-//! if the kubelet is killed without running destructors.
+//! `setpriv --pdeathsig KILL`, so it dies with the kubelet even if the kubelet
+//! is killed without running destructors.
+//!
+//! Linux sends the parent-death signal when the *thread* that forked the
+//! child exits, not the process. Every container is therefore forked from one
+//! thread of the kubelet's own ([`Spawner`]) that lives as long as the
+//! kubelet's registry: forked from whichever runtime thread ran the pod
+//! worker, a container died whenever tokio retired that thread (a thread that
+//! ran `block_in_place`, as the in-process controller does for every render,
+//! ends up in the blocking pool and exits after 10 s idle).
 //!
 //! Volume mounts are made faithful with a private mount namespace per
 //! container: `unshare --mount --propagation private` runs a short `bash`
@@ -39,7 +47,7 @@ use std::fs::OpenOptions;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -66,6 +74,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The kubelet's spawning thread could not be started or is gone.
+    #[error("the kubelet's container-spawning thread {0}; the machine may be out of threads")]
+    Spawner(&'static str),
     /// The container has nothing to run.
     #[error("the container has no command and its image maps to no program")]
     NoCommand,
@@ -90,26 +101,78 @@ pub(crate) struct Launch {
 }
 
 /// Process groups alive right now, so a dropped kubelet can kill them all
-/// synchronously.
+/// synchronously, and the thread that forks them.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Registry(Arc<Mutex<HashSet<i32>>>);
+pub(crate) struct Registry {
+    groups: Arc<Mutex<HashSet<i32>>>,
+    spawner: Arc<OnceLock<Option<Spawner>>>,
+}
+
+/// A job for the spawning thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The one thread that forks a kubelet's containers (see the module docs).
+/// It is started from a thread of the kubelet's runtime, so it is in the pod
+/// network, as is everything it forks, and it ends when the last handle to
+/// the registry is dropped.
+#[derive(Debug)]
+struct Spawner {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Spawner {
+    fn start() -> Option<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("kubelet-spawner".into())
+            .spawn(move || {
+                for job in queue {
+                    job();
+                }
+            })
+            .ok()?;
+        Some(Self { jobs })
+    }
+
+    /// Runs `cmd.spawn()` on the spawning thread, registering the child
+    /// with the caller's tokio runtime.
+    fn spawn(&self, mut cmd: Command) -> Result<std::io::Result<Child>, Error> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::Spawner("needs a tokio runtime"))?;
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.jobs
+            .send(Box::new(move || {
+                let _entered = runtime.enter();
+                let _ = reply.send(cmd.spawn());
+            }))
+            .map_err(|_| Error::Spawner("has stopped"))?;
+        answer.recv().map_err(|_| Error::Spawner("has stopped"))
+    }
+}
 
 impl Registry {
+    fn spawner(&self) -> Result<&Spawner, Error> {
+        self.spawner
+            .get_or_init(Spawner::start)
+            .as_ref()
+            .ok_or(Error::Spawner("could not be started"))
+    }
+
     fn add(&self, pgid: i32) {
-        if let Ok(mut set) = self.0.lock() {
+        if let Ok(mut set) = self.groups.lock() {
             set.insert(pgid);
         }
     }
 
     fn remove(&self, pgid: i32) {
-        if let Ok(mut set) = self.0.lock() {
+        if let Ok(mut set) = self.groups.lock() {
             set.remove(&pgid);
         }
     }
 
     /// SIGKILLs every live group.
     pub(crate) fn kill_all(&self) {
-        if let Ok(set) = self.0.lock() {
+        if let Ok(set) = self.groups.lock() {
             for pgid in set.iter() {
                 let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
             }
@@ -199,8 +262,9 @@ pub(crate) fn spawn(launch: &Launch, registry: &Registry) -> Result<(Process, Ch
         .stderr(Stdio::from(log_err))
         .process_group(0)
         .kill_on_drop(true);
-    let child = cmd
-        .spawn()
+    let child = registry
+        .spawner()?
+        .spawn(cmd)?
         .map_err(|source| Error::Spawn { argv0, source })?;
     let pgid = child.id().map_or(0, |id| id as i32);
     registry.add(pgid);
@@ -423,6 +487,40 @@ mod tests {
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
         assert_eq!(out.status.code(), Some(7), "the command ran to its end");
+    }
+
+    #[tokio::test]
+    async fn a_container_outlives_the_thread_that_asked_for_it() {
+        // As a tokio blocking-pool thread does: ask for a container, then exit.
+        let tmp = tempfile::tempdir().unwrap();
+        let launch = Launch {
+            argv: vec!["sleep".into(), "30".into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            mounts: vec![],
+            workdir: "/".into(),
+            log: tmp.path().join("log"),
+        };
+        let registry = Registry::default();
+        let runtime = tokio::runtime::Handle::current();
+        let asker = std::thread::spawn({
+            let registry = registry.clone();
+            move || {
+                let _entered = runtime.enter();
+                let spawned = spawn(&launch, &registry).unwrap();
+                // Until setpriv has armed the signal and run the program.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                spawned
+            }
+        });
+        let (process, mut child) = asker.join().unwrap();
+        // A parent-death signal tied to the asking thread fires at once.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the container died with the thread that asked for it"
+        );
+        drop(process);
+        assert_eq!(wait(child).await.signal, Some(9));
     }
 
     #[tokio::test]

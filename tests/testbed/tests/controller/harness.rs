@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use haptic::agent::disk::ConfigDir;
-use haptic::agent::{AgentClient, PodState};
+use haptic::agent::AgentClient;
 use haptic::controller::proxies::ProxySettings;
 use haptic::controller::{self, FleetSettings, State};
 use haptic::engine::{self, Engine};
@@ -30,7 +29,7 @@ use tokio::sync::oneshot;
 pub const HAPTIC_IMAGE: &str = "haptic.test/haptic";
 pub const HOST: &str = "web.example.com";
 pub const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
-const PROXY_NAMESPACE: &str = "haptic";
+pub const PROXY_NAMESPACE: &str = "haptic";
 pub const APP_NAMESPACE: &str = "shop";
 /// The agents' bearer token (a Secret mounted into every agent).
 pub const AGENT_TOKEN: &str = "e2e-agent-token-0123456789abcdef";
@@ -69,31 +68,9 @@ impl Proxy {
         .expect("agent client")
     }
 
-    /// Whether every live worker of this pod routes to `ip` (an enabled
-    /// server line at that address in the bundle the worker runs).
-    pub fn routes_to(&self, state: &PodState, ip: &str) -> Result<(), String> {
-        if state.workers.is_empty() {
-            return Err(format!("{}: no workers", self.name));
-        }
-        let dir = ConfigDir::new(self.dir.clone(), self.dir.join("worker.sock"));
-        for worker in &state.workers {
-            let path = dir.bundle_dir(&worker.config_id).join("haproxy.cfg");
-            let config = std::fs::read_to_string(&path)
-                .map_err(|e| format!("{}: reading {}: {e}", self.name, path.display()))?;
-            let routed = config.lines().any(|line| {
-                let line = line.trim();
-                line.starts_with("server ")
-                    && line.contains(&format!(" {ip}:"))
-                    && !line.split_whitespace().any(|word| word == "disabled")
-            });
-            if !routed {
-                return Err(format!(
-                    "{}: worker {} ({:?}) runs {} which does not route to {ip}",
-                    self.name, worker.pid, worker.role, worker.config_id
-                ));
-            }
-        }
-        Ok(())
+    /// Its HAProxy's master CLI (`haptic haproxy`'s default, in the config dir).
+    pub fn master_socket(&self) -> PathBuf {
+        self.dir.join("master.sock")
     }
 }
 
@@ -188,10 +165,16 @@ impl Installation {
         self.bed.client()
     }
 
+    /// Where HAProxy pod `haproxy-<index>` keeps its configuration (a
+    /// hostPath), so a test can prepare it before [`Self::add_proxy`].
+    pub fn proxy_dir(&self, index: usize) -> PathBuf {
+        self._dir.path().join(format!("haproxy-{index}"))
+    }
+
     /// Creates HAProxy pod `haproxy-<index>` and waits for its IP.
     pub async fn add_proxy(&mut self, index: usize) -> Proxy {
         let name = format!("haproxy-{index}");
-        let dir = self._dir.path().join(&name);
+        let dir = self.proxy_dir(index);
         std::fs::create_dir_all(&dir).expect("proxy dir");
         let env =
             json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
@@ -398,8 +381,15 @@ impl Installation {
     /// `kubectl rollout restart deployment/web`, then waits for the rollout
     /// to finish (one updated, available replica and no other pod).
     pub async fn rollout_restart(&self, round: usize) -> Duration {
-        let deployments: Api<Deployment> = Api::namespaced(self.client(), APP_NAMESPACE);
         let started = Instant::now();
+        self.start_rollout(round).await;
+        self.wait_rollout(round).await;
+        started.elapsed()
+    }
+
+    /// `kubectl rollout restart deployment/web`, without waiting.
+    pub async fn start_rollout(&self, round: usize) {
+        let deployments: Api<Deployment> = Api::namespaced(self.client(), APP_NAMESPACE);
         deployments
             .patch(
                 "web",
@@ -410,6 +400,12 @@ impl Installation {
             )
             .await
             .expect("restart");
+    }
+
+    /// Waits for rollout `round` to finish (one updated, available replica
+    /// and no other pod).
+    pub async fn wait_rollout(&self, round: usize) {
+        let deployments: Api<Deployment> = Api::namespaced(self.client(), APP_NAMESPACE);
         let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
         bed::wait_for(
             &format!("rollout {round} to finish"),
@@ -436,7 +432,52 @@ impl Installation {
         )
         .await
         .expect("rollout finished");
-        started.elapsed()
+    }
+
+    /// The pid of a container's main process, as the kubelet reports it in
+    /// the pod's status (`process://<pid>`): that process and no other.
+    pub async fn container_pid(&self, namespace: &str, pod: &str, container: &str) -> i32 {
+        let pod = Api::<Pod>::namespaced(self.client(), namespace)
+            .get(pod)
+            .await
+            .expect("pod");
+        let id = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.name == container)
+            .and_then(|c| c.container_id)
+            .unwrap_or_default();
+        id.strip_prefix("process://")
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("no process id for container {container}: {id:?}"))
+    }
+
+    /// Every container's restart count in the HAProxy and app namespaces,
+    /// by `namespace/pod/container`, as the API server has it.
+    pub async fn restart_counts(&self) -> std::collections::BTreeMap<String, i32> {
+        let mut counts = std::collections::BTreeMap::new();
+        for namespace in [PROXY_NAMESPACE, APP_NAMESPACE] {
+            let pods = Api::<Pod>::namespaced(self.client(), namespace)
+                .list(&ListParams::default())
+                .await
+                .expect("pods");
+            for pod in pods.items {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                for container in pod
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .unwrap_or_default()
+                {
+                    counts.insert(
+                        format!("{namespace}/{name}/{}", container.name),
+                        container.restart_count,
+                    );
+                }
+            }
+        }
+        counts
     }
 }
 
@@ -459,7 +500,58 @@ pub fn ingress(name: &str, host: &str, service: &str) -> serde_json::Value {
 pub struct LoadCounts {
     pub ok: AtomicU64,
     pub failed: AtomicU64,
-    pub failures: std::sync::Mutex<Vec<String>>,
+    pub failures: std::sync::Mutex<Vec<Failure>>,
+}
+
+/// One failed request.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub target: SocketAddr,
+    /// When its answer or error came.
+    pub at: Instant,
+    /// How long it took.
+    pub took: Duration,
+    /// The HTTP status, if there was an answer.
+    pub status: Option<u16>,
+    /// The answer's body or the error.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.status.map(|s| s.to_string()).unwrap_or_default();
+        write!(
+            f,
+            "{} after {:?}: {status} {}",
+            self.target, self.took, self.detail
+        )
+    }
+}
+
+impl LoadCounts {
+    fn record_failure(
+        &self,
+        target: SocketAddr,
+        started: Instant,
+        status: Option<u16>,
+        detail: String,
+    ) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.push(Failure {
+                target,
+                at: Instant::now(),
+                took: started.elapsed(),
+                status,
+                detail,
+            });
+        }
+    }
+
+    /// Every failure so far.
+    pub fn failures(&self) -> Vec<Failure> {
+        self.failures.lock().map(|f| f.clone()).unwrap_or_default()
+    }
 }
 
 /// Sends requests for `HOST` through every proxy in turn, one connection
@@ -485,18 +577,13 @@ pub fn load(
                         Ok(response) if response.status == 200 => {
                             counts.ok.fetch_add(1, Ordering::Relaxed);
                         }
-                        outcome => {
-                            counts.failed.fetch_add(1, Ordering::Relaxed);
-                            let detail = match outcome {
-                                Ok(response) => {
-                                    format!("{} {}", response.status, response.body.trim())
-                                }
-                                Err(error) => error.to_string(),
-                            };
-                            if let Ok(mut failures) = counts.failures.lock() {
-                                failures.push(format!("{addr} after {:?}: {detail}", at.elapsed()));
-                            }
-                        }
+                        Ok(response) => counts.record_failure(
+                            addr,
+                            at,
+                            Some(response.status),
+                            response.body.trim().to_owned(),
+                        ),
+                        Err(error) => counts.record_failure(addr, at, None, error.to_string()),
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -536,14 +623,12 @@ pub fn keep_alive_load(
                 let addr = targets[worker % targets.len()];
                 let mut connection: Option<tokio::io::BufReader<tokio::net::TcpStream>> = None;
                 while !stop.load(Ordering::Relaxed) {
+                    let at = Instant::now();
                     if connection.is_none() {
                         match tokio::net::TcpStream::connect(addr).await {
                             Ok(stream) => connection = Some(tokio::io::BufReader::new(stream)),
                             Err(error) => {
-                                counts.failed.fetch_add(1, Ordering::Relaxed);
-                                if let Ok(mut failures) = counts.failures.lock() {
-                                    failures.push(format!("{addr}: connect: {error}"));
-                                }
+                                counts.record_failure(addr, at, None, format!("connect: {error}"));
                                 tokio::time::sleep(Duration::from_millis(50)).await;
                                 continue;
                             }
@@ -560,10 +645,16 @@ pub fn keep_alive_load(
                             }
                         }
                         outcome => {
-                            counts.failed.fetch_add(1, Ordering::Relaxed);
-                            if let Ok(mut failures) = counts.failures.lock() {
-                                failures.push(format!("{addr} keep-alive: {outcome:?}"));
-                            }
+                            let status = match &outcome {
+                                Ok(Ok((status, _))) => Some(*status),
+                                _ => None,
+                            };
+                            counts.record_failure(
+                                addr,
+                                at,
+                                status,
+                                format!("keep-alive: {outcome:?}"),
+                            );
                             connection = None;
                         }
                     }
