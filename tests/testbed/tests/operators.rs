@@ -8,7 +8,7 @@
 //!   `charts/haptic/templates/prometheusrule.yaml` must be a series there.
 //!   A metric renamed in the code, or a typo in a query, fails here.
 //! - `haptic status` explains a rollout stalled on purpose: one HAProxy
-//!   pod's agent is stopped (SIGSTOP, by its own pid), the new app pod's
+//!   pod's agent is stopped (SIGSTOP, the pid its kubelet reports), the new app pod's
 //!   gate waits, and `haptic status --pod` must name that HAProxy pod and
 //!   the worker still on the old render; once the agent runs again the
 //!   gate is set and the command says nothing waits.
@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use haptic_testbed::kubelet::{bed, http};
-use harness::{APP_NAMESPACE, Installation, Proxy, gate_status, haptic_bin};
+use harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status, haptic_bin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -148,42 +148,6 @@ fn e2e_every_metric_the_dashboard_and_alerts_read_is_exported() {
     .expect("the pod network");
 }
 
-/// The pid of `proxy`'s agent: the `haptic agent` process listening on its
-/// pod IP in this test's own network namespace (another test's bed may
-/// hand out the same IP in its own namespace).
-fn agent_pid(proxy: &Proxy) -> Pid {
-    let listen = format!("{}:8450", proxy.ip);
-    let own_netns = std::fs::read_link("/proc/thread-self/ns/net").expect("own netns");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc") {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let is_agent =
-            args.get(1).is_some_and(|a| *a == b"agent") && args.contains(&listen.as_bytes());
-        let same_netns =
-            std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns == own_netns);
-        if is_agent && same_netns {
-            found.push(pid);
-        }
-    }
-    assert_eq!(
-        found.len(),
-        1,
-        "exactly one agent listens on {listen} here: {found:?}"
-    );
-    Pid::from_raw(found[0])
-}
-
 /// `haptic status` against the controller process: exit code and stdout.
 async fn status(args: &[&str]) -> (i32, String) {
     let output = tokio::process::Command::new(haptic_bin())
@@ -259,7 +223,11 @@ fn e2e_haptic_status_names_the_haproxy_pod_and_worker_a_stalled_rollout_waits_fo
             .map(|(n, _, _)| n)
             .collect();
         let stalled = &installation.proxies[1];
-        let agent = agent_pid(stalled);
+        let agent = Pid::from_raw(
+            installation
+                .container_pid(PROXY_NAMESPACE, &stalled.name, "agent")
+                .await,
+        );
         kill(agent, Signal::SIGSTOP).expect("SIGSTOP the agent");
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), APP_NAMESPACE);
         deployments
