@@ -45,6 +45,8 @@ GODEBUG_LINE="$(grep -E '^godebug ' "$K8S_GOMOD" || true)"
     echo "	k8s.io/kubernetes/cmd/kube-apiserver"
     echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
     echo "	k8s.io/kubernetes/cmd/kubectl"
+    echo "	k8s.io/kubernetes/cmd/kubelet"
+    echo "	k8s.io/kubernetes/cmd/kube-proxy"
     echo ")"
     echo
     echo "require ("
