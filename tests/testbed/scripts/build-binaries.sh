@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test bed's Kubernetes binaries from tests/testbed/go through the Go module proxy,
 # once per Kubernetes version, into a cache outside the repository: the control plane (etcd,
-# kube-apiserver, kube-controller-manager, kubectl) and the real node (kubelet, kube-proxy).
+# kube-apiserver, kube-controller-manager, kubectl) and the real node (kubelet, kube-proxy, and kube-scheduler to bind its pods).
 # Only the missing binaries are built, so a cache made before the node existed is completed,
 # not rebuilt. A second run finds the binaries and returns at once.
 #
@@ -32,8 +32,9 @@ declare -A PACKAGES=(
     [kubectl]=k8s.io/kubernetes/cmd/kubectl
     [kubelet]=k8s.io/kubernetes/cmd/kubelet
     [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+    [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
 )
-BINARIES=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-proxy)
+BINARIES=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-proxy kube-scheduler)
 
 MISSING=()
 for b in "${BINARIES[@]}"; do
@@ -71,7 +72,7 @@ STAGE="$(mktemp -d "$CACHE_ROOT/.build-$K8S_VERSION.XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
 
 START=$(date +%s)
-echo "build-binaries.sh: building Kubernetes $K8S_VERSION ${MISSING[*]} into $BIN_DIR (cold, all six: 20-35 min on 2 cores)" >&2
+echo "build-binaries.sh: building Kubernetes $K8S_VERSION ${MISSING[*]} into $BIN_DIR (cold, all seven: 20-35 min on 2 cores)" >&2
 cd "$GO_DIR"
 TARGETS=()
 for b in "${MISSING[@]}"; do TARGETS+=("${PACKAGES[$b]}"); done

@@ -47,6 +47,7 @@ GODEBUG_LINE="$(grep -E '^godebug ' "$K8S_GOMOD" || true)"
     echo "	k8s.io/kubernetes/cmd/kubectl"
     echo "	k8s.io/kubernetes/cmd/kubelet"
     echo "	k8s.io/kubernetes/cmd/kube-proxy"
+    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
     echo ")"
     echo
     echo "require ("
