@@ -36,7 +36,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 pub use cleanup::leftovers;
-pub use images::{ECHO_IMAGE, PAUSE_IMAGE};
+pub use images::{ECHO_IMAGE, HAPTIC_IMAGE, PAUSE_IMAGE};
 pub use kubelet::NODE_NAME;
 
 use crate::control_plane::process::Component;
@@ -146,7 +146,9 @@ impl NodeBed {
                 missing: missing.join(", "),
             });
         }
-        let archives = images::archives()?;
+        let mut archives = images::archives()?;
+        // haptic's own image when `make image` has built it (the chart runs it).
+        archives.extend(images::haptic_archive());
         cleanup::sweep();
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
@@ -216,6 +218,11 @@ impl NodeBed {
         )?);
         wait_node_ready(&control_plane.admin_client(), &mut processes).await?;
         Ok((processes, control_plane))
+    }
+
+    /// Whether haptic's image (`make image`) was found and imported.
+    pub fn has_haptic_image() -> bool {
+        images::haptic_archive().is_some()
     }
 
     /// An admin client.

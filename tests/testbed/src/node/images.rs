@@ -18,21 +18,41 @@ pub const ECHO_IMAGE: &str = "haptic.test/echo:testbed";
 /// `io.containerd.image.name`).
 const ARCHIVES: [&str; 2] = ["pause.oci.tar", "echo.oci.tar"];
 
+/// haptic's image as `make image` names it (the chart's default).
+pub const HAPTIC_IMAGE: &str = concat!("localhost/haptic:", env!("CARGO_PKG_VERSION"));
+
+/// The cargo target directory of the running test (`target/<profile>/deps/..`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.pop();
+    dir
+}
+
+/// The archive `make image` wrote (`HAPTIC_IMAGE_ARCHIVE`, else
+/// `<target>/image/haptic-<version>.oci.tar`), if there is one.
+pub(crate) fn haptic_archive() -> Option<PathBuf> {
+    let path = std::env::var_os("HAPTIC_IMAGE_ARCHIVE").map_or_else(
+        || {
+            target_dir().join("image").join(concat!(
+                "haptic-",
+                env!("CARGO_PKG_VERSION"),
+                ".oci.tar"
+            ))
+        },
+        PathBuf::from,
+    );
+    path.is_file().then_some(path)
+}
+
 /// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
-/// the cargo target directory of the running test (`target/<profile>/deps/..`).
+/// the cargo target directory of the running test.
 pub(crate) fn archives() -> Result<Vec<PathBuf>, Error> {
-    let dir = match std::env::var_os("HAPTIC_TESTBED_IMAGES") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let exe = std::env::current_exe().unwrap_or_default();
-            let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-            if dir.ends_with("deps") {
-                dir.pop();
-            }
-            dir.pop();
-            dir.join("testbed-images")
-        }
-    };
+    let dir = std::env::var_os("HAPTIC_TESTBED_IMAGES")
+        .map_or_else(|| target_dir().join("testbed-images"), PathBuf::from);
     let paths: Vec<PathBuf> = ARCHIVES.iter().map(|a| dir.join(a)).collect();
     let missing: Vec<&str> = ARCHIVES
         .iter()
