@@ -10,6 +10,9 @@
 # - echo.oci.tar: the bed's echo server with the shared libraries it links
 #   (copied from this machine, as `ldd` lists them), named
 #   haptic.test/echo:testbed.
+# - tools.oci.tar: a shell and a few tools for scenario pods that run a
+#   script (dash as /bin/sh, curl, cat, touch, with their libraries and the
+#   CA bundle, from this machine), named haptic.test/tools:testbed.
 #
 # Both are one layer packed with umoci, the tool image/build.sh uses for the
 # haptic image. The names are fixed here and in tests/testbed/src/node/images.rs.
@@ -90,12 +93,28 @@ if ! fresh "$out/pause.oci.tar" "$pause_src"; then
     pack "$root" "localhost/testbed-pause:$pause_tag" "$out/pause.oci.tar" 65535 /pause
 fi
 
+# copy_with_libs <root> <binary> <path in image>: the binary and the shared
+# libraries and loader it links, at the paths it was linked against.
+copy_with_libs() {
+    local root="$1" bin="$2" dest="$3"
+    install -D -m 0755 "$bin" "$root$dest"
+    ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
+        while read -r lib; do install -D -m 0755 "$(realpath "$lib")" "$root$lib"; done
+}
+
 if ! fresh "$out/echo.oci.tar" "$echo_bin"; then
     root="$work/echo-root"
-    install -D -m 0755 "$echo_bin" "$root/usr/local/bin/echo-server"
-    # The binary's shared libraries and loader, at the paths it was linked against.
-    ldd "$echo_bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
-        while read -r lib; do install -D -m 0755 "$(realpath "$lib")" "$root$lib"; done
+    copy_with_libs "$root" "$echo_bin" /usr/local/bin/echo-server
     pack "$root" "haptic.test/echo:testbed" "$out/echo.oci.tar" 65532 /usr/local/bin/echo-server
+fi
+
+if ! fresh "$out/tools.oci.tar" "$(command -v curl)"; then
+    command -v curl >/dev/null || { echo "$0: curl is needed for the tools image (apt-get install curl)" >&2; exit 2; }
+    root="$work/tools-root"
+    copy_with_libs "$root" "$(realpath /bin/sh)" /bin/sh
+    for tool in curl cat touch; do copy_with_libs "$root" "$(command -v "$tool")" "/usr/bin/$tool"; done
+    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    mkdir -p "$root/tmp"
+    pack "$root" "haptic.test/tools:testbed" "$out/tools.oci.tar" 65532 /bin/sh
 fi
 echo "$out"

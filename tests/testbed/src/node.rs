@@ -36,7 +36,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 pub use cleanup::leftovers;
-pub use images::{ECHO_IMAGE, HAPTIC_IMAGE, PAUSE_IMAGE};
+pub use images::{ECHO_IMAGE, HAPTIC_IMAGE, PAUSE_IMAGE, TOOLS_IMAGE};
 pub use kubelet::NODE_NAME;
 
 use crate::control_plane::process::Component;

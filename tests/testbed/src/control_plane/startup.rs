@@ -90,6 +90,8 @@ pub(super) async fn run(
             options.service_cidr.as_deref().unwrap_or(SERVICE_CIDR)
         ),
         "--allow-privileged=true".to_owned(),
+        // Logs and exec go to a node's InternalIP: the bed's node names resolve nowhere.
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_owned(),
         "--profiling=false".to_owned(),
     ];
     if apiserver_ip.is_loopback() {

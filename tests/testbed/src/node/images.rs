@@ -16,7 +16,10 @@ pub const ECHO_IMAGE: &str = "haptic.test/echo:testbed";
 
 /// The archives the build script writes, each named inside (containerd reads
 /// `io.containerd.image.name`).
-const ARCHIVES: [&str; 2] = ["pause.oci.tar", "echo.oci.tar"];
+const ARCHIVES: [&str; 3] = ["pause.oci.tar", "echo.oci.tar", "tools.oci.tar"];
+
+/// A shell (dash) with curl, cat and touch, for pods that run a script.
+pub const TOOLS_IMAGE: &str = "haptic.test/tools:testbed";
 
 /// haptic's image as `make image` names it (the chart's default).
 pub const HAPTIC_IMAGE: &str = concat!("localhost/haptic:", env!("CARGO_PKG_VERSION"));
