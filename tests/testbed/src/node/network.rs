@@ -7,7 +7,8 @@
 //! through the host's NAT) but the `HAPTIC-TESTBED` chain in `FORWARD` drops
 //! everything that would enter or leave through another interface: nothing
 //! of the bed's reaches the machine's real network, and nothing from there
-//! reaches a pod.
+//! reaches a pod. The Service range is routed onto the bridge as well, so the
+//! host's own requests to a ClusterIP never take the default route.
 
 use std::net::Ipv4Addr;
 
@@ -55,6 +56,11 @@ pub(crate) fn create() -> Result<(), Error> {
     host::run("ip", &["link", "add", BRIDGE, "type", "bridge"])?;
     host::run("ip", &["addr", "add", &cidr, "dev", BRIDGE])?;
     host::run("ip", &["link", "set", BRIDGE, "up"])?;
+    // ClusterIPs lead onto the bridge too: a request kube-proxy has not (yet)
+    // translated dies there instead of following the default route off the
+    // machine (seen: without kube-proxy, 10.90.0.x:80 answered from the VM's
+    // network). The route goes with the bridge.
+    host::run("ip", &["route", "add", SERVICE_CIDR, "dev", BRIDGE])?;
 
     host::run("iptables", &["-w", "-N", GUARD_CHAIN])?;
     for rule in [
