@@ -109,9 +109,9 @@ testbed-binaries:
 
 # The bed's real node: containerd + runc, the CNI plugins (bridge,
 # host-local, loopback), iptables and conntrack for kube-proxy, gcc for the
-# pause image. Debian packages; see DESIGN.md section 5.
+# pause image, curl for the tools image. Debian packages; see DESIGN.md section 5.
 NODE_TOOLS := containerd:containerd ctr:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
-	iptables:iptables conntrack:conntrack gcc:gcc umoci:umoci
+	iptables:iptables conntrack:conntrack gcc:gcc umoci:umoci curl:curl
 testbed-node-setup:
 	@missing=$$(for pair in $(NODE_TOOLS); do command -v $${pair%%:*} >/dev/null || [ -x $${pair%%:*} ] || echo $${pair##*:}; done | sort -u); \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
@@ -155,7 +155,9 @@ image: setup image-setup
 image-test: image
 	$(SUDO) python3 image/test.py $(IMAGE_ARCHIVE)
 
-# The HAProxy pods run the local `haptic` binary (image haptic.test/haptic).
+# The process-kubelet scenarios run the local `haptic` binary; the real-node
+# ones (tests/node*.rs, the RBAC pod) run containers from testbed-images and
+# the image `make image` built (make test builds it first, in image-test).
 e2e-test: testbed-binaries testbed-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
