@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -107,6 +107,22 @@ bench-python: python-guests
 testbed-binaries:
 	bash tests/testbed/scripts/build-binaries.sh
 
+# The bed's real node: containerd + runc, the CNI plugins (bridge,
+# host-local, loopback), iptables and conntrack for kube-proxy, gcc for the
+# pause image, curl for the tools image. Debian packages; see DESIGN.md section 5.
+NODE_TOOLS := containerd:containerd ctr:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
+	iptables:iptables conntrack:conntrack gcc:gcc umoci:umoci curl:curl
+testbed-node-setup:
+	@missing=$$(for pair in $(NODE_TOOLS); do command -v $${pair%%:*} >/dev/null || [ -x $${pair%%:*} ] || echo $${pair##*:}; done | sort -u); \
+	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
+
+# The real node's images (pause, the echo server) as OCI archives in
+# $(TARGET_DIR)/testbed-images, where the bed imports them from.
+TESTBED_IMAGES := $(TARGET_DIR)/testbed-images
+testbed-images: testbed-node-setup testbed-binaries
+	$(CARGO) build -p haptic-testbed --bin echo-server
+	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
+
 # The image: haptic:<version> as an OCI archive built from Debian packages
 # (mmdebstrap + umoci, no registry, no container engine), loaded into the
 # local containerd (namespace k8s.io, what a kubelet uses) or podman when one
@@ -139,8 +155,10 @@ image: setup image-setup
 image-test: image
 	$(SUDO) python3 image/test.py $(IMAGE_ARCHIVE)
 
-# The HAProxy pods run the local `haptic` binary (image haptic.test/haptic).
-e2e-test: testbed-binaries
+# The process-kubelet scenarios run the local `haptic` binary; the real-node
+# ones (tests/node*.rs, the RBAC pod) run containers from testbed-images and
+# the image `make image` built (make test builds it first, in image-test).
+e2e-test: testbed-binaries testbed-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the test bed's control plane (etcd, kube-apiserver, kube-controller-manager, kubectl)
-# from tests/testbed/go through the Go module proxy, once per Kubernetes version, into a cache
-# outside the repository. A second run finds the binaries and returns at once.
+# Builds the test bed's Kubernetes binaries from tests/testbed/go through the Go module proxy,
+# once per Kubernetes version, into a cache outside the repository: the control plane (etcd,
+# kube-apiserver, kube-controller-manager, kubectl) and the real node (kubelet, kube-proxy, and kube-scheduler to bind its pods).
+# Only the missing binaries are built, so a cache made before the node existed is completed,
+# not rebuilt. A second run finds the binaries and returns at once.
 #
 # Prints the binary directory on stdout (the last line); progress goes to stderr.
 #
@@ -22,14 +24,24 @@ fi
 K8S_MINOR="${BASH_REMATCH[1]}"
 CACHE_ROOT="${HAPTIC_TESTBED_CACHE:-$HOME/.cache/haptic-testbed}"
 BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION"
-BINARIES=(etcd kube-apiserver kube-controller-manager kubectl)
+# Binary name -> Go package (inside tests/testbed/go or the kubernetes module).
+declare -A PACKAGES=(
+    [etcd]=./cmd/etcd
+    [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+    [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+    [kubectl]=k8s.io/kubernetes/cmd/kubectl
+    [kubelet]=k8s.io/kubernetes/cmd/kubelet
+    [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+    [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+)
+BINARIES=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-proxy kube-scheduler)
 
-have_all() {
-    local b
-    for b in "${BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
-}
+MISSING=()
+for b in "${BINARIES[@]}"; do
+    if [[ "${HAPTIC_TESTBED_FORCE:-0}" == 1 || ! -x "$BIN_DIR/$b" ]]; then MISSING+=("$b"); fi
+done
 
-if [[ "${HAPTIC_TESTBED_FORCE:-0}" != 1 ]] && have_all; then
+if [[ ${#MISSING[@]} == 0 ]]; then
     echo "build-binaries.sh: binaries for $K8S_VERSION already in $BIN_DIR" >&2
     echo "$BIN_DIR"
     exit 0
@@ -60,14 +72,12 @@ STAGE="$(mktemp -d "$CACHE_ROOT/.build-$K8S_VERSION.XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
 
 START=$(date +%s)
-echo "build-binaries.sh: building Kubernetes $K8S_VERSION control plane into $BIN_DIR (cold: 15-30 min on 2 cores)" >&2
+echo "build-binaries.sh: building Kubernetes $K8S_VERSION ${MISSING[*]} into $BIN_DIR (cold, all seven: 20-35 min on 2 cores)" >&2
 cd "$GO_DIR"
-go build -trimpath -ldflags "$LDFLAGS" -o "$STAGE/" \
-    ./cmd/etcd \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl
+TARGETS=()
+for b in "${MISSING[@]}"; do TARGETS+=("${PACKAGES[$b]}"); done
+go build -trimpath -ldflags "$LDFLAGS" -o "$STAGE/" "${TARGETS[@]}"
 mkdir -p "$BIN_DIR"
-for b in "${BINARIES[@]}"; do mv -f "$STAGE/$b" "$BIN_DIR/$b"; done
+for b in "${MISSING[@]}"; do mv -f "$STAGE/$b" "$BIN_DIR/$b"; done
 echo "build-binaries.sh: built in $(( $(date +%s) - START )) s" >&2
 echo "$BIN_DIR"

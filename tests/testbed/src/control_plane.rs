@@ -11,8 +11,8 @@
 //! [`ControlPlane::client_for_service_account`] gets a real service-account token from the
 //! TokenRequest API.
 
-mod files;
-mod process;
+pub(crate) mod files;
+pub(crate) mod process;
 mod startup;
 
 use std::path::{Path, PathBuf};
@@ -179,6 +179,13 @@ pub struct ControlPlaneOptions {
     /// loopback endpoint addresses. Set it only to an address local to a network namespace the
     /// test bed made itself (e.g. 10.244.0.1 on its `lo`); [`ControlPlane::server_url`] follows it.
     pub apiserver_address: Option<std::net::IpAddr>,
+    /// The Service ClusterIP range; `None` means [`SERVICE_CIDR`] on loopback. The real node
+    /// sets one on its own bridge network, where kube-proxy routes it.
+    pub service_cidr: Option<String>,
+    /// Controllers to run besides [`CONTROLLERS`]. The real node needs
+    /// `nodelifecycle`: it lifts the `node.kubernetes.io/not-ready` taint that
+    /// admission puts on a new Node once the kubelet reports Ready.
+    pub extra_controllers: Vec<String>,
 }
 
 impl Default for ControlPlaneOptions {
@@ -188,6 +195,8 @@ impl Default for ControlPlaneOptions {
             ready_timeout: Duration::from_secs(120),
             keep_dir: std::env::var_os("HAPTIC_TESTBED_KEEP").is_some_and(|v| v == "1"),
             apiserver_address: None,
+            service_cidr: None,
+            extra_controllers: Vec::new(),
         }
     }
 }

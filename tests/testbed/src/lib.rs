@@ -4,6 +4,9 @@
 //!   from source (see `tests/testbed/go/`), started on free ports, stopped on drop.
 //! - [`kubelet`]: a process kubelet that runs pods as local processes on
 //!   their own loopback IPs and writes pod status the way kubelet does.
+//! - [`node`]: the real node (containerd, runc, CNI, kubelet and kube-proxy
+//!   v1.35.4): pods are containers from locally built images.
 
 pub mod control_plane;
 pub mod kubelet;
+pub mod node;

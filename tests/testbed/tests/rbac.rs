@@ -1,14 +1,16 @@
 //! RBAC on the test bed is real: a service account gets what its Role grants
 //! and nothing more, whether it calls with a TokenRequest token from the test
-//! or from inside a pod with the token the kubelet projected into it.
+//! or from inside a pod with the token the kubelet projected into it (the
+//! latter on the real node, [`haptic_testbed::node`]).
 
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
+use haptic_testbed::node::{NodeBed, TOOLS_IMAGE};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, LogParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -82,10 +84,13 @@ fn a_service_account_gets_what_its_role_grants_and_nothing_more() -> anyhow::Res
     })?
 }
 
-#[test]
-fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow::Result<()> {
-    bed::in_pod_network(async {
-        let bed = Bed::start(bed::echo_config()).await?;
+/// On the real node: the token is projected by the kubelet, the pod reaches
+/// the apiserver through the `kubernetes` Service's ClusterIP (kube-proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow::Result<()> {
+    {
+        bed::init_tracing();
+        let bed = NodeBed::start().await?;
         let admin = bed.client();
         reader_setup(&admin, "team").await?;
         create::<ConfigMap>(
@@ -118,7 +123,7 @@ fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow:
                     "volumes": [{"name": "settings", "configMap": {"name": "settings"}}],
                     "containers": [{
                         "name": "caller",
-                        "image": "docker.io/library/busybox",
+                        "image": TOOLS_IMAGE,
                         "command": ["sh", "-c", script],
                         "env": [
                             {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -139,12 +144,14 @@ fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow:
             }
         })
         .await?;
-        let uid = pod.metadata.uid.unwrap_or_default();
-        let log_path = bed.kubelet.log_path(&uid, "caller", 0);
-        let log = std::fs::read_to_string(&log_path)
-            .with_context(|| format!("reading {}", log_path.display()))?;
+        let name = pod.metadata.name.unwrap_or_default();
+        let log = pods
+            .logs(&name, &LogParams::default())
+            .await
+            .with_context(|| format!("reading the log of pod team/{name}"))?;
         let want = "pods=200\nsecrets=403\nnamespace=team\nenv=hello\nfile=hello\nhostname=caller\nwritable=no\n";
         ensure!(log == want, "pod output:\n{log}");
+        bed.stop().await;
         Ok(())
-    })?
+    }
 }

@@ -87,8 +87,13 @@ pub(super) async fn run(
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
         format!("--service-account-signing-key-file={sa_key_arg}"),
         format!("--service-account-key-file={sa_key_arg}"),
-        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        format!(
+            "--service-cluster-ip-range={}",
+            options.service_cidr.as_deref().unwrap_or(SERVICE_CIDR)
+        ),
         "--allow-privileged=true".to_owned(),
+        // Logs and exec go to a node's InternalIP: the bed's node names resolve nowhere.
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_owned(),
         "--profiling=false".to_owned(),
     ];
     if apiserver_ip.is_loopback() {
@@ -146,7 +151,13 @@ pub(super) async fn run(
             "--cert-dir={}",
             dir.join("kube-controller-manager-certs").display()
         ),
-        format!("--controllers={CONTROLLERS}"),
+        format!(
+            "--controllers={}",
+            std::iter::once(CONTROLLERS.to_owned())
+                .chain(options.extra_controllers.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         // Each controller acts as its own service account, as in a real cluster, so RBAC
         // denials show up here the way they would there.
         "--use-service-account-credentials=true".to_owned(),

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Builds the real node's small images locally, as OCI archives that
+# `ctr -n k8s.io images import` reads (no registry, no container engine):
+#
+#   build-node-images.sh <echo-server binary> <output dir>
+#
+# - pause.oci.tar: the sandbox image, `pause` compiled from the kubernetes
+#   module's build/pause/linux/pause.c with `gcc -static` (the same source and
+#   flags as the release image), named localhost/testbed-pause:<its TAG>.
+# - echo.oci.tar: the bed's echo server with the shared libraries it links
+#   (copied from this machine, as `ldd` lists them), named
+#   haptic.test/echo:testbed.
+# - tools.oci.tar: a shell and a few tools for scenario pods that run a
+#   script (dash as /bin/sh, curl, cat, touch, with their libraries and the
+#   CA bundle, from this machine), named haptic.test/tools:testbed.
+#
+# Both are one layer packed with umoci, the tool image/build.sh uses for the
+# haptic image. The names are fixed here and in tests/testbed/src/node/images.rs.
+# An archive newer than its inputs is kept, so a second run returns at once.
+#
+# Needs (Debian): gcc, libc6-dev, umoci, python3, go (to find the module).
+set -euo pipefail
+
+[[ $# == 2 ]] || { echo "usage: $0 <echo-server binary> <output dir>" >&2; exit 2; }
+echo_bin="$(realpath "$1")"
+out="$(realpath -m "$2")"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+go_dir="$here/../go"
+
+for tool in gcc umoci python3 go; do
+    command -v "$tool" >/dev/null || {
+        echo "$0: $tool is needed (Debian: apt-get install gcc libc6-dev umoci python3; Go >= 1.25)" >&2
+        exit 2
+    }
+done
+[[ -x "$echo_bin" ]] || { echo "$0: $echo_bin is not an executable (cargo build -p haptic-testbed --bin echo-server)" >&2; exit 2; }
+
+k8s_version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$go_dir/go.mod")"
+module_dir="$(cd "$go_dir" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$k8s_version" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+pause_src="$module_dir/build/pause/linux/pause.c"
+[[ -f "$pause_src" ]] || { echo "$0: no $pause_src in the Go module cache" >&2; exit 1; }
+pause_tag="$(sed -n 's/^TAG ?= *//p' "$module_dir/build/pause/Makefile")"
+pause_rev="$(sed -n 's/^REV = *//p' "$module_dir/build/pause/Makefile")"
+pause_rev="${pause_rev:-0}"
+
+mkdir -p "$out"
+work="$(mktemp -d "${TMPDIR:-/tmp}/testbed-images.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+export SOURCE_DATE_EPOCH=0
+
+# pack <rootfs> <name:tag> <archive> <uid> <entrypoint...>
+pack() {
+    local root="$1" name="$2" archive="$3" uid="$4"
+    shift 4
+    local layout="$work/oci-$(basename "$archive")" tag="${name##*:}"
+    local entry=()
+    for arg in "$@"; do entry+=("--config.entrypoint=$arg"); done
+    umoci init --layout "$layout"
+    umoci new --image "$layout:$tag"
+    tar --create --file="$work/layer.tar" --directory="$root" --sort=name \
+        --numeric-owner --owner=0 --group=0 --mtime=@0 --format=posix \
+        --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime .
+    umoci raw add-layer --image "$layout:$tag" "$work/layer.tar"
+    umoci config --image "$layout:$tag" --os=linux --architecture=amd64 \
+        --config.user="$uid:$uid" --config.workingdir=/ "${entry[@]}" \
+        --config.env=PATH=/usr/local/bin:/usr/bin:/bin
+    umoci gc --layout "$layout"
+    # containerd names an imported image after io.containerd.image.name.
+    python3 - "$layout/index.json" "$name" <<'EOF'
+import json, sys
+path, name = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    index = json.load(f)
+for manifest in index["manifests"]:
+    manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
+with open(path, "w") as f:
+    json.dump(index, f, separators=(",", ":"), sort_keys=True)
+EOF
+    tar --create --file="$archive.tmp" --directory="$layout" --sort=name --owner=0 --group=0 \
+        --numeric-owner --mtime=@0 --format=posix .
+    mv -f "$archive.tmp" "$archive"
+    echo "$name -> $archive ($(du -h "$archive" | cut -f1))" >&2
+}
+
+fresh() { [[ -f "$1" && "$1" -nt "$2" && "$1" -nt "${BASH_SOURCE[0]}" ]]; }
+
+if ! fresh "$out/pause.oci.tar" "$pause_src"; then
+    root="$work/pause-root"
+    mkdir -p "$root"
+    gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-$pause_rev" -o "$root/pause" "$pause_src"
+    # 65535, as in the release image.
+    pack "$root" "localhost/testbed-pause:$pause_tag" "$out/pause.oci.tar" 65535 /pause
+fi
+
+# copy_with_libs <root> <binary> <path in image>: the binary and the shared
+# libraries and loader it links, at the paths it was linked against.
+copy_with_libs() {
+    local root="$1" bin="$2" dest="$3"
+    install -D -m 0755 "$bin" "$root$dest"
+    ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
+        while read -r lib; do install -D -m 0755 "$(realpath "$lib")" "$root$lib"; done
+}
+
+if ! fresh "$out/echo.oci.tar" "$echo_bin"; then
+    root="$work/echo-root"
+    copy_with_libs "$root" "$echo_bin" /usr/local/bin/echo-server
+    pack "$root" "haptic.test/echo:testbed" "$out/echo.oci.tar" 65532 /usr/local/bin/echo-server
+fi
+
+if ! fresh "$out/tools.oci.tar" "$(command -v curl)"; then
+    command -v curl >/dev/null || { echo "$0: curl is needed for the tools image (apt-get install curl)" >&2; exit 2; }
+    root="$work/tools-root"
+    copy_with_libs "$root" "$(realpath /bin/sh)" /bin/sh
+    for tool in curl cat touch; do copy_with_libs "$root" "$(command -v "$tool")" "/usr/bin/$tool"; done
+    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    mkdir -p "$root/tmp"
+    pack "$root" "haptic.test/tools:testbed" "$out/tools.oci.tar" 65532 /bin/sh
+fi
+echo "$out"

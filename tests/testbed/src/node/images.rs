@@ -1,0 +1,74 @@
+//! The images the node runs, built locally by
+//! `tests/testbed/scripts/build-node-images.sh` (`make testbed-images`) as
+//! OCI archives: nothing is pulled from anywhere, and a pod whose image is
+//! not among them fails with ErrImagePull rather than downloading it.
+
+use std::path::PathBuf;
+
+use super::Error;
+
+/// The sandbox image (pause from the kubernetes module, `gcc -static`).
+pub const PAUSE_IMAGE: &str = "localhost/testbed-pause:3.10.1";
+
+/// The bed's echo server as an image (tagged: an untagged name means
+/// `:latest`, which Kubernetes pulls `Always`).
+pub const ECHO_IMAGE: &str = "haptic.test/echo:testbed";
+
+/// The archives the build script writes, each named inside (containerd reads
+/// `io.containerd.image.name`).
+const ARCHIVES: [&str; 3] = ["pause.oci.tar", "echo.oci.tar", "tools.oci.tar"];
+
+/// A shell (dash) with curl, cat and touch, for pods that run a script.
+pub const TOOLS_IMAGE: &str = "haptic.test/tools:testbed";
+
+/// haptic's image as `make image` names it (the chart's default).
+pub const HAPTIC_IMAGE: &str = concat!("localhost/haptic:", env!("CARGO_PKG_VERSION"));
+
+/// The cargo target directory of the running test (`target/<profile>/deps/..`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.pop();
+    dir
+}
+
+/// The archive `make image` wrote (`HAPTIC_IMAGE_ARCHIVE`, else
+/// `<target>/image/haptic-<version>.oci.tar`), if there is one.
+pub(crate) fn haptic_archive() -> Option<PathBuf> {
+    let path = std::env::var_os("HAPTIC_IMAGE_ARCHIVE").map_or_else(
+        || {
+            target_dir().join("image").join(concat!(
+                "haptic-",
+                env!("CARGO_PKG_VERSION"),
+                ".oci.tar"
+            ))
+        },
+        PathBuf::from,
+    );
+    path.is_file().then_some(path)
+}
+
+/// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
+/// the cargo target directory of the running test.
+pub(crate) fn archives() -> Result<Vec<PathBuf>, Error> {
+    let dir = std::env::var_os("HAPTIC_TESTBED_IMAGES")
+        .map_or_else(|| target_dir().join("testbed-images"), PathBuf::from);
+    let paths: Vec<PathBuf> = ARCHIVES.iter().map(|a| dir.join(a)).collect();
+    let missing: Vec<&str> = ARCHIVES
+        .iter()
+        .zip(&paths)
+        .filter(|(_, p)| !p.is_file())
+        .map(|(a, _)| *a)
+        .collect();
+    if missing.is_empty() {
+        Ok(paths)
+    } else {
+        Err(Error::ImagesMissing {
+            dir,
+            missing: missing.join(", "),
+        })
+    }
+}

@@ -1,0 +1,364 @@
+//! The Helm chart on the real node, with the image `make image` built
+//! (`localhost/haptic:<version>`) and the chart's own values: its security
+//! contexts (non-root, read-only root, no capabilities) are enforced by runc,
+//! which the test reads back from the host's `/proc`. An echo Deployment is
+//! routed through the HAProxy Service's LoadBalancer address; then the HAProxy
+//! Deployment itself is rolled under load: the chart's preStop
+//! (`haptic soft-stop`) drains a connection held across the rollout, and no
+//! request fails.
+//!
+//! Needs root, `make testbed-binaries testbed-node-setup testbed-images image`
+//! and helm (`$HELM`, else `charts/scripts/install-helm.sh`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, ensure};
+use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::kubelet::http;
+use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+
+const NAMESPACE: &str = "haptic";
+const APP: &str = "shop";
+const HOST: &str = "web.example.com";
+const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
+const WAIT: Duration = Duration::from_secs(180);
+/// The held request spans the rollout: longer than one pod's preStop delay
+/// plus the next pod's start.
+const HELD_MS: u64 = 15_000;
+/// Load: at least this many requests must succeed during the rollout.
+const MIN_OK: u64 = 100;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn helm() -> anyhow::Result<PathBuf> {
+    if let Some(helm) = std::env::var_os("HELM") {
+        return Ok(PathBuf::from(helm));
+    }
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("charts/scripts/install-helm.sh"))
+        .output()
+        .context("running charts/scripts/install-helm.sh")?;
+    ensure!(
+        out.status.success(),
+        "install-helm.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_failed_request()
+-> anyhow::Result<()> {
+    init_tracing();
+    ensure!(
+        NodeBed::has_haptic_image(),
+        "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
+    );
+    let bed = NodeBed::start().await?;
+    let client = bed.client();
+    let began = Instant::now();
+    let chart = repo().join("charts/haptic");
+    let out = tokio::process::Command::new(helm()?)
+        .args(["install", "haptic"])
+        .arg(&chart)
+        .args([
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+        ])
+        .arg("--kubeconfig")
+        .arg(bed.control_plane().kubeconfig_path())
+        .args(["--set", "haproxy.service.type=LoadBalancer"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "helm install failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "chart installed and ready on the real node in {:?}",
+        began.elapsed()
+    );
+
+    // runc enforced the chart's security contexts: read from the host.
+    let haproxy = processes_named("haproxy");
+    ensure!(!haproxy.is_empty(), "no haproxy process runs in a pod");
+    for pid in &haproxy {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        ensure!(
+            field("Uid:").iter().all(|u| *u != "0"),
+            "haproxy {pid} runs as root: {status}"
+        );
+        ensure!(
+            field("CapEff:") == ["0000000000000000"],
+            "haproxy {pid} has capabilities: {status}"
+        );
+        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))?;
+        let root = mounts
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/"))
+            .context("no root mount")?;
+        let options = root.split(' ').nth(5).unwrap_or_default();
+        ensure!(
+            options.split(',').any(|o| o == "ro"),
+            "haproxy {pid}'s root is writable: {root}"
+        );
+    }
+
+    create_app(&client).await?;
+    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    let lb: SocketAddr = wait_for("the HAProxy Service's LoadBalancer IP", WAIT, || async {
+        let list = services
+            .list(&ListParams::default().labels(HAPROXY))
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .iter()
+            .find_map(|s| {
+                let ip = s
+                    .status
+                    .as_ref()?
+                    .load_balancer
+                    .as_ref()?
+                    .ingress
+                    .as_ref()?
+                    .first()?
+                    .ip
+                    .clone()?;
+                format!("{ip}:80").parse().ok()
+            })
+            .ok_or_else(|| format!("{} services, none with an address", list.items.len()))
+    })
+    .await?;
+    wait_for(
+        "web routed through HAProxy's LoadBalancer IP",
+        WAIT,
+        || async {
+            let r = get(lb, "/").await.map_err(|e| e.to_string())?;
+            if r.status == 200 && r.body.contains("pod=web-") {
+                Ok(())
+            } else {
+                Err(format!("{} {}", r.status, r.body))
+            }
+        },
+    )
+    .await?;
+
+    // The rollout under load, with one request held across it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+        workers.push(tokio::spawn(async move {
+            let mut errors = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match get(lb, "/").await {
+                    Ok(r) if r.status == 200 => ok.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        errors.push(format!("{other:?}"));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            errors
+        }));
+    }
+    let held = tokio::spawn(async move {
+        http::get(
+            lb,
+            Some(HOST),
+            &format!("/?sleep_ms={HELD_MS}"),
+            &[],
+            Duration::from_millis(HELD_MS) + WAIT,
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rolled = Instant::now();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let haproxy_deployment = deployments
+        .list(&ListParams::default().labels(HAPROXY))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .and_then(|d| d.metadata.name)
+        .context("no HAProxy Deployment")?;
+    let restart = json!({"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": format!("{:?}", std::time::SystemTime::now())
+    }}}}});
+    deployments
+        .patch(
+            &haproxy_deployment,
+            &PatchParams::default(),
+            &Patch::Merge(&restart),
+        )
+        .await?;
+    let old_pods: Vec<String> = pod_names(&client).await?;
+    wait_for(
+        "the HAProxy rollout to finish (old pods gone)",
+        WAIT,
+        || async {
+            let d = deployments
+                .get(&haproxy_deployment)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (spec, status) = (d.spec.unwrap_or_default(), d.status.unwrap_or_default());
+            let want = spec.replicas.unwrap_or(1);
+            let names = pod_names(&client).await.map_err(|e| e.to_string())?;
+            let done = status.observed_generation >= d.metadata.generation
+                && status.updated_replicas == Some(want)
+                && status.available_replicas == Some(want)
+                && names.iter().all(|n| !old_pods.contains(n));
+            if done {
+                Ok(())
+            } else {
+                Err(format!("{status:?} pods {names:?}"))
+            }
+        },
+    )
+    .await?;
+    let rollout = rolled.elapsed();
+    let held = held.await?.context("the held request")?;
+    // A little more load on the new pods, then stop.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut errors = Vec::new();
+    for worker in workers {
+        errors.extend(worker.await?);
+    }
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    eprintln!(
+        "HAProxy rollout on the real node: {rollout:?}; {ok} requests ok, {failed} failed; held request {} after {HELD_MS} ms",
+        held.status
+    );
+    ensure!(
+        failed == 0,
+        "{failed} requests failed during the rollout: {errors:#?}"
+    );
+    ensure!(
+        ok >= MIN_OK,
+        "only {ok} requests during the rollout (want >= {MIN_OK})"
+    );
+    ensure!(
+        held.status == 200 && held.body.contains("pod=web-"),
+        "the held request: {held:?}"
+    );
+
+    bed.stop().await;
+    let left = haptic_testbed::node::leftovers();
+    ensure!(
+        left.is_empty(),
+        "the stopped node left on the host: {left:#?}"
+    );
+    Ok(())
+}
+
+async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<http::Response> {
+    Ok(http::get(addr, Some(HOST), path, &[], Duration::from_secs(5)).await?)
+}
+
+async fn pod_names(client: &kube::Client) -> anyhow::Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    Ok(pods
+        .list(&ListParams::default().labels(HAPROXY))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect())
+}
+
+/// Pids of processes named `comm` that run in a pod (a `/kubepods` cgroup).
+fn processes_named(comm: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+                && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .is_ok_and(|c| c.contains(":/kubepods"))
+        })
+        .collect()
+}
+
+async fn create_app(client: &kube::Client) -> anyhow::Result<()> {
+    namespace(client, APP).await?;
+    create::<Deployment>(
+        client,
+        APP,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [{
+                            "name": "app", "image": ECHO_IMAGE,
+                            "ports": [{"containerPort": 8080, "name": "http"}],
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                        }],
+                    },
+                },
+            }
+        }),
+    )
+    .await?;
+    create::<Service>(
+        client,
+        APP,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+        }),
+    )
+    .await?;
+    create::<Ingress>(
+        client,
+        APP,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "ingressClassName": "haptic",
+                "rules": [{"host": HOST, "http": {"paths": [{
+                    "path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"name": "http"}}}
+                }]}}]
+            }
+        }),
+    )
+    .await?;
+    Ok(())
+}
