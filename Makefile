@@ -41,7 +41,7 @@ lint:
 	$(CARGO) test -q -p haptic --test module_tree
 
 unit-test:
-	$(CARGO) test -p haptic --no-fail-fast
+	$(CARGO) test -p haptic --features synthetic --no-fail-fast
 	$(CARGO) test $(GUEST_PACKAGES) --no-fail-fast
 
 # The example custom library's fixtures, run the way its README tells an author
@@ -174,7 +174,7 @@ testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up
 
 bench:
-	$(CARGO) bench -p haptic --bench render
+	$(CARGO) bench -p haptic --features synthetic --bench render
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent

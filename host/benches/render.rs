@@ -2,7 +2,7 @@
 //! Services and 10,000 endpoints (every pod gated) through the bundled
 //! libraries. Prints figures; asserts nothing about time.
 //!
-//! `cargo bench -p haptic --bench render` (or `make bench`). Set
+//! `cargo bench -p haptic --features synthetic --bench render` (or `make bench`). Set
 //! `HAPTIC_BENCH_ROUNDS` to change how many single changes are measured.
 
 use std::time::{Duration, Instant};

@@ -48,6 +48,7 @@ pub mod precompiled;
 pub mod render;
 pub mod scaffold;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
+#[cfg(feature = "synthetic")]
 pub mod synthetic;
 pub mod tls;
 pub mod validate;
