@@ -295,6 +295,21 @@ fn haproxy_check(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
     }
 }
 
+/// Line `line` (1-based) of the configuration as it may be shown.
+fn shown_line(rendered: &Rendered, line: usize) -> String {
+    let text = rendered
+        .config
+        .lines()
+        .nth(line.saturating_sub(1))
+        .unwrap_or("")
+        .trim();
+    if rendered.is_secret_line(line) {
+        crate::render::redact_line(text)
+    } else {
+        text.to_owned()
+    }
+}
+
 /// HAProxy's message with the line and library it is about.
 fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option<String>) {
     // Line numbers in messages about map or certificate files are theirs.
@@ -308,12 +323,7 @@ fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option
             format!(
                 "{} (line {line}: `{}`, written by library `{library}`)",
                 message,
-                rendered
-                    .config
-                    .lines()
-                    .nth(line.saturating_sub(1))
-                    .unwrap_or("")
-                    .trim()
+                shown_line(rendered, line)
             ),
             Some(library.to_owned()),
         ),

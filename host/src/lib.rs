@@ -26,6 +26,7 @@
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
 //!   with local HAProxy processes and their agents.
+//! - [`crypt`]: password hashes checked the way HAProxy matches them.
 //! - [`tls`]: certificate checks and the default certificate for TLS
 //!   termination.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
@@ -33,6 +34,7 @@
 
 pub mod agent;
 pub mod controller;
+pub mod crypt;
 pub mod engine;
 pub mod fixtures;
 pub mod haproxy_syntax;

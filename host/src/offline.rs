@@ -163,7 +163,12 @@ fn source_hint(error: &EngineError, manifests: &[Manifest]) -> Option<String> {
 /// Writes `haproxy.cfg`, the auxiliary files and `status-patches/<variant>.yaml` into `dir`.
 pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("haproxy.cfg"), &output.rendered.config)?;
+    let config = dir.join("haproxy.cfg");
+    if output.rendered.holds_secret_text() {
+        crate::tls::write_secret_file(&config, &output.rendered.config)?;
+    } else {
+        std::fs::write(config, &output.rendered.config)?;
+    }
     for (path, content) in &output.rendered.files {
         let target = dir.join(path);
         if output.rendered.secret_files.contains(path) {
@@ -189,7 +194,19 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
 /// Everything as one text: the configuration, then each file and the
 /// planned status patches under comment headers.
 pub fn to_text(output: &JobOutput) -> String {
-    let mut text = output.rendered.config.clone();
+    let mut text = output.rendered.shown_config().into_owned();
+    if output.rendered.holds_secret_text() {
+        let _ = writeln!(
+            text,
+            "# ---- {} secret line(s) of haproxy.cfg shown as `<redacted>`; `-o DIR` writes the file with mode 0600",
+            output
+                .rendered
+                .secret_lines
+                .iter()
+                .map(|range| range.len())
+                .sum::<usize>()
+        );
+    }
     for (path, content) in &output.rendered.files {
         if output.rendered.secret_files.contains(path) {
             let _ = writeln!(

@@ -11,7 +11,8 @@ mod merge;
 mod store;
 
 pub use merge::{
-    LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
+    LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning, Rendered,
+    merge, redact_line,
 };
 pub use store::{ClusterChange, ClusterObject, ObjectRef, ingest_trims};
 
