@@ -18,6 +18,7 @@ const BUNDLED_LIST: &str = "template-libraries/bundled.txt";
 /// Components built for tests only: (package, const name of its path).
 const TEST_GUESTS: &[(&str, &str)] = &[
     ("haptic-misbehaving", "MISBEHAVING"),
+    ("haptic-contract-0-2-0", "CONTRACT_0_2_0"),
     ("maintenance-mode", "EXAMPLE_MAINTENANCE_MODE"),
     ("source-allow-list", "EXAMPLE_SOURCE_ALLOW_LIST"),
 ];

@@ -83,6 +83,9 @@ pub struct Plan {
     pub watches: Vec<Watch>,
     /// `apiVersion/kind` of objects whose status the library patches.
     pub patches_status_of: Vec<String>,
+    /// `apiVersion/kind` of objects the library asks the host to apply
+    /// ([`Output::owned_object`](crate::Output::owned_object)).
+    pub applies: Vec<String>,
 }
 
 impl Plan {
@@ -97,6 +100,16 @@ impl Plan {
     #[must_use]
     pub fn patches_status_of(mut self, api_version: &str, kind: &str) -> Self {
         self.patches_status_of.push(format!("{api_version}/{kind}"));
+        self
+    }
+
+    /// Declares that the library asks the host to apply objects of
+    /// `api_version/kind` (a Service per Gateway): the host checks it may
+    /// create, patch, list and delete them, and finds the ones it applied
+    /// before a restart. Secrets may not be applied.
+    #[must_use]
+    pub fn applies(mut self, api_version: &str, kind: &str) -> Self {
+        self.applies.push(format!("{api_version}/{kind}"));
         self
     }
 }
