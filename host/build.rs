@@ -21,6 +21,7 @@ const TEST_GUESTS: &[(&str, &str)] = &[
     ("haptic-contract-0-2-0", "CONTRACT_0_2_0"),
     ("maintenance-mode", "EXAMPLE_MAINTENANCE_MODE"),
     ("source-allow-list", "EXAMPLE_SOURCE_ALLOW_LIST"),
+    ("basic-auth", "EXAMPLE_BASIC_AUTH"),
 ];
 
 /// The bundled libraries' directory names, in load order.

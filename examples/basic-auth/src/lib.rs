@@ -1,0 +1,188 @@
+//! An example custom template library: an Ingress annotated with
+//! `basic-auth.haproxy-haptic.org/secret: <name>` asks for HTTP basic auth
+//! on every host of its rules, with the users of that Secret's `auth` key
+//! (htpasswd lines, `user:hash`, in the Ingress's namespace).
+//!
+//! HAProxy 2.6 cannot load a userlist from a file, so the hashes sit in
+//! haproxy.cfg: the userlist is a [secret section](Output::secret_section),
+//! which the host shows redacted and writes 0600. Each hash is checked with
+//! the host's [`crypt`](haptic_sdk::crypt) import first: `haproxy -c`
+//! accepts any string, but a hash HAProxy's crypt(3) cannot compute
+//! (`htpasswd -m`'s `$apr1$`) would lock its user out silently, so such a
+//! user is left out with a warning that names the user, never the hash.
+//! A missing Secret, or one without usable users, denies every request to
+//! the Ingress's hosts (fail closed) and warns.
+
+use std::collections::BTreeMap;
+
+use haptic_sdk::k8s::api::core::v1::Secret;
+use haptic_sdk::k8s::api::networking::v1::Ingress;
+use haptic_sdk::{
+    Context, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot, Values, Watch,
+};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BasicAuthValues {
+    /// The annotation naming the Secret.
+    annotation: String,
+    /// The frontend the rule goes into (`base`'s `http`).
+    frontend: String,
+}
+
+/// The `basic-auth` library.
+#[derive(Debug, Default)]
+pub struct BasicAuth {
+    values: Option<BasicAuthValues>,
+}
+
+impl Library for BasicAuth {
+    fn info(&self) -> Info {
+        Info::new("basic-auth", env!("CARGO_PKG_VERSION"))
+            // After the bundled libraries, so `frontend http` exists.
+            .order(500)
+            .defaults(serde_json::json!({
+                "annotation": "basic-auth.haproxy-haptic.org/secret",
+                "frontend": "http",
+            }))
+    }
+
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        self.values = Some(values.get()?);
+        let ingresses = Watch::new("ingresses", "networking.k8s.io/v1", "Ingress")
+            .parse_as::<Ingress>()
+            .ignore_fields(["metadata.managedFields", "status"]);
+        let secrets = Watch::new("secrets", "v1", "Secret")
+            .parse_as::<Secret>()
+            .field_selector("type=Opaque")
+            .ignore_fields(["metadata.managedFields"]);
+        Ok(Plan::default().watch(ingresses).watch(secrets))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let Some(values) = &self.values else {
+            return Ok(());
+        };
+        let secrets: BTreeMap<(String, String), _> = ctx
+            .objects::<Secret>("secrets")?
+            .map(|secret| {
+                let key = (
+                    secret.metadata.namespace.clone().unwrap_or_default(),
+                    secret.metadata.name.clone().unwrap_or_default(),
+                );
+                (key, secret)
+            })
+            .collect();
+        for ingress in ctx.objects::<Ingress>("ingresses")? {
+            let Some(secret_name) = ingress
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get(&values.annotation))
+            else {
+                continue;
+            };
+            let namespace = ingress.metadata.namespace.clone().unwrap_or_default();
+            let name = ingress.metadata.name.clone().unwrap_or_default();
+            let key = ObjectKey {
+                watch: "ingresses".into(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
+            let userlist = format!("basic_auth_{namespace}_{name}");
+            let users = match secrets.get(&(namespace.clone(), secret_name.clone())) {
+                Some(secret) => users(secret, &key, out)?,
+                None => {
+                    out.warning(
+                        Some(&key),
+                        "BasicAuthSecretMissing",
+                        format!(
+                            "Secret {namespace}/{secret_name} named by {} does not exist (or is not \
+                             Opaque); every request to this Ingress's hosts is denied until it does.",
+                            values.annotation
+                        ),
+                    )?;
+                    Vec::new()
+                }
+            };
+            let condition = if users.is_empty() {
+                "http-request deny deny_status 401".to_owned()
+            } else {
+                let body: String = users
+                    .iter()
+                    .map(|(user, hash)| format!("user {user} password {hash}\n"))
+                    .collect();
+                out.secret_section(SectionKind::Userlist, userlist.clone(), body)?;
+                format!("http-request auth realm {name}")
+            };
+            for host in hosts(&ingress) {
+                let unless = if users.is_empty() {
+                    String::new()
+                } else {
+                    format!(" !{{ http_auth({userlist}) }}")
+                };
+                out.snippet(
+                    SectionKind::Frontend,
+                    values.frontend.clone(),
+                    Slot::RequestRules,
+                    -90,
+                    format!(
+                        "{condition} if {{ req.hdr(host),field(1,:),lower -m str {host} }}{unless}"
+                    ),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The usable `user:hash` lines of the Secret's `auth` key; a user whose
+/// hash HAProxy would never match is left out with a warning.
+fn users(secret: &Secret, ingress: &ObjectKey, out: &mut Output) -> Result<Vec<(String, String)>> {
+    let text = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get("auth"))
+        .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+        .unwrap_or_default();
+    let mut users = Vec::new();
+    for line in text.lines().map(str::trim).filter(|line| !line.is_empty()) {
+        let Some((user, hash)) = line.split_once(':') else {
+            continue;
+        };
+        let safe_user = !user.is_empty()
+            && user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
+        if !safe_user {
+            continue;
+        }
+        match haptic_sdk::crypt::check_password_hash(hash) {
+            Ok(_) => users.push((user.to_owned(), hash.to_owned())),
+            Err(why) => out.warning(
+                Some(ingress),
+                "BasicAuthHashUnusable",
+                format!("user {user} is left out: {why}"),
+            )?,
+        }
+    }
+    Ok(users)
+}
+
+/// The Ingress's hosts, lowercase, without wildcards.
+fn hosts(ingress: &Ingress) -> Vec<String> {
+    let rules = ingress.spec.as_ref().and_then(|spec| spec.rules.as_ref());
+    let mut hosts: Vec<String> = rules
+        .into_iter()
+        .flatten()
+        .filter_map(|rule| rule.host.as_deref())
+        .filter(|host| !host.starts_with("*."))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+haptic_sdk::export_library!(BasicAuth);
