@@ -154,6 +154,11 @@ impl Engine {
         self.renderer.watches()
     }
 
+    /// The kinds (`apiVersion/kind`) `library` applies as owned objects.
+    pub fn applies<'a>(&'a self, library: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.renderer.applies(library)
+    }
+
     /// What the store may drop at ingest for each (apiVersion, kind): the
     /// fields every watch of that kind ignores.
     pub fn ingest_trims(&self) -> BTreeMap<(String, String), Arc<[String]>> {

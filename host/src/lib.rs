@@ -18,6 +18,8 @@
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
+//! - [`owned`]: objects libraries ask the host to apply (a Service per
+//!   Gateway), as manifests for `render` to show and the controller to apply.
 //! - [`precompiled`]: libraries compiled when the image was built, copied
 //!   into the compile cache a process starts with.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
@@ -42,6 +44,7 @@ pub mod library;
 pub mod local;
 pub mod manifests;
 pub mod offline;
+pub mod owned;
 pub mod policy;
 pub mod precompiled;
 pub mod render;

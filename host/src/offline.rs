@@ -44,6 +44,9 @@ pub struct JobOutput {
     /// Frontends that would listen on a loopback backend's own address and
     /// port when run on this machine (see [`loopback`]).
     pub self_loops: Vec<String>,
+    /// The objects the libraries ask the host to apply, as a cluster would
+    /// get them (shown and written here, never applied).
+    pub owned_objects: Vec<crate::owned::DesiredObject>,
 }
 
 /// Why an offline render failed.
@@ -58,6 +61,9 @@ pub enum JobError {
         error: Box<EngineError>,
         source_hint: Option<String>,
     },
+    /// A library asked for an owned object the host could not apply.
+    #[error(transparent)]
+    Owned(#[from] crate::owned::OwnedError),
 }
 
 impl From<EngineError> for JobError {
@@ -122,7 +128,12 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
     } else {
         (Vec::new(), None)
     };
+    let (owned_objects, mut problems) = crate::owned::desired_objects(&engine, &rendered);
+    if !problems.is_empty() {
+        return Err(problems.swap_remove(0).into());
+    }
     Ok(JobOutput {
+        owned_objects,
         self_loops: loopback::self_loops(&rendered.config),
         rendered,
         warnings,
@@ -180,6 +191,12 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
         }
         std::fs::write(target, content)?;
     }
+    if !output.owned_objects.is_empty() {
+        std::fs::write(
+            dir.join("owned-objects.yaml"),
+            owned_objects_yaml(&output.owned_objects),
+        )?;
+    }
     let patches_dir = dir.join("status-patches");
     std::fs::create_dir_all(&patches_dir)?;
     for (variant, patches) in &output.rendered.status_patches {
@@ -221,9 +238,32 @@ pub fn to_text(output: &JobOutput) -> String {
             text.push('\n');
         }
     }
+    if !output.owned_objects.is_empty() {
+        let _ = writeln!(
+            text,
+            "# ---- owned objects (a controller applies them; render and run do not)"
+        );
+        text.push_str(&owned_objects_yaml(&output.owned_objects));
+    }
     for (variant, patches) in &output.rendered.status_patches {
         let _ = writeln!(text, "# ---- status patches: {}", variant.as_str());
         text.push_str(&status_patches_yaml(patches));
+    }
+    text
+}
+
+fn owned_objects_yaml(objects: &[crate::owned::DesiredObject]) -> String {
+    let mut text = String::new();
+    for object in objects {
+        let _ = writeln!(
+            text,
+            "# library: {}, owner: {}, field manager: {}",
+            object.library,
+            crate::owned::display(&object.owner),
+            crate::owned::FIELD_MANAGER
+        );
+        text.push_str("---\n");
+        text.push_str(&serde_yaml_ng::to_string(&object.manifest).unwrap_or_default());
     }
     text
 }

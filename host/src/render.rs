@@ -171,6 +171,15 @@ impl Renderer {
         })
     }
 
+    /// The kinds (`apiVersion/kind`) `library` applies as owned objects, as
+    /// planned by the last render.
+    pub fn applies<'a>(&'a self, library: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.slots
+            .iter()
+            .filter(move |slot| slot.name() == library)
+            .flat_map(|slot| slot.plan.applies.iter().map(String::as_str))
+    }
+
     /// Replaces the values tree; every library is reconfigured on the next render.
     pub fn set_values(&mut self, values: serde_json::Value) {
         self.values = values;
