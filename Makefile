@@ -37,7 +37,7 @@ run: setup build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -p haptic-owned-objects -- -D warnings
 	$(CARGO) test -q -p haptic --test module_tree
 
 unit-test:

@@ -36,8 +36,9 @@ pub type PlannedObject = (Arc<str>, Arc<OwnedObject>);
 /// A warning a library keeps in its output: (library, item key, warning).
 pub type PlannedWarning = (Arc<str>, String, Arc<Warning>);
 
-/// A merged render: what gets validated and deployed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A merged render: what gets validated and deployed. Its `Debug` shows
+/// secret lines redacted and secret files by size only.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Rendered {
     /// The whole haproxy.cfg.
     pub config: String,
@@ -59,6 +60,34 @@ pub struct Rendered {
     pub secret_lines: Vec<Range<usize>>,
     /// Objects the libraries ask the host to apply, in merge order.
     pub owned_objects: Vec<PlannedObject>,
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: BTreeMap<&str, std::borrow::Cow<'_, str>> = self
+            .files
+            .iter()
+            .map(|(path, content)| {
+                let shown = if self.secret_files.contains(path) {
+                    std::borrow::Cow::Owned(format!("<{} bytes redacted>", content.len()))
+                } else {
+                    std::borrow::Cow::Borrowed(content.as_str())
+                };
+                (path.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("Rendered")
+            .field("config", &self.shown_config())
+            .field("files", &files)
+            .field("status_patches", &self.status_patches)
+            .field("line_origins", &self.line_origins)
+            .field("file_origins", &self.file_origins)
+            .field("secret_files", &self.secret_files)
+            .field("warnings", &self.warnings)
+            .field("secret_lines", &self.secret_lines)
+            .field("owned_objects", &self.owned_objects)
+            .finish()
+    }
 }
 
 impl Rendered {

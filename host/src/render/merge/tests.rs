@@ -497,4 +497,6 @@ fn secret_lines_are_tracked_and_shown_redacted() {
         rendered.config.lines().count(),
         "line numbers stay"
     );
+    let debug = format!("{rendered:?}");
+    assert!(!debug.contains(hash), "Debug redacts too: {debug}");
 }
