@@ -159,6 +159,10 @@ fn a_failing_fixture_reports_no_hash() {
 }
 
 fn curl(port: u16, credentials: Option<&str>) -> String {
+    curl_path(port, "/", credentials)
+}
+
+fn curl_path(port: u16, path: &str, credentials: Option<&str>) -> String {
     let mut command = Command::new("curl");
     command.args([
         "-s",
@@ -174,7 +178,7 @@ fn curl(port: u16, credentials: Option<&str>) -> String {
         command.arg("-u").arg(credentials);
     }
     let output = command
-        .arg(format!("http://127.0.0.1:{port}/"))
+        .arg(format!("http://127.0.0.1:{port}{path}"))
         .output()
         .expect("curl runs (apt-get install curl)");
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -221,4 +225,11 @@ fn haproxy_lets_the_right_password_through_and_nobody_else() {
     assert_eq!(curl(port, Some("bob:pw")), "503", "bob (yescrypt)");
     assert_eq!(curl(port, Some("alice:wrong")), "401", "a wrong password");
     assert_eq!(curl(port, Some("carol:pw")), "401", "carol was left out");
+    // Issue 24, item 3: the policy is the Ingress's, not the host's.
+    assert_eq!(
+        curl_path(port, "/public", None),
+        "503",
+        "another Ingress on the same host keeps no auth"
+    );
+    assert_eq!(curl_path(port, "/publicity", None), "401", "not its path");
 }

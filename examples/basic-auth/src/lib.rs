@@ -1,7 +1,10 @@
 //! An example custom template library: an Ingress annotated with
 //! `basic-auth.haproxy-haptic.org/secret: <name>` asks for HTTP basic auth
-//! on every host of its rules, with the users of that Secret's `auth` key
-//! (htpasswd lines, `user:hash`, in the Ingress's namespace).
+//! on the requests it routes, with the users of that Secret's `auth` key
+//! (htpasswd lines, `user:hash`, in the Ingress's namespace). The rule is
+//! on the matched Ingress (`txn.haptic_ingress`, through
+//! [`matched_ingress_acl`]), not on the host, so another Ingress on the
+//! same host keeps its own policy.
 //!
 //! HAProxy 2.6 cannot load a userlist from a file, so the hashes sit in
 //! haproxy.cfg: the userlist is a [secret section](Output::secret_section),
@@ -10,11 +13,12 @@
 //! accepts any string, but a hash HAProxy's crypt(3) cannot compute
 //! (`htpasswd -m`'s `$apr1$`) would lock its user out silently, so such a
 //! user is left out with a warning that names the user, never the hash.
-//! A missing Secret, or one without usable users, denies every request to
-//! the Ingress's hosts (fail closed) and warns.
+//! A missing Secret, or one without usable users, denies every request the
+//! Ingress routes (fail closed) and warns.
 
 use std::collections::BTreeMap;
 
+use haptic_sdk::ingress::matched_ingress_acl;
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::Ingress;
 use haptic_sdk::{
@@ -99,39 +103,32 @@ impl Library for BasicAuth {
                         "BasicAuthSecretMissing",
                         format!(
                             "Secret {namespace}/{secret_name} named by {} does not exist (or is not \
-                             Opaque); every request to this Ingress's hosts is denied until it does.",
+                             Opaque); every request this Ingress routes is denied until it does.",
                             values.annotation
                         ),
                     )?;
                     Vec::new()
                 }
             };
-            let condition = if users.is_empty() {
-                "http-request deny deny_status 401".to_owned()
+            let routed = matched_ingress_acl(&namespace, &name);
+            let rule = if users.is_empty() {
+                format!("http-request deny deny_status 401 if {routed}")
             } else {
                 let body: String = users
                     .iter()
                     .map(|(user, hash)| format!("user {user} password {hash}\n"))
                     .collect();
                 out.secret_section(SectionKind::Userlist, userlist.clone(), body)?;
-                format!("http-request auth realm {name}")
+                format!("http-request auth realm {name} if {routed} !{{ http_auth({userlist}) }}")
             };
-            for host in hosts(&ingress) {
-                let unless = if users.is_empty() {
-                    String::new()
-                } else {
-                    format!(" !{{ http_auth({userlist}) }}")
-                };
-                out.snippet(
-                    SectionKind::Frontend,
-                    values.frontend.clone(),
-                    Slot::RequestRules,
-                    -90,
-                    format!(
-                        "{condition} if {{ req.hdr(host),field(1,:),lower -m str {host} }}{unless}"
-                    ),
-                )?;
-            }
+            // Above 0: after `ingress` sets txn.haptic_ingress.
+            out.snippet(
+                SectionKind::Frontend,
+                values.frontend.clone(),
+                Slot::RequestRules,
+                50,
+                rule,
+            )?;
         }
         Ok(())
     }
@@ -168,21 +165,6 @@ fn users(secret: &Secret, ingress: &ObjectKey, out: &mut Output) -> Result<Vec<(
         }
     }
     Ok(users)
-}
-
-/// The Ingress's hosts, lowercase, without wildcards.
-fn hosts(ingress: &Ingress) -> Vec<String> {
-    let rules = ingress.spec.as_ref().and_then(|spec| spec.rules.as_ref());
-    let mut hosts: Vec<String> = rules
-        .into_iter()
-        .flatten()
-        .filter_map(|rule| rule.host.as_deref())
-        .filter(|host| !host.starts_with("*."))
-        .map(str::to_ascii_lowercase)
-        .collect();
-    hosts.sort();
-    hosts.dedup();
-    hosts
 }
 
 haptic_sdk::export_library!(BasicAuth);

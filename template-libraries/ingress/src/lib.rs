@@ -36,7 +36,9 @@ use haptic_sdk::{
 use serde::Deserialize;
 
 use crate::class::Classes;
-use crate::routes::{EXACT_MAP, PREFIX_MAP, PathKind, RouteTable};
+use crate::routes::{
+    EXACT_MAP, EXACT_ROUTES_MAP, PREFIX_MAP, PREFIX_ROUTES_MAP, PathKind, RouteTable,
+};
 use crate::tls::{CertificateCache, TlsRender, TlsValues};
 
 /// Watch names.
@@ -204,7 +206,13 @@ impl Library for IngressLibrary {
                     let path_text = path.path.as_deref().unwrap_or("/");
                     let added = match PathKind::from_path_type(&path.path_type) {
                         Some(kind) => table
-                            .add(host, path_text, kind, &backend)
+                            .add(
+                                host,
+                                path_text,
+                                kind,
+                                &backend,
+                                &format!("{namespace}/{}", ingress.key.name),
+                            )
                             .map_err(|why| format!("{why:?}")),
                         None => Err(format!(
                             "pathType {:?} is not Exact, Prefix or ImplementationSpecific",
@@ -229,6 +237,8 @@ impl Library for IngressLibrary {
 
         out.file(EXACT_MAP, table.exact_map())?;
         out.file(PREFIX_MAP, table.prefix_map())?;
+        out.file(EXACT_ROUTES_MAP, table.exact_routes_map())?;
+        out.file(PREFIX_ROUTES_MAP, table.prefix_routes_map())?;
         out.snippet(
             SectionKind::Frontend,
             &v.frontend,

@@ -88,6 +88,7 @@ pub mod crypt;
 mod error;
 pub mod extending;
 mod guest;
+pub mod ingress;
 pub mod library;
 pub mod log;
 pub mod names;
