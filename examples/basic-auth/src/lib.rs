@@ -13,14 +13,15 @@
 //! accepts any string, but a hash HAProxy's crypt(3) cannot compute
 //! (`htpasswd -m`'s `$apr1$`) would lock its user out silently, so such a
 //! user is left out with a warning that names the user, never the hash.
-//! A missing Secret, or one without usable users, denies every request the
+//! Only Ingresses haptic serves count (the bundled `ingress` library's
+//! class rules, [`ClassRules`]). A missing Secret, or one without usable users, denies every request the
 //! Ingress routes (fail closed) and warns.
 
 use std::collections::BTreeMap;
 
-use haptic_sdk::ingress::matched_ingress_acl;
+use haptic_sdk::ingress::{ClassRules, matched_ingress_acl};
 use haptic_sdk::k8s::api::core::v1::Secret;
-use haptic_sdk::k8s::api::networking::v1::Ingress;
+use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass};
 use haptic_sdk::{
     Context, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot, Values, Watch,
 };
@@ -39,6 +40,7 @@ struct BasicAuthValues {
 #[derive(Debug, Default)]
 pub struct BasicAuth {
     values: Option<BasicAuthValues>,
+    classes: ClassRules,
 }
 
 impl Library for BasicAuth {
@@ -54,6 +56,9 @@ impl Library for BasicAuth {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = Some(values.get()?);
+        self.classes = ClassRules::from_values(values);
+        let classes = Watch::new("classes", "networking.k8s.io/v1", "IngressClass")
+            .parse_as::<IngressClass>();
         let ingresses = Watch::new("ingresses", "networking.k8s.io/v1", "Ingress")
             .parse_as::<Ingress>()
             .ignore_fields(["metadata.managedFields", "status"]);
@@ -61,7 +66,10 @@ impl Library for BasicAuth {
             .parse_as::<Secret>()
             .field_selector("type=Opaque")
             .ignore_fields(["metadata.managedFields"]);
-        Ok(Plan::default().watch(ingresses).watch(secrets))
+        Ok(Plan::default()
+            .watch(ingresses)
+            .watch(classes)
+            .watch(secrets))
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
@@ -78,7 +86,14 @@ impl Library for BasicAuth {
                 (key, secret)
             })
             .collect();
+        let classes = self.classes.classes(
+            ctx.objects::<IngressClass>("classes")?
+                .map(|class| class.value),
+        );
         for ingress in ctx.objects::<Ingress>("ingresses")? {
+            if !self.classes.is_served(&ingress, &classes) {
+                continue;
+            }
             let Some(secret_name) = ingress
                 .metadata
                 .annotations

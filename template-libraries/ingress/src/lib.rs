@@ -1,7 +1,7 @@
 //! `ingress`: routes `networking.k8s.io/v1` Ingresses in base's
 //! `frontend http`.
 //!
-//! - Which Ingresses: see [`class`] (class `haptic`, controller
+//! - Which Ingresses: see [`haptic_sdk::ingress::Classes`] (class `haptic`, controller
 //!   `haproxy-haptic.org/controller`, the default-class annotation and the
 //!   legacy `kubernetes.io/ingress.class` annotation).
 //! - How requests match: see [`routes`] (exact and wildcard hosts, Exact
@@ -20,7 +20,6 @@
 //!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
 //!   Ingresses of another class get nothing.
 
-pub mod class;
 pub mod routes;
 pub mod tls;
 
@@ -35,11 +34,11 @@ use haptic_sdk::{
 };
 use serde::Deserialize;
 
-use crate::class::Classes;
 use crate::routes::{
     EXACT_MAP, EXACT_ROUTES_MAP, PREFIX_MAP, PREFIX_ROUTES_MAP, PathKind, RouteTable,
 };
 use crate::tls::{CertificateCache, TlsRender, TlsValues};
+use haptic_sdk::ingress::Classes;
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
