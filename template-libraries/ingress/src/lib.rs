@@ -224,9 +224,11 @@ impl Library for IngressLibrary {
                         out.warning(
                             Some(ingress.key),
                             "PathSkipped",
+                            // Quoted: the name reaches here unchecked
+                            // offline, where no API server validated it.
                             format!(
-                                "Ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why}",
-                                ingress.key.name
+                                "Ingress {:?}: path {path_text:?} of host {host:?} skipped: {why}",
+                                format!("{namespace}/{}", ingress.key.name)
                             ),
                         )?;
                     }

@@ -93,7 +93,13 @@ impl RouteTable {
             return Err(Skipped::NotAbsolute);
         }
         let host = host.to_ascii_lowercase();
-        if map_line(&format!("{host}{path}"), backend).is_none() {
+        // The Ingress's name goes into the routes maps: a name no API
+        // server would accept (a newline, offline) must not add map lines.
+        let key = format!("{host}{path}");
+        let kubernetes_name = ingress
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'/'));
+        if map_line(&key, backend).is_none() || !kubernetes_name {
             return Err(Skipped::Unmappable);
         }
         match kind {
@@ -380,6 +386,11 @@ mod tests {
         assert_eq!(
             t.add("", "/a b", Prefix, "b", "ns/i"),
             Err(Skipped::Unmappable)
+        );
+        assert_eq!(
+            t.add("", "/a", Prefix, "b", "ns/a\nglobal"),
+            Err(Skipped::Unmappable),
+            "the Ingress's name is mapped too"
         );
         assert!(t.is_empty());
     }
