@@ -195,7 +195,7 @@ fn compatible(supported: &Version, found: &Version) -> bool {
     found.major == 0 && found.minor == supported.minor
 }
 
-/// `0.1.x`, or `0.1.x and 0.2.x`.
+/// `0.1.x`, `0.1.x and 0.2.x`, or `0.1.x, 0.2.x and 0.3.x`.
 fn supported_description() -> String {
     let ranges: Vec<String> = SUPPORTED_CONTRACTS
         .iter()
@@ -205,7 +205,10 @@ fn supported_description() -> String {
             (major, _) => format!("{major}.x"),
         })
         .collect();
-    ranges.join(" and ")
+    match ranges.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => ranges.join(""),
+    }
 }
 
 fn latest_supported() -> Version {
@@ -238,7 +241,7 @@ mod tests {
 
     #[test]
     fn supported_versions_are_described_as_ranges() {
-        assert_eq!(supported_description(), "0.1.x and 0.2.x and 0.3.x");
+        assert_eq!(supported_description(), "0.1.x, 0.2.x and 0.3.x");
         assert_eq!(latest_supported(), v("0.3.0"));
     }
 }
