@@ -5,7 +5,7 @@ SHELL := bash
 CARGO ?= cargo
 # The bundled libraries are listed once, in template-libraries/bundled.txt.
 BUNDLED_LIBRARIES := $(shell grep -v '^\#' template-libraries/bundled.txt)
-GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p maintenance-mode -p source-allow-list
+GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p maintenance-mode -p source-allow-list -p basic-auth
 # Where the host's build script puts the template libraries.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
@@ -37,7 +37,7 @@ run: setup build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -p haptic-owned-objects -- -D warnings
 	$(CARGO) test -q -p haptic --test module_tree
 
 unit-test:

@@ -18,8 +18,11 @@ const BUNDLED_LIST: &str = "template-libraries/bundled.txt";
 /// Components built for tests only: (package, const name of its path).
 const TEST_GUESTS: &[(&str, &str)] = &[
     ("haptic-misbehaving", "MISBEHAVING"),
+    ("haptic-contract-0-2-0", "CONTRACT_0_2_0"),
+    ("haptic-owned-objects", "OWNED_OBJECTS"),
     ("maintenance-mode", "EXAMPLE_MAINTENANCE_MODE"),
     ("source-allow-list", "EXAMPLE_SOURCE_ALLOW_LIST"),
+    ("basic-auth", "EXAMPLE_BASIC_AUTH"),
 ];
 
 /// The bundled libraries' directory names, in load order.

@@ -19,6 +19,7 @@ pub mod debug;
 pub mod fleet;
 pub mod leader;
 pub mod metrics;
+pub mod owned;
 pub mod proxies;
 pub mod run;
 pub mod sinks;
@@ -27,5 +28,6 @@ pub mod watch;
 
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
 pub use leader::{ElectionSettings, Elector, Leadership};
+pub use owned::{OwnedApplier, OwnedApplyError, OwnedReport};
 pub use run::{Settings, State, run};
 pub use status::StatusApplier;

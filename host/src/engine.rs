@@ -154,6 +154,11 @@ impl Engine {
         self.renderer.watches()
     }
 
+    /// The kinds (`apiVersion/kind`) `library` applies as owned objects.
+    pub fn applies<'a>(&'a self, library: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.renderer.applies(library)
+    }
+
     /// What the store may drop at ingest for each (apiVersion, kind): the
     /// fields every watch of that kind ignores.
     pub fn ingest_trims(&self) -> BTreeMap<Kind, Arc<[String]>> {
@@ -295,6 +300,21 @@ fn haproxy_check(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
     }
 }
 
+/// Line `line` (1-based) of the configuration as it may be shown.
+fn shown_line(rendered: &Rendered, line: usize) -> String {
+    let text = rendered
+        .config
+        .lines()
+        .nth(line.saturating_sub(1))
+        .unwrap_or("")
+        .trim();
+    if rendered.is_secret_line(line) {
+        crate::render::redact_line(text)
+    } else {
+        text.to_owned()
+    }
+}
+
 /// HAProxy's message with the line and library it is about.
 fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option<String>) {
     // Line numbers in messages about map or certificate files are theirs.
@@ -308,12 +328,7 @@ fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option
             format!(
                 "{} (line {line}: `{}`, written by library `{library}`)",
                 message,
-                rendered
-                    .config
-                    .lines()
-                    .nth(line.saturating_sub(1))
-                    .unwrap_or("")
-                    .trim()
+                shown_line(rendered, line)
             ),
             Some(library.to_owned()),
         ),

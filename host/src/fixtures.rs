@@ -259,16 +259,18 @@ fn check(
     failures: &mut Vec<String>,
 ) {
     let config = &rendered.config;
+    // Patterns match the real text; reports show secret lines redacted.
+    let shown = rendered.shown_config();
     for pattern in &expect.contains {
         if !pattern.matches_any(config) {
-            failures.push(missing("haproxy.cfg", pattern, config));
+            failures.push(missing("haproxy.cfg", pattern, &shown));
         }
     }
     for pattern in &expect.absent {
-        if let Some(line) = config.lines().find(|line| pattern.matches(line)) {
+        if let Some(index) = config.lines().position(|line| pattern.matches(line)) {
             failures.push(format!(
                 "haproxy.cfg has `{}`, which matches absent {pattern}",
-                line.trim()
+                shown.lines().nth(index).unwrap_or_default().trim()
             ));
         } else if !others
             .iter()
@@ -281,8 +283,11 @@ fn check(
                  it{}",
                 closest_lines(
                     pattern,
-                    std::iter::once(config.as_str())
-                        .chain(others.iter().map(|o| o.config.as_str()))
+                    std::iter::once(shown.clone())
+                        .chain(others.iter().map(|o| o.shown_config()))
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|text| &**text)
                 )
             ));
         }

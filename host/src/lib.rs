@@ -18,6 +18,8 @@
 //! - [`validate`]: checking a rendered configuration with `haproxy -c`.
 //! - [`offline`]: the offline job (`haptic render`): manifests in, validated
 //!   configuration out.
+//! - [`owned`]: objects libraries ask the host to apply (a Service per
+//!   Gateway), as manifests for `render` to show and the controller to apply.
 //! - [`precompiled`]: libraries compiled when the image was built, copied
 //!   into the compile cache a process starts with.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
@@ -26,6 +28,7 @@
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
 //!   with local HAProxy processes and their agents.
+//! - [`crypt`]: password hashes checked the way HAProxy matches them.
 //! - [`tls`]: certificate checks and the default certificate for TLS
 //!   termination.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
@@ -35,6 +38,7 @@
 
 pub mod agent;
 pub mod controller;
+pub mod crypt;
 pub mod engine;
 pub mod fixtures;
 pub mod haproxy_syntax;
@@ -43,6 +47,7 @@ pub mod library;
 pub mod local;
 pub mod manifests;
 pub mod offline;
+pub mod owned;
 pub mod policy;
 pub mod precompiled;
 pub mod render;

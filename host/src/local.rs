@@ -197,6 +197,7 @@ pub async fn run(
             })
         }),
         status: StatusApplier::with_writer(status.clone()),
+        owned: None,
         events: Arc::new(LogEvents),
         elector: None,
         status_view: Some(status.clone()),

@@ -42,6 +42,9 @@ pub struct JobOutput {
     /// Frontends that would listen on a loopback backend's own address and
     /// port when run on this machine (see [`loopback`]).
     pub self_loops: Vec<String>,
+    /// The objects the libraries ask the host to apply, as a cluster would
+    /// get them (shown and written here, never applied).
+    pub owned_objects: Vec<crate::owned::DesiredObject>,
 }
 
 /// Why an offline render failed.
@@ -56,6 +59,9 @@ pub enum JobError {
         error: Box<EngineError>,
         source_hint: Option<String>,
     },
+    /// A library asked for an owned object the host could not apply.
+    #[error(transparent)]
+    Owned(#[from] crate::owned::OwnedError),
 }
 
 impl From<EngineError> for JobError {
@@ -108,7 +114,12 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
     } else {
         (Vec::new(), None)
     };
+    let (owned_objects, mut problems) = crate::owned::desired_objects(&engine, &rendered);
+    if !problems.is_empty() {
+        return Err(problems.swap_remove(0).into());
+    }
     Ok(JobOutput {
+        owned_objects,
         self_loops: loopback::self_loops(&rendered.config),
         rendered,
         warnings,
@@ -144,7 +155,12 @@ fn source_hint(error: &EngineError, manifests: &[Manifest]) -> Option<String> {
 /// Writes `haproxy.cfg`, the auxiliary files and `status-patches/<variant>.yaml` into `dir`.
 pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("haproxy.cfg"), &output.rendered.config)?;
+    let config = dir.join("haproxy.cfg");
+    if output.rendered.holds_secret_text() {
+        crate::tls::write_secret_file(&config, &output.rendered.config)?;
+    } else {
+        std::fs::write(config, &output.rendered.config)?;
+    }
     for (path, content) in &output.rendered.files {
         let target = dir.join(path);
         if output.rendered.secret_files.contains(path) {
@@ -155,6 +171,12 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(target, content)?;
+    }
+    if !output.owned_objects.is_empty() {
+        std::fs::write(
+            dir.join("owned-objects.yaml"),
+            owned_objects_yaml(&output.owned_objects),
+        )?;
     }
     let patches_dir = dir.join("status-patches");
     std::fs::create_dir_all(&patches_dir)?;
@@ -170,7 +192,19 @@ pub fn write_dir(output: &JobOutput, dir: &Path) -> std::io::Result<()> {
 /// Everything as one text: the configuration, then each file and the
 /// planned status patches under comment headers.
 pub fn to_text(output: &JobOutput) -> String {
-    let mut text = output.rendered.config.clone();
+    let mut text = output.rendered.shown_config().into_owned();
+    if output.rendered.holds_secret_text() {
+        let _ = writeln!(
+            text,
+            "# ---- {} secret line(s) of haproxy.cfg shown as `<redacted>`; `-o DIR` writes the file with mode 0600",
+            output
+                .rendered
+                .secret_lines
+                .iter()
+                .map(|range| range.len())
+                .sum::<usize>()
+        );
+    }
     for (path, content) in &output.rendered.files {
         if output.rendered.secret_files.contains(path) {
             let _ = writeln!(
@@ -185,9 +219,32 @@ pub fn to_text(output: &JobOutput) -> String {
             text.push('\n');
         }
     }
+    if !output.owned_objects.is_empty() {
+        let _ = writeln!(
+            text,
+            "# ---- owned objects (a controller applies them; render and run do not)"
+        );
+        text.push_str(&owned_objects_yaml(&output.owned_objects));
+    }
     for (variant, patches) in &output.rendered.status_patches {
         let _ = writeln!(text, "# ---- status patches: {}", variant.as_str());
         text.push_str(&status_patches_yaml(patches));
+    }
+    text
+}
+
+fn owned_objects_yaml(objects: &[crate::owned::DesiredObject]) -> String {
+    let mut text = String::new();
+    for object in objects {
+        let _ = writeln!(
+            text,
+            "# library: {}, owner: {}, field manager: {}",
+            object.library,
+            crate::owned::display(&object.owner),
+            crate::owned::FIELD_MANAGER
+        );
+        text.push_str("---\n");
+        text.push_str(&serde_yaml_ng::to_string(&object.manifest).unwrap_or_default());
     }
     text
 }

@@ -11,7 +11,8 @@ mod merge;
 mod store;
 
 pub use merge::{
-    LibraryItems, MergeCache, MergeError, PlannedPatch, PlannedWarning, Rendered, merge,
+    LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning, Rendered,
+    merge, redact_line,
 };
 pub use store::{ClusterChange, ClusterObject, ObjectRef, WatchFilter, ingest_trims};
 
@@ -168,6 +169,15 @@ impl Renderer {
                 .iter()
                 .map(move |watch| (slot.name(), watch))
         })
+    }
+
+    /// The kinds (`apiVersion/kind`) `library` applies as owned objects, as
+    /// planned by the last render.
+    pub fn applies<'a>(&'a self, library: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.slots
+            .iter()
+            .filter(move |slot| slot.name() == library)
+            .flat_map(|slot| slot.plan.applies.iter().map(String::as_str))
     }
 
     /// Replaces the values tree; every library is reconfigured on the next render.

@@ -55,6 +55,7 @@ fn example_libraries_pass_their_own_fixtures() {
             haptic::guests::EXAMPLE_SOURCE_ALLOW_LIST_PATH,
             "source-allow-list",
         ),
+        (haptic::guests::EXAMPLE_BASIC_AUTH_PATH, "basic-auth"),
     ] {
         let library = LibraryUnderTest::Custom(PathBuf::from(wasm));
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -162,9 +162,10 @@ fn null_in_values_removes_a_default_from_what_the_library_sees() {
 }
 
 #[test]
-fn a_library_error_names_the_object_by_kind_not_by_watch() {
-    // Issue 11: the error read `ingresses shop/admin`, the library's watch
-    // name, which the person reading it never wrote.
+fn an_unreadable_object_is_left_out_with_a_warning_on_it() {
+    // Issue 24, item 4 (was issue 11's error test): an Ingress the typed
+    // parse refuses no longer fails the render; the warning is on the
+    // object, which the controller resolves to its kind for the Event.
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bad.yaml");
     std::fs::write(
@@ -172,13 +173,22 @@ fn a_library_error_names_the_object_by_kind_not_by_watch() {
         "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: admin, namespace: shop}\nspec: {rules: 5}\n",
     )
     .expect("manifest");
-    let error = render(Values::default(), vec![path]).expect_err("the Ingress cannot be read");
-    let message = error.to_string();
-    assert!(
-        message.starts_with("library `ingress` could not render: Ingress shop/admin: "),
-        "{message}"
+    let output = render(Values::default(), vec![path]).expect("the rest renders");
+    let warnings = &output.rendered.warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let (library, _, warning) = &warnings[0];
+    assert_eq!(&**library, "ingress");
+    assert_eq!(warning.reason, "ObjectUnreadable");
+    let object = warning.object.as_ref().expect("names the object");
+    assert_eq!(
+        (object.namespace.as_str(), object.name.as_str()),
+        ("shop", "admin")
     );
-    assert!(message.contains("bad.yaml document 1"), "{message}");
+    assert!(
+        warning.message.contains("left out of the configuration"),
+        "{}",
+        warning.message
+    );
 }
 
 #[test]

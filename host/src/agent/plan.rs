@@ -46,8 +46,10 @@ pub enum ReloadReason {
     RunningBundleMissing(String),
     #[error("the configuration has {new} lines instead of {old}")]
     LineCount { old: usize, new: usize },
-    #[error("line {number} changed: `{line}`")]
-    LineChanged { number: usize, line: String },
+    /// Only the line's first word (its keyword) is kept: the agent cannot
+    /// tell a secret line (a userlist's password hash) from another.
+    #[error("line {number} changed (a `{keyword}` line)")]
+    LineChanged { number: usize, keyword: String },
     #[error("the set of auxiliary files changed")]
     FileSetChanged,
     #[error("certificate file {path} changed and cannot be replaced at runtime: {why}")]
@@ -107,7 +109,11 @@ fn diff_config(
         }
         let changed = || ReloadReason::LineChanged {
             number: number + 1,
-            line: new_line.trim().to_owned(),
+            keyword: new_line
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
         };
         let backend = section
             .strip_prefix("backend ")

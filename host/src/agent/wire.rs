@@ -158,11 +158,9 @@ impl fmt::Debug for Bundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut bundle = f.debug_struct("Bundle");
         bundle.field("id", &self.id);
-        if holds_private_key(&self.config) {
-            bundle.field("config", &Redacted(self.config.len()));
-        } else {
-            bundle.field("config", &self.config);
-        }
+        // Never the text: it may hold key material or secret lines (password
+        // hashes) that only the controller's render knows are secret.
+        bundle.field("config", &Redacted(self.config.len()));
         bundle.field("files", &self.files).finish()
     }
 }

@@ -91,6 +91,17 @@ pub struct Candidate {
     /// When the controller first saw each pod whose gate patch is pending
     /// (it then had ContainersReady): the gate latency's start.
     pub gate_pending_since: HashMap<ObjectRef, Instant>,
+    /// The owned objects this render asks for, applied with its `rendered`
+    /// patches, and the kinds the enabled libraries apply.
+    pub owned: Arc<OwnedObjects>,
+}
+
+/// A render's owned objects (see [`crate::owned`]).
+#[derive(Debug, Default)]
+pub struct OwnedObjects {
+    pub desired: Vec<crate::owned::DesiredObject>,
+    /// `apiVersion/kind` of every kind some enabled library applies.
+    pub kinds: Vec<String>,
 }
 
 /// What the controller exposes to its HTTP endpoints and tests.
@@ -124,6 +135,9 @@ pub struct Parts {
     pub source: SourceFn,
     pub proxies: ProxiesFn,
     pub status: StatusApplier,
+    /// Applies owned objects; `None` in local mode (`haptic run`), which
+    /// logs them instead.
+    pub owned: Option<super::owned::OwnedApplier>,
     pub events: Arc<dyn EventSink>,
     /// `None`: this replica always leads.
     pub elector: Option<Arc<Elector>>,
@@ -151,6 +165,7 @@ impl Parts {
                 tokio::spawn(proxies::discover(proxy_client, proxy_settings, out))
             }),
             status: StatusApplier::new(client.clone()),
+            owned: Some(super::owned::OwnedApplier::new(client.clone())),
             events: Arc::new(ApiEvents::new(
                 client,
                 &settings.proxies.namespace,
@@ -236,6 +251,8 @@ pub async fn run_with(
     tasks.push(tokio::spawn(
         status_task::StatusTask {
             applier,
+            owned: parts.owned,
+            shown_owned: Vec::new(),
             events: parts.events,
             state: state.clone(),
         }

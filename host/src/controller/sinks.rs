@@ -20,6 +20,29 @@ pub struct FailureEvent {
     pub object: Option<ObjectRef>,
 }
 
+impl FailureEvent {
+    /// The note without a leading `Kind namespace/name: ` naming the very
+    /// object the event is on (libraries often start their messages so, for
+    /// the log), so an Event never reads "on Ingress x: Ingress x: ...".
+    pub fn note_on_object(&self) -> &str {
+        let Some(object) = &self.object else {
+            return &self.note;
+        };
+        let name = if object.namespace.is_empty() {
+            object.name.clone()
+        } else {
+            format!("{}/{}", object.namespace, object.name)
+        };
+        let prefix_len = object.kind.len() + 1 + name.len() + 2;
+        match self.note.get(..prefix_len) {
+            Some(prefix) if prefix.eq_ignore_ascii_case(&format!("{} {name}: ", object.kind)) => {
+                &self.note[prefix_len..]
+            }
+            _ => &self.note,
+        }
+    }
+}
+
 /// Reports failures.
 pub trait EventSink: Send + Sync {
     fn publish(&self, event: FailureEvent) -> BoxFuture<'_, ()>;
@@ -67,7 +90,7 @@ impl EventSink for ApiEvents {
                 None => self.own_pod.clone(),
             };
             // An Event's note is at most 1 kB.
-            let mut note = event.note;
+            let mut note = event.note_on_object().to_owned();
             if note.len() > 1000 {
                 let mut end = 1000;
                 while !note.is_char_boundary(end) {
@@ -86,5 +109,41 @@ impl EventSink for ApiEvents {
                 tracing::warn!(%error, "cannot publish the Event about a failed render");
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(note: &str) -> FailureEvent {
+        FailureEvent {
+            reason: "TLSSecretMissing".into(),
+            note: note.to_owned(),
+            object: Some(ObjectRef {
+                api_version: "networking.k8s.io/v1".into(),
+                kind: "Ingress".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+            }),
+        }
+    }
+
+    /// Issue 24, item 7: "on Ingress X: Ingress X: ...".
+    #[test]
+    fn a_note_does_not_repeat_the_object_the_event_is_on() {
+        assert_eq!(
+            event("Ingress shop/web: Secret shop/tls is missing").note_on_object(),
+            "Secret shop/tls is missing"
+        );
+        assert_eq!(
+            event("ingress shop/web: no port").note_on_object(),
+            "no port"
+        );
+        assert_eq!(
+            event("Ingress shop/webshop: other").note_on_object(),
+            "Ingress shop/webshop: other"
+        );
+        assert_eq!(event("short").note_on_object(), "short");
     }
 }

@@ -20,7 +20,8 @@ use crate::render::Rendered;
 /// The difference between two renders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
-    /// A unified diff of haproxy.cfg (`None`: unchanged).
+    /// A unified diff of haproxy.cfg, secret lines redacted (`None`:
+    /// unchanged).
     pub config: Option<String>,
     pub files: Vec<FileChange>,
     /// Status patches, by variant and object, that appear, go or change.
@@ -81,11 +82,38 @@ pub fn compare(old: &Rendered, new: &Rendered) -> Difference {
         Plan::Reload(reason) => Apply::Reload(reason.to_string()),
     };
     Difference {
-        config: unified(&old.config, &new.config, "haproxy.cfg"),
+        config: config_change(old, new),
         files: file_changes(old, new),
         status: status_changes(old, new),
         apply,
     }
+}
+
+/// The configuration's diff as it may be shown: secret lines redacted
+/// (`user <redacted>`), and a line saying so when secret text changed.
+fn config_change(old: &Rendered, new: &Rendered) -> Option<String> {
+    if old.config == new.config {
+        return None;
+    }
+    let shown = unified(&old.shown_config(), &new.shown_config(), "haproxy.cfg");
+    let secret_changed = secret_text(old) != secret_text(new);
+    match (shown, secret_changed) {
+        (Some(diff), false) => Some(diff),
+        (Some(diff), true) => Some(format!(
+            "{diff}haproxy.cfg: secret lines changed (not shown)\n"
+        )),
+        (None, _) => Some("haproxy.cfg: secret lines changed (not shown)\n".to_owned()),
+    }
+}
+
+fn secret_text(rendered: &Rendered) -> Vec<&str> {
+    rendered
+        .config
+        .lines()
+        .enumerate()
+        .filter(|(index, _)| rendered.is_secret_line(index + 1))
+        .map(|(_, line)| line)
+        .collect()
 }
 
 fn file_changes(old: &Rendered, new: &Rendered) -> Vec<FileChange> {

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use thiserror::Error;
 
 use super::types::{
-    Item, LibraryInfo, ObjectRef, Plan, RenderOutput, SectionKind, StatusPatch, Warning,
+    Item, LibraryInfo, ObjectRef, OwnedObject, Plan, RenderOutput, SectionKind, StatusPatch,
+    Warning,
 };
 
 /// What is wrong with a library's output.
@@ -73,6 +74,18 @@ pub enum Malformed {
     /// A warning the host could not log or record as an Event.
     #[error("warning: {0}")]
     BadWarning(String),
+    /// An owned object the host could not apply.
+    #[error("owned object {kind} {name:?}: {why}")]
+    BadOwnedObject {
+        kind: String,
+        name: String,
+        why: String,
+    },
+    /// A plan's `applies` entry is not `apiVersion/kind`.
+    #[error(
+        "applies {0:?} is not `apiVersion/kind` (e.g. `v1/Service`); Secrets may not be applied"
+    )]
+    BadApplies(String),
 }
 
 /// Checks what `describe` returned.
@@ -115,6 +128,13 @@ pub(super) fn check_plan(plan: &Plan) -> Result<(), Malformed> {
             return Err(bad("needs both an apiVersion and a kind"));
         }
     }
+    for kind in &plan.applies {
+        match kind.rsplit_once('/') {
+            Some((api_version, kind_name))
+                if !api_version.is_empty() && !kind_name.is_empty() && kind_name != "Secret" => {}
+            _ => return Err(Malformed::BadApplies(kind.clone())),
+        }
+    }
     Ok(())
 }
 
@@ -146,15 +166,70 @@ fn check_item(item: &Item) -> Result<(), Malformed> {
     match item {
         Item::Section(section) => {
             check_section_name("section", section.kind, &section.name)?;
-            check_text(&section.body)
+            check_text(&section.body).map_err(|problem| redact_if(section.secret, problem))
         }
         Item::Snippet(snippet) => {
             check_section_name("snippet target", snippet.target_kind, &snippet.target_name)?;
-            check_text(&snippet.lines)
+            check_text(&snippet.lines).map_err(|problem| redact_if(snippet.secret, problem))
         }
         Item::File(file) => check_path(&file.path),
         Item::StatusPatch(patch) => check_status_patch(patch),
         Item::Warning(warning) => check_warning(warning),
+        Item::OwnedObject(object) => check_owned_object(object),
+    }
+}
+
+/// Errors are logged and shown: a line of secret text must not be in one.
+fn redact_if(secret: bool, problem: Malformed) -> Malformed {
+    match problem {
+        Malformed::OpensSection { line, keyword, .. } if secret => Malformed::OpensSection {
+            line,
+            keyword,
+            text: "<redacted>".to_owned(),
+        },
+        other => other,
+    }
+}
+
+/// An owned object must be one the API server can take as is: a name it
+/// accepts, and a manifest that is a JSON object.
+fn check_owned_object(object: &OwnedObject) -> Result<(), Malformed> {
+    let bad = |why: String| Malformed::BadOwnedObject {
+        kind: object.kind.clone(),
+        name: object.name.clone(),
+        why,
+    };
+    if object.api_version.is_empty() || object.kind.is_empty() {
+        return Err(bad("needs both an apiVersion and a kind".to_owned()));
+    }
+    if object.kind == "Secret" {
+        return Err(bad(
+            "Secrets may not be owned objects: local mode shows owned objects".to_owned(),
+        ));
+    }
+    let dns_name = !object.name.is_empty()
+        && object.name.len() <= 253
+        && object.name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && object.name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && object
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'));
+    if !dns_name {
+        return Err(bad(
+            "the name must be lowercase letters, digits, `-` and `.` (a DNS subdomain)".to_owned(),
+        ));
+    }
+    if object.owner.name.is_empty() {
+        return Err(bad("names no owner".to_owned()));
+    }
+    match serde_json::from_str::<serde_json::Value>(&object.manifest) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(other) => Err(bad(format!(
+            "the manifest is not a JSON object (got {})",
+            json_kind(&other)
+        ))),
+        Err(error) => Err(bad(format!("the manifest is not JSON: {error}"))),
     }
 }
 

@@ -12,6 +12,7 @@
 mod bindings_common;
 mod v0_1_0;
 mod v0_2_0;
+mod v0_3_0;
 
 use semver::Version;
 use wasmtime::Store;
@@ -26,22 +27,24 @@ use super::types::{Change, GuestError, LibraryInfo, Plan, RenderOutput};
 const LIBRARY_EXPORT: &str = "haptic:template/library@";
 
 /// Contract versions this host has bindings for, oldest first.
-pub const SUPPORTED_CONTRACTS: &[Version] = &[v0_1_0::VERSION, v0_2_0::VERSION];
+pub const SUPPORTED_CONTRACTS: &[Version] = &[v0_1_0::VERSION, v0_2_0::VERSION, v0_3_0::VERSION];
 
 /// A contract version with bindings in this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Contract {
     V0_1_0,
     V0_2_0,
+    V0_3_0,
 }
 
 impl Contract {
-    const ALL: &[Contract] = &[Contract::V0_1_0, Contract::V0_2_0];
+    const ALL: &[Contract] = &[Contract::V0_1_0, Contract::V0_2_0, Contract::V0_3_0];
 
     fn version(self) -> Version {
         match self {
             Self::V0_1_0 => v0_1_0::VERSION,
             Self::V0_2_0 => v0_2_0::VERSION,
+            Self::V0_3_0 => v0_3_0::VERSION,
         }
     }
 
@@ -95,6 +98,7 @@ impl Contract {
         match self {
             Self::V0_1_0 => v0_1_0::Pre::new(instance_pre).map(ContractPre::V0_1_0),
             Self::V0_2_0 => v0_2_0::Pre::new(instance_pre).map(ContractPre::V0_2_0),
+            Self::V0_3_0 => v0_3_0::Pre::new(instance_pre).map(ContractPre::V0_3_0),
         }
     }
 }
@@ -102,13 +106,15 @@ impl Contract {
 /// Adds the host imports of every supported contract version.
 pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     v0_1_0::add_to_linker(linker)?;
-    v0_2_0::add_to_linker(linker)
+    v0_2_0::add_to_linker(linker)?;
+    v0_3_0::add_to_linker(linker)
 }
 
 /// A component checked against the bindings of its contract version.
 pub(super) enum ContractPre {
     V0_1_0(v0_1_0::Pre),
     V0_2_0(v0_2_0::Pre),
+    V0_3_0(v0_3_0::Pre),
 }
 
 impl ContractPre {
@@ -119,6 +125,7 @@ impl ContractPre {
         match self {
             Self::V0_1_0(pre) => pre.instantiate(store).map(ContractExports::V0_1_0),
             Self::V0_2_0(pre) => pre.instantiate(store).map(ContractExports::V0_2_0),
+            Self::V0_3_0(pre) => pre.instantiate(store).map(ContractExports::V0_3_0),
         }
     }
 }
@@ -127,6 +134,7 @@ impl ContractPre {
 pub(super) enum ContractExports {
     V0_1_0(v0_1_0::Exports),
     V0_2_0(v0_2_0::Exports),
+    V0_3_0(v0_3_0::Exports),
 }
 
 impl ContractExports {
@@ -137,6 +145,7 @@ impl ContractExports {
         match self {
             Self::V0_1_0(exports) => exports.describe(store),
             Self::V0_2_0(exports) => exports.describe(store),
+            Self::V0_3_0(exports) => exports.describe(store),
         }
     }
 
@@ -148,6 +157,7 @@ impl ContractExports {
         match self {
             Self::V0_1_0(exports) => exports.configure(store, values),
             Self::V0_2_0(exports) => exports.configure(store, values),
+            Self::V0_3_0(exports) => exports.configure(store, values),
         }
     }
 
@@ -159,6 +169,7 @@ impl ContractExports {
         match self {
             Self::V0_1_0(exports) => exports.render(store, changes),
             Self::V0_2_0(exports) => exports.render(store, changes),
+            Self::V0_3_0(exports) => exports.render(store, changes),
         }
     }
 }
@@ -189,7 +200,7 @@ fn compatible(supported: &Version, found: &Version) -> bool {
     found.major == 0 && found.minor == supported.minor
 }
 
-/// `0.1.x`, or `0.1.x and 0.2.x`.
+/// `0.1.x`, `0.1.x and 0.2.x`, or `0.1.x, 0.2.x and 0.3.x`.
 fn supported_description() -> String {
     let ranges: Vec<String> = SUPPORTED_CONTRACTS
         .iter()
@@ -199,7 +210,10 @@ fn supported_description() -> String {
             (major, _) => format!("{major}.x"),
         })
         .collect();
-    ranges.join(" and ")
+    match ranges.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => ranges.join(""),
+    }
 }
 
 fn latest_supported() -> Version {
@@ -232,7 +246,7 @@ mod tests {
 
     #[test]
     fn supported_versions_are_described_as_ranges() {
-        assert_eq!(supported_description(), "0.1.x and 0.2.x");
-        assert_eq!(latest_supported(), v("0.2.0"));
+        assert_eq!(supported_description(), "0.1.x, 0.2.x and 0.3.x");
+        assert_eq!(latest_supported(), v("0.3.0"));
     }
 }

@@ -34,6 +34,9 @@ pub struct Plan {
     pub watches: Vec<Watch>,
     /// `apiVersion/kind` of objects whose status the library patches.
     pub patches_status_of: Vec<String>,
+    /// `apiVersion/kind` of objects the library asks the host to apply
+    /// (contract 0.3.0; empty before).
+    pub applies: Vec<String>,
 }
 
 /// Identifies one watched object within one library.
@@ -109,6 +112,9 @@ pub struct Section {
     pub kind: SectionKind,
     pub name: String,
     pub body: String,
+    /// The body holds secret text: shown redacted, haproxy.cfg written 0600
+    /// (contract 0.3.0; false before).
+    pub secret: bool,
 }
 
 /// Where a snippet's lines go within their target section.
@@ -129,6 +135,8 @@ pub struct Snippet {
     pub slot: Slot,
     pub priority: i32,
     pub lines: String,
+    /// The lines hold secret text (contract 0.3.0; false before).
+    pub secret: bool,
 }
 
 /// A file written next to haproxy.cfg (path relative to its directory).
@@ -287,6 +295,19 @@ pub struct StatusPatch {
     pub status: serde_json::Map<String, serde_json::Value>,
 }
 
+/// An object the library asks the host to apply in the cluster, owned by a
+/// watched object (contract 0.3.0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedObject {
+    /// The watched object that owns it; the object lives in its namespace.
+    pub owner: ObjectKey,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// The fields the library owns, a JSON object.
+    pub manifest: String,
+}
+
 /// One piece of a library's output. Shared, so the host keeps an item that
 /// did not change without copying it and can tell by identity that a cached
 /// piece of configuration is still valid.
@@ -297,6 +318,7 @@ pub enum Item {
     File(Arc<AuxFile>),
     StatusPatch(Arc<StatusPatch>),
     Warning(Arc<Warning>),
+    OwnedObject(Arc<OwnedObject>),
 }
 
 /// The result of one render call: a whole output or a delta.

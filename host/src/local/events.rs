@@ -13,9 +13,10 @@ impl EventSink for LogEvents {
         Box::pin(async move {
             let object = event
                 .object
+                .as_ref()
                 .map(|o| format!(" on {} {}/{}", o.kind, o.namespace, o.name))
                 .unwrap_or_default();
-            tracing::warn!("event {}{object}: {}", event.reason, event.note);
+            tracing::warn!("event {}{object}: {}", event.reason, event.note_on_object());
         })
     }
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::library::types::{
-    Item, ObjectRef, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant, Warning,
+    Item, ObjectRef, OwnedObject, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,
+    Warning,
 };
 
 /// One library's current output, in the order libraries merge.
@@ -30,11 +31,15 @@ pub struct LibraryItems<'a> {
 /// A status patch the render plans, with the library that made it.
 pub type PlannedPatch = (Arc<str>, Arc<StatusPatch>);
 
+/// An object a library asks the host to apply, with the library.
+pub type PlannedObject = (Arc<str>, Arc<OwnedObject>);
+
 /// A warning a library keeps in its output: (library, item key, warning).
 pub type PlannedWarning = (Arc<str>, String, Arc<Warning>);
 
-/// A merged render: what gets validated and deployed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A merged render: what gets validated and deployed. Its `Debug` shows
+/// secret lines redacted and secret files by size only.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Rendered {
     /// The whole haproxy.cfg.
     pub config: String,
@@ -51,6 +56,39 @@ pub struct Rendered {
     pub secret_files: BTreeSet<String>,
     /// Problems libraries worked around, in merge order.
     pub warnings: Vec<PlannedWarning>,
+    /// Lines of `config` that hold secret text (1-based, end exclusive):
+    /// shown redacted, and the file is written 0600 while there are any.
+    pub secret_lines: Vec<Range<usize>>,
+    /// Objects the libraries ask the host to apply, in merge order.
+    pub owned_objects: Vec<PlannedObject>,
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: BTreeMap<&str, std::borrow::Cow<'_, str>> = self
+            .files
+            .iter()
+            .map(|(path, content)| {
+                let shown = if self.secret_files.contains(path) {
+                    std::borrow::Cow::Owned(format!("<{} bytes redacted>", content.len()))
+                } else {
+                    std::borrow::Cow::Borrowed(content.as_str())
+                };
+                (path.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("Rendered")
+            .field("config", &self.shown_config())
+            .field("files", &files)
+            .field("status_patches", &self.status_patches)
+            .field("line_origins", &self.line_origins)
+            .field("file_origins", &self.file_origins)
+            .field("secret_files", &self.secret_files)
+            .field("warnings", &self.warnings)
+            .field("secret_lines", &self.secret_lines)
+            .field("owned_objects", &self.owned_objects)
+            .finish()
+    }
 }
 
 impl Rendered {
@@ -63,6 +101,48 @@ impl Rendered {
             .get(index)
             .filter(|(range, _)| range.contains(&line))
             .map(|(_, library)| &**library)
+    }
+
+    /// The configuration holds secret text (a library marked it).
+    pub fn holds_secret_text(&self) -> bool {
+        !self.secret_lines.is_empty()
+    }
+
+    /// Line `line` (1-based) of the configuration is secret text.
+    pub fn is_secret_line(&self, line: usize) -> bool {
+        let index = self.secret_lines.partition_point(|range| range.end <= line);
+        self.secret_lines
+            .get(index)
+            .is_some_and(|range| range.contains(&line))
+    }
+
+    /// The configuration as it may be shown: each secret line cut to its
+    /// first word and `<redacted>`, so line numbers and structure stay.
+    pub fn shown_config(&self) -> std::borrow::Cow<'_, str> {
+        if self.secret_lines.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.config);
+        }
+        let mut shown = String::with_capacity(self.config.len());
+        for (index, line) in self.config.split_inclusive('\n').enumerate() {
+            if self.is_secret_line(index + 1) {
+                shown.push_str(&redact_line(line));
+                shown.push('\n');
+            } else {
+                shown.push_str(line);
+            }
+        }
+        std::borrow::Cow::Owned(shown)
+    }
+}
+
+/// A secret line as it may be shown: its indentation, its first word (a
+/// keyword such as `user`), then `<redacted>`.
+pub fn redact_line(line: &str) -> String {
+    let body = line.trim_end();
+    let indent = &body[..body.len() - body.trim_start().len()];
+    match body.split_whitespace().next() {
+        Some(first) => format!("{indent}{first} <redacted>"),
+        None => String::new(),
     }
 }
 
@@ -105,6 +185,16 @@ pub enum MergeError {
         "library `{library}` adds lines to `{section}`, which no enabled library defines; enable the library that owns it (usually `base`)"
     )]
     MissingSection { library: String, section: String },
+    /// Two items ask for the same owned object: they would fight over its
+    /// fields under one field manager.
+    #[error(
+        "{object} is asked for by both `{first}` and `{second}`; an owned object must have one owner"
+    )]
+    OwnedObjectConflict {
+        object: String,
+        first: String,
+        second: String,
+    },
     /// Nothing defines the `global` section, so HAProxy cannot run.
     #[error(
         "no library defines the `global` section; enable the `base` library or a replacement for it"
@@ -142,6 +232,8 @@ struct CachedSection {
     text: String,
     /// Line ranges relative to the section's first line (0-based).
     origins: Vec<(Range<usize>, Arc<str>)>,
+    /// Secret line ranges, relative as `origins`.
+    secret: Vec<Range<usize>>,
     lines: usize,
 }
 
@@ -166,9 +258,13 @@ impl CachedSection {
             &display_section(gathered.section.kind, &gathered.section.name),
             gathered.owner,
         );
-        writer.block(&gathered.section.body, gathered.owner);
+        writer.block(
+            &gathered.section.body,
+            gathered.owner,
+            gathered.section.secret,
+        );
         for (_, snippet, library) in &gathered.snippets {
-            writer.block(&snippet.lines, library);
+            writer.block(&snippet.lines, library, snippet.secret);
         }
         let mut owners = vec![gathered.owner.clone()];
         owners.extend(
@@ -188,6 +284,7 @@ impl CachedSection {
             lines: writer.lines,
             text: writer.text,
             origins: writer.origins,
+            secret: writer.secret,
         }
     }
 }
@@ -207,6 +304,8 @@ pub fn merge(
     let mut sections: BTreeMap<(u8, bool, &str), (SectionKind, Gathered<'_>)> = BTreeMap::new();
     // Who patches what: (variant, apiVersion, kind, namespace, name).
     let mut patch_owners: HashMap<(StatusVariant, &ObjectRef), &Arc<str>> = HashMap::new();
+    // Who asks for which object: (apiVersion, kind, namespace, name).
+    let mut object_owners: HashMap<(&str, &str, &str, &str), &Arc<str>> = HashMap::new();
     let mut rendered = Rendered::default();
 
     for library in libraries {
@@ -270,6 +369,27 @@ pub fn merge(
                         .warnings
                         .push((library.library.clone(), key.clone(), warning.clone()));
                 }
+                Item::OwnedObject(object) => {
+                    let identity = (
+                        object.api_version.as_str(),
+                        object.kind.as_str(),
+                        object.owner.namespace.as_str(),
+                        object.name.as_str(),
+                    );
+                    if let Some(first) = object_owners.insert(identity, library.library) {
+                        return Err(MergeError::OwnedObjectConflict {
+                            object: format!(
+                                "{} {}/{}",
+                                object.kind, object.owner.namespace, object.name
+                            ),
+                            first: first.to_string(),
+                            second: library.library.to_string(),
+                        });
+                    }
+                    rendered
+                        .owned_objects
+                        .push((library.library.clone(), object.clone()));
+                }
                 Item::Snippet(_) => {}
             }
         }
@@ -311,6 +431,13 @@ pub fn merge(
         };
         rendered.config.push_str(&cached.text);
         rendered.config.push('\n');
+        for range in &cached.secret {
+            let range = range.start + next_line..range.end + next_line;
+            match rendered.secret_lines.last_mut() {
+                Some(last) if last.end == range.start => last.end = range.end,
+                _ => rendered.secret_lines.push(range),
+            }
+        }
         for (range, library) in &cached.origins {
             let range = range.start + next_line..range.end + next_line;
             match rendered.line_origins.last_mut() {
@@ -358,6 +485,7 @@ struct SectionWriter {
     text: String,
     lines: usize,
     origins: Vec<(Range<usize>, Arc<str>)>,
+    secret: Vec<Range<usize>>,
 }
 
 impl SectionWriter {
@@ -382,7 +510,8 @@ impl SectionWriter {
     }
 
     /// Writes a body, indenting lines the library left unindented.
-    fn block(&mut self, lines: &str, library: &Arc<str>) {
+    fn block(&mut self, lines: &str, library: &Arc<str>, secret: bool) {
+        let start = self.lines;
         let mut count = 0;
         for line in lines.lines() {
             let trimmed = line.trim_end();
@@ -397,6 +526,9 @@ impl SectionWriter {
             count += 1;
         }
         self.record(count, library);
+        if secret && count > 0 {
+            self.secret.push(start..self.lines);
+        }
     }
 }
 

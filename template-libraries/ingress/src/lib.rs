@@ -1,7 +1,7 @@
 //! `ingress`: routes `networking.k8s.io/v1` Ingresses in base's
 //! `frontend http`.
 //!
-//! - Which Ingresses: see [`class`] (class `haptic`, controller
+//! - Which Ingresses: see [`haptic_sdk::ingress::Classes`] (class `haptic`, controller
 //!   `haproxy-haptic.org/controller`, the default-class annotation and the
 //!   legacy `kubernetes.io/ingress.class` annotation).
 //! - How requests match: see [`routes`] (exact and wildcard hosts, Exact
@@ -20,7 +20,6 @@
 //!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
 //!   Ingresses of another class get nothing.
 
-pub mod class;
 pub mod routes;
 pub mod tls;
 
@@ -35,9 +34,11 @@ use haptic_sdk::{
 };
 use serde::Deserialize;
 
-use crate::class::Classes;
-use crate::routes::{EXACT_MAP, PREFIX_MAP, PathKind, RouteTable};
+use crate::routes::{
+    EXACT_MAP, EXACT_ROUTES_MAP, PREFIX_MAP, PREFIX_ROUTES_MAP, PathKind, RouteTable,
+};
 use crate::tls::{CertificateCache, TlsRender, TlsValues};
+use haptic_sdk::ingress::Classes;
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -204,7 +205,13 @@ impl Library for IngressLibrary {
                     let path_text = path.path.as_deref().unwrap_or("/");
                     let added = match PathKind::from_path_type(&path.path_type) {
                         Some(kind) => table
-                            .add(host, path_text, kind, &backend)
+                            .add(
+                                host,
+                                path_text,
+                                kind,
+                                &backend,
+                                &format!("{namespace}/{}", ingress.key.name),
+                            )
                             .map_err(|why| format!("{why:?}")),
                         None => Err(format!(
                             "pathType {:?} is not Exact, Prefix or ImplementationSpecific",
@@ -217,9 +224,11 @@ impl Library for IngressLibrary {
                         out.warning(
                             Some(ingress.key),
                             "PathSkipped",
+                            // Quoted: the name reaches here unchecked
+                            // offline, where no API server validated it.
                             format!(
-                                "Ingress {namespace}/{}: path {path_text:?} of host {host:?} skipped: {why}",
-                                ingress.key.name
+                                "Ingress {:?}: path {path_text:?} of host {host:?} skipped: {why}",
+                                format!("{namespace}/{}", ingress.key.name)
                             ),
                         )?;
                     }
@@ -229,6 +238,8 @@ impl Library for IngressLibrary {
 
         out.file(EXACT_MAP, table.exact_map())?;
         out.file(PREFIX_MAP, table.prefix_map())?;
+        out.file(EXACT_ROUTES_MAP, table.exact_routes_map())?;
+        out.file(PREFIX_ROUTES_MAP, table.prefix_routes_map())?;
         out.snippet(
             SectionKind::Frontend,
             &v.frontend,

@@ -31,6 +31,11 @@ use haptic_sdk::names::map_line;
 pub const EXACT_MAP: &str = "maps/ingress-exact.map";
 /// Path of the prefix map.
 pub const PREFIX_MAP: &str = "maps/ingress-prefix.map";
+/// The same keys as [`EXACT_MAP`], valued with the Ingress (`namespace/name`)
+/// that owns the route: where `txn.haptic_ingress` comes from.
+pub const EXACT_ROUTES_MAP: &str = "maps/ingress-exact-routes.map";
+/// The same keys as [`PREFIX_MAP`], valued with the Ingress.
+pub const PREFIX_ROUTES_MAP: &str = "maps/ingress-prefix-routes.map";
 
 /// How a path matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +62,10 @@ impl PathKind {
 /// path always wins over a `Prefix` path's whole-path entry.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    exact: BTreeMap<String, (PathKind, String)>,
-    prefix: BTreeMap<String, String>,
+    /// key -> (kind, backend, Ingress `namespace/name`).
+    exact: BTreeMap<String, (PathKind, String, String)>,
+    /// key -> (backend, Ingress).
+    prefix: BTreeMap<String, (String, String)>,
 }
 
 /// Why a route was not added.
@@ -71,30 +78,40 @@ pub enum Skipped {
 }
 
 impl RouteTable {
-    /// Adds one path of one rule. `host` is empty for a rule without host.
+    /// Adds one path of one rule of Ingress `ingress` (`namespace/name`).
+    /// `host` is empty for a rule without host.
     pub fn add(
         &mut self,
         host: &str,
         path: &str,
         kind: PathKind,
         backend: &str,
+        ingress: &str,
     ) -> Result<(), Skipped> {
         let path = if path.is_empty() { "/" } else { path };
         if !path.starts_with('/') {
             return Err(Skipped::NotAbsolute);
         }
         let host = host.to_ascii_lowercase();
-        if map_line(&format!("{host}{path}"), backend).is_none() {
+        // The Ingress's name goes into the routes maps: a name no API
+        // server would accept (a newline, offline) must not add map lines.
+        let key = format!("{host}{path}");
+        let kubernetes_name = ingress
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'/'));
+        if map_line(&key, backend).is_none() || !kubernetes_name {
             return Err(Skipped::Unmappable);
         }
         match kind {
             PathKind::Exact => {
                 let key = format!("{host}{path}");
                 match self.exact.get(&key) {
-                    Some((PathKind::Exact, _)) => {}
+                    Some((PathKind::Exact, _, _)) => {}
                     _ => {
-                        self.exact
-                            .insert(key, (PathKind::Exact, backend.to_owned()));
+                        self.exact.insert(
+                            key,
+                            (PathKind::Exact, backend.to_owned(), ingress.to_owned()),
+                        );
                     }
                 }
             }
@@ -103,11 +120,13 @@ impl RouteTable {
                 if !trimmed.is_empty() {
                     self.exact
                         .entry(format!("{host}{trimmed}"))
-                        .or_insert_with(|| (PathKind::Prefix, backend.to_owned()));
+                        .or_insert_with(|| {
+                            (PathKind::Prefix, backend.to_owned(), ingress.to_owned())
+                        });
                 }
                 self.prefix
                     .entry(format!("{host}{trimmed}/"))
-                    .or_insert_with(|| backend.to_owned());
+                    .or_insert_with(|| (backend.to_owned(), ingress.to_owned()));
             }
         }
         Ok(())
@@ -119,7 +138,7 @@ impl RouteTable {
         let host = host.split(':').next().unwrap_or("").to_ascii_lowercase();
         for key_host in [host.clone(), wildcard_of(&host), String::new()] {
             let key = format!("{key_host}{path}");
-            if let Some((_, backend)) = self.exact.get(&key) {
+            if let Some((_, backend, _)) = self.exact.get(&key) {
                 return Some(backend);
             }
             let longest = self
@@ -127,7 +146,7 @@ impl RouteTable {
                 .iter()
                 .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
                 .max_by_key(|(prefix, _)| prefix.len());
-            if let Some((_, backend)) = longest {
+            if let Some((_, (backend, _))) = longest {
                 return Some(backend);
             }
         }
@@ -137,8 +156,28 @@ impl RouteTable {
     /// The exact map's content, sorted by key.
     pub fn exact_map(&self) -> String {
         let mut out = String::from("# haptic ingress: <host><path> -> backend, whole-key match\n");
-        for (key, (_, backend)) in &self.exact {
+        for (key, (_, backend, _)) in &self.exact {
             let _ = writeln!(out, "{key} {backend}");
+        }
+        out
+    }
+
+    /// The exact routes map: the exact map's keys, each with its Ingress.
+    pub fn exact_routes_map(&self) -> String {
+        let mut out =
+            String::from("# haptic ingress: <host><path> -> namespace/name of the Ingress\n");
+        for (key, (_, _, ingress)) in &self.exact {
+            let _ = writeln!(out, "{key} {ingress}");
+        }
+        out
+    }
+
+    /// The prefix routes map: the prefix map's keys, each with its Ingress.
+    pub fn prefix_routes_map(&self) -> String {
+        let mut out =
+            String::from("# haptic ingress: <host><path>/ -> namespace/name of the Ingress\n");
+        for (key, (_, ingress)) in &self.prefix {
+            let _ = writeln!(out, "{key} {ingress}");
         }
         out
     }
@@ -147,7 +186,7 @@ impl RouteTable {
     pub fn prefix_map(&self) -> String {
         let mut out =
             String::from("# haptic ingress: <host><path>/ -> backend, longest prefix match\n");
-        for (key, backend) in &self.prefix {
+        for (key, (backend, _)) in &self.prefix {
             let _ = writeln!(out, "{key} {backend}");
         }
         out
@@ -175,16 +214,35 @@ pub fn wildcard_of(host: &str) -> String {
     }
 }
 
-/// The `frontend http` lines that set the lookup keys.
+/// The `frontend http` lines that set the lookup keys, then
+/// `txn.haptic_ingress`: the Ingress whose route the request takes, found
+/// by the routing's lookups in the routing's order (the first that finds
+/// one sets it; a request no Ingress route matches leaves it unset).
 pub fn request_rules() -> String {
-    [
+    let mut out = [
         "    http-request set-var(txn.haptic_host) req.hdr(host),field(1,:),lower",
         "    http-request set-var(txn.haptic_wildcard) var(txn.haptic_host),regsub(^[^.]+,*)",
         "    http-request set-var-fmt(txn.haptic_key_host) \"%[var(txn.haptic_host)]%[path]\"",
         "    http-request set-var-fmt(txn.haptic_key_wildcard) \"%[var(txn.haptic_wildcard)]%[path]\"",
         "",
     ]
-    .join("\n")
+    .join("\n");
+    for sample in [
+        "var(txn.haptic_key_host)",
+        "var(txn.haptic_key_wildcard)",
+        "path",
+    ] {
+        for (converter, map) in [
+            ("map_str", EXACT_ROUTES_MAP),
+            ("map_beg", PREFIX_ROUTES_MAP),
+        ] {
+            let _ = writeln!(
+                out,
+                "    http-request set-var(txn.haptic_ingress) {sample},{converter}({map}) if !{{ var(txn.haptic_ingress) -m found }}"
+            );
+        }
+    }
+    out
 }
 
 /// The `frontend http` lines that route by the maps, in precedence order.
@@ -213,7 +271,7 @@ mod tests {
     fn table(routes: &[(&str, &str, PathKind, &str)]) -> RouteTable {
         let mut t = RouteTable::default();
         for (host, path, kind, backend) in routes {
-            t.add(host, path, *kind, backend).unwrap();
+            t.add(host, path, *kind, backend, "ns/ingress").unwrap();
         }
         t
     }
@@ -321,8 +379,19 @@ mod tests {
     #[test]
     fn unusable_paths_are_skipped() {
         let mut t = RouteTable::default();
-        assert_eq!(t.add("", "foo", Prefix, "b"), Err(Skipped::NotAbsolute));
-        assert_eq!(t.add("", "/a b", Prefix, "b"), Err(Skipped::Unmappable));
+        assert_eq!(
+            t.add("", "foo", Prefix, "b", "ns/i"),
+            Err(Skipped::NotAbsolute)
+        );
+        assert_eq!(
+            t.add("", "/a b", Prefix, "b", "ns/i"),
+            Err(Skipped::Unmappable)
+        );
+        assert_eq!(
+            t.add("", "/a", Prefix, "b", "ns/a\nglobal"),
+            Err(Skipped::Unmappable),
+            "the Ingress's name is mapped too"
+        );
         assert!(t.is_empty());
     }
 

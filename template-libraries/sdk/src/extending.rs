@@ -41,7 +41,8 @@
 //!     bind :8080                                      base, the body
 //!     default_backend haptic.not-found                base, the body
 //!     http-request deny if ...                        yours: RequestRules, -200
-//!     http-request set-var(txn.haptic_host) ...       ingress: RequestRules, 0 (four set-var lines)
+//!     http-request set-var(txn.haptic_host) ...       ingress: RequestRules, 0 (four set-var lines, then
+//!                                                      six that set txn.haptic_ingress)
 //!     http-request set-header X-Forwarded-Proto ...   ingress: RequestRules, 10 (TLS: two lines, then
 //!     http-request set-var(txn.haptic_tls) ...         txn.haptic_tls and the HTTPS redirect)
 //!     use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)] if ...
@@ -72,8 +73,10 @@
 //! | `txn.haptic_wildcard` | variable | `ingress` | `txn.haptic_host` with its first label replaced by `*` (`*.example.com`) |
 //! | `txn.haptic_key_host` | variable | `ingress` | `txn.haptic_host` followed by the path (`shop.example.com/cart`): the key of the Ingress maps |
 //! | `txn.haptic_key_wildcard` | variable | `ingress` | `txn.haptic_wildcard` followed by the path |
+//! | `txn.haptic_ingress` | variable | `ingress` | the Ingress (`namespace/name`) whose path the request matched, by the routing's own lookups and order; unset when none did. Write an ACL on it with [`ingress::matched_ingress_acl`](crate::ingress::matched_ingress_acl) (added with contract 0.3.0) |
 //! | `txn.haptic_tls` | variable | `ingress` | for a TLS host, `redirect` or `no-redirect`; unset otherwise (set at priority 10) |
 //! | `maps/ingress-exact.map`, `maps/ingress-prefix.map` | files | `ingress` | `<key> <backend>` per Ingress path (read them; a file has one owner) |
+//! | `maps/ingress-exact-routes.map`, `maps/ingress-prefix-routes.map` | files | `ingress` | the same keys, `<key> <namespace>/<name>` of the Ingress: where `txn.haptic_ingress` comes from |
 //! | `maps/ingress-tls.map`, `certs/ingress.crt-list`, `certs/default.pem` | files | `ingress` | TLS hosts, the SNI list, the default certificate |
 //!
 //! The variables are set for every request in the frontend `ingress` routes

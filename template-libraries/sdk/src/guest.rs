@@ -120,6 +120,7 @@ fn plan_to_wit(plan: Plan) -> w::Plan {
             })
             .collect(),
         patches_status_of: plan.patches_status_of,
+        applies: plan.applies,
     }
 }
 
@@ -140,10 +141,16 @@ fn delta_to_wit(delta: Delta) -> w::RenderOutput {
 
 fn item_to_wit(item: Item) -> w::Item {
     match item {
-        Item::Section { kind, name, body } => w::Item::Section(w::Section {
+        Item::Section {
+            kind,
+            name,
+            body,
+            secret,
+        } => w::Item::Section(w::Section {
             kind: kind_to_wit(kind),
             name,
             body,
+            secret,
         }),
         Item::Snippet {
             target_kind,
@@ -151,6 +158,7 @@ fn item_to_wit(item: Item) -> w::Item {
             slot,
             priority,
             lines,
+            secret,
         } => w::Item::Snippet(w::Snippet {
             target_kind: kind_to_wit(target_kind),
             target_name,
@@ -163,6 +171,20 @@ fn item_to_wit(item: Item) -> w::Item {
             },
             priority,
             lines,
+            secret,
+        }),
+        Item::OwnedObject {
+            owner,
+            api_version,
+            kind,
+            name,
+            manifest,
+        } => w::Item::OwnedObject(w::OwnedObject {
+            owner: key_to_wit(&owner),
+            api_version,
+            kind,
+            name,
+            manifest,
         }),
         Item::File {
             path,

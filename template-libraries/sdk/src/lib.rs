@@ -2,8 +2,9 @@
 //!
 //! A template library is a WebAssembly component that turns watched
 //! Kubernetes objects and Helm-style values into HAProxy configuration,
-//! auxiliary files and status patches. This crate hides the WIT bindings
-//! (`haptic:template@0.1.0`) behind a [`Library`] trait and the
+//! auxiliary files, status patches and objects the host applies for it.
+//! This crate hides the WIT bindings
+//! (`haptic:template@0.3.0`) behind a [`Library`] trait and the
 //! [`export_library!`] macro, keeps the library's view of its objects
 //! (each parsed once per resourceVersion into the type its [`Watch`]
 //! declares), tells it what changed, and sends the host only the output
@@ -83,9 +84,11 @@
 
 extern crate self as haptic_sdk;
 
+pub mod crypt;
 mod error;
 pub mod extending;
 mod guest;
+pub mod ingress;
 mod key;
 pub mod library;
 pub mod log;
@@ -116,7 +119,7 @@ pub use k8s_openapi as k8s;
 #[doc(hidden)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../../wit/haptic-template@0.2.0",
+        path: "../../wit/haptic-template@0.3.0",
         world: "template-library",
         pub_export_macro: true,
         default_bindings_module: "haptic_sdk::wit",

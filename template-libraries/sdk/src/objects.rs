@@ -72,9 +72,10 @@ struct WatchStore {
 #[derive(Default)]
 pub(crate) struct Store {
     watches: BTreeMap<String, WatchStore>,
-    /// Objects whose latest version failed to parse: every render fails
-    /// until they are fixed or deleted, so a bad object never silently
-    /// disappears from the configuration.
+    /// Objects whose latest version failed to parse, with why: left out of
+    /// the view and reported as warnings (for a [strict](Watch::strict)
+    /// watch, every render fails) until they are fixed or deleted, so a bad
+    /// object never silently disappears from the configuration.
     broken: BTreeMap<ObjectKey, String>,
 }
 
@@ -191,13 +192,30 @@ impl Store {
                 record(&mut collapsed, &next, previous, None);
             }
         }
-        if let Some((key, message)) = self.broken.iter().next() {
+        let watches = &self.watches;
+        if let Some((key, message)) = self
+            .broken
+            .iter()
+            .find(|(key, _)| watches.get(&key.watch).is_some_and(|w| w.watch.strict))
+        {
             return Err(Error::object(key, message.clone()));
         }
         Ok(collapsed
             .into_values()
             .filter(|c| c.previous.is_some() || c.current.is_some())
             .collect())
+    }
+
+    /// Objects of non-strict watches that did not parse, with why.
+    pub(crate) fn unreadable(&self) -> impl Iterator<Item = (&ObjectKey, &str)> {
+        self.broken
+            .iter()
+            .filter(|(key, _)| {
+                self.watches
+                    .get(&key.watch)
+                    .is_some_and(|store| !store.watch.strict)
+            })
+            .map(|(key, message)| (key, message.as_str()))
     }
 
     /// Stores or removes one object; returns what was there.
@@ -285,6 +303,7 @@ fn same_definition(a: &Watch, b: &Watch) -> bool {
         && a.ignore_fields == b.ignore_fields
         && a.type_id == b.type_id
         && a.lazy == b.lazy
+        && a.strict == b.strict
 }
 
 /// One object as a library sees it; dereferences to the parsed value.

@@ -107,6 +107,8 @@ pub enum Item {
         kind: SectionKind,
         name: String,
         body: String,
+        /// The body is secret text (see [`Output::secret_section`]).
+        secret: bool,
     },
     /// Lines added into a section some library owns.
     Snippet {
@@ -115,6 +117,8 @@ pub enum Item {
         slot: Slot,
         priority: i32,
         lines: String,
+        /// The lines are secret text (see [`Output::secret_snippet`]).
+        secret: bool,
     },
     /// A file next to haproxy.cfg, path relative to its directory.
     /// `secret`: it holds key material (see [`Output::secret_file`]).
@@ -138,6 +142,16 @@ pub enum Item {
         object: Option<ObjectKey>,
         reason: String,
         message: String,
+    },
+    /// An object the host applies in the cluster, owned by a watched object
+    /// (see [`Output::owned_object`]).
+    OwnedObject {
+        owner: ObjectKey,
+        api_version: String,
+        kind: String,
+        name: String,
+        /// A JSON object.
+        manifest: String,
     },
 }
 
@@ -220,14 +234,40 @@ impl Output {
         name: impl Into<String>,
         body: impl Into<String>,
     ) -> Result<()> {
-        let name = name.into();
+        self.put_section(kind, name.into(), body.into(), false)
+    }
+
+    /// Adds a whole section whose body is secret text, such as a `userlist`
+    /// of password hashes. HAProxy needs such text in haproxy.cfg itself
+    /// (a userlist cannot come from a file); the host shows each body line
+    /// as its first word and `<redacted>` in `haptic render`, fixture
+    /// reports, validation errors and logs, and writes haproxy.cfg with
+    /// mode 0600 while it holds any. Check hashes with
+    /// [`crypt::check_password_hash`](crate::crypt::check_password_hash).
+    pub fn secret_section(
+        &mut self,
+        kind: SectionKind,
+        name: impl Into<String>,
+        body: impl Into<String>,
+    ) -> Result<()> {
+        self.put_section(kind, name.into(), body.into(), true)
+    }
+
+    fn put_section(
+        &mut self,
+        kind: SectionKind,
+        name: String,
+        body: String,
+        secret: bool,
+    ) -> Result<()> {
         let key = section_key(kind, &name);
         self.put(
             key,
             Item::Section {
                 kind,
                 name,
-                body: body.into(),
+                body,
+                secret,
             },
         )
     }
@@ -274,6 +314,7 @@ impl Output {
                 slot,
                 priority,
                 lines,
+                secret: false,
             },
         )
     }
@@ -297,6 +338,64 @@ impl Output {
                 slot,
                 priority,
                 lines: lines.into(),
+                secret: false,
+            },
+        )
+    }
+
+    /// Adds a snippet whose lines are secret text (an `Authorization` value
+    /// a backend needs), under a key the library chooses; shown redacted as
+    /// for a [`secret_section`](Self::secret_section). Keep other lines in
+    /// snippets of their own so they stay readable.
+    pub fn secret_snippet(
+        &mut self,
+        key: impl Into<String>,
+        target_kind: SectionKind,
+        target_name: impl Into<String>,
+        slot: Slot,
+        priority: i32,
+        lines: impl Into<String>,
+    ) -> Result<()> {
+        self.put(
+            key.into(),
+            Item::Snippet {
+                target_kind,
+                target_name: target_name.into(),
+                slot,
+                priority,
+                lines: lines.into(),
+                secret: true,
+            },
+        )
+    }
+
+    /// Asks the host to keep an object applied in the cluster, owned by the
+    /// watched object `owner` (for example a Service per Gateway), keyed
+    /// `owned:<apiVersion>:<kind>:<name>`. `manifest` holds the fields the
+    /// library owns (`spec`, `metadata.labels`, ...); the host adds
+    /// apiVersion, kind, name, the owner's namespace and an ownerReference,
+    /// server-side applies it under the field manager `haptic-owned`, and
+    /// deletes it when no render emits it any more. It never touches an
+    /// object of that name it did not create. The kind must be in the plan's
+    /// [`applies`](crate::Plan::applies). In `haptic render` and `haptic run`
+    /// it is shown or written, not applied.
+    pub fn owned_object(
+        &mut self,
+        owner: &ObjectKey,
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        manifest: &serde_json::Value,
+    ) -> Result<()> {
+        let (api_version, kind, name) = (api_version.into(), kind.into(), name.into());
+        self.put(
+            format!("owned:{api_version}:{kind}:{name}"),
+            Item::OwnedObject {
+                owner: owner.clone(),
+                api_version,
+                kind,
+                name,
+                manifest: manifest.to_string(),
             },
         )
     }

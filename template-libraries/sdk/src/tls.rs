@@ -1,4 +1,4 @@
-//! Certificates, checked by the host (`haptic:template/tls@0.2.0`): a
+//! Certificates, checked by the host (`haptic:template/tls@0.3.0`): a
 //! library hands over a Secret's PEM and learns whether HAProxy can serve it
 //! and for which names, without carrying X.509 or crypto code itself.
 //!

@@ -13,6 +13,9 @@ pub struct Plan {
     pub watches: Vec<Watch>,
     /// `apiVersion/kind` of objects whose status the library patches.
     pub patches_status_of: Vec<String>,
+    /// `apiVersion/kind` of objects the library asks the host to apply
+    /// ([`Output::owned_object`](crate::Output::owned_object)).
+    pub applies: Vec<String>,
 }
 
 impl Plan {
@@ -27,6 +30,16 @@ impl Plan {
     #[must_use]
     pub fn patches_status_of(mut self, api_version: &str, kind: &str) -> Self {
         self.patches_status_of.push(format!("{api_version}/{kind}"));
+        self
+    }
+
+    /// Declares that the library asks the host to apply objects of
+    /// `api_version/kind` (a Service per Gateway): the host checks it may
+    /// create, patch, list and delete them, and finds the ones it applied
+    /// before a restart. Secrets may not be applied.
+    #[must_use]
+    pub fn applies(mut self, api_version: &str, kind: &str) -> Self {
+        self.applies.push(format!("{api_version}/{kind}"));
         self
     }
 }
@@ -93,6 +106,7 @@ pub struct Watch {
     pub(crate) type_id: TypeId,
     pub(crate) type_name: &'static str,
     pub(crate) lazy: bool,
+    pub(crate) strict: bool,
 }
 
 impl fmt::Debug for Watch {
@@ -107,6 +121,7 @@ impl fmt::Debug for Watch {
             .field("ignore_fields", &self.ignore_fields)
             .field("type", &self.type_name)
             .field("lazy", &self.lazy)
+            .field("strict", &self.strict)
             .finish()
     }
 }
@@ -132,6 +147,7 @@ impl Watch {
             type_id: TypeId::of::<serde_json::Value>(),
             type_name: std::any::type_name::<serde_json::Value>(),
             lazy: false,
+            strict: false,
         }
     }
 
@@ -147,11 +163,29 @@ impl Watch {
 
     /// Parses each object on first access instead of on arrival, for a
     /// watch whose objects are mostly never read (the pods of ready
-    /// endpoints, say). An object that then fails to parse is logged and
-    /// reads as absent, instead of failing the render.
+    /// endpoints, say): a performance option. An object that then fails to
+    /// parse is logged and reads as absent.
+    ///
+    /// Without it an object is parsed on arrival, and one that does not
+    /// parse as the watch's type (an Ingress the API server accepted but
+    /// k8s-openapi refuses) is left out of the library's view: the SDK
+    /// emits a warning `ObjectUnreadable` naming it (the host logs it and
+    /// records an Event on it) and the rest of the render goes on. The
+    /// warning goes away when the object is fixed or deleted.
+    /// [`strict`](Self::strict) fails the render instead.
     #[must_use]
     pub fn lazy(mut self) -> Self {
         self.lazy = true;
+        self
+    }
+
+    /// Fails every render while an object of this watch does not parse,
+    /// instead of leaving it out with a warning: for a watch where a
+    /// missing object would make the configuration wrong rather than
+    /// smaller. The last good configuration stays deployed meanwhile.
+    #[must_use]
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
         self
     }
 

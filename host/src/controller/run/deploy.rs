@@ -200,7 +200,9 @@ impl Deployer {
 
     /// Queues the candidate's patches of `variant` for the status task.
     fn write(&self, candidate: &Arc<Candidate>, variant: StatusVariant) {
-        if candidate.patches.contains_key(&variant) {
+        // `rendered` always: it also applies the owned objects, and an empty
+        // set removes the ones applied before.
+        if variant == StatusVariant::Rendered || candidate.patches.contains_key(&variant) {
             self.status.write(candidate.clone(), variant);
         }
     }

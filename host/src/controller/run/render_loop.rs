@@ -297,7 +297,26 @@ fn candidate(
         bundle,
         patches,
         gate_pending_since,
+        owned: Arc::new(owned_objects(engine, rendered)),
     }
+}
+
+/// The render's owned objects and every kind the enabled libraries apply.
+/// An object that cannot be applied (an owner the library does not watch,
+/// a kind its plan does not declare) is left out and logged.
+fn owned_objects(engine: &Engine, rendered: &Rendered) -> super::OwnedObjects {
+    let (desired, problems) = crate::owned::desired_objects(engine, rendered);
+    for problem in &problems {
+        tracing::warn!(error = %problem, "owned object not applied");
+    }
+    let mut kinds: Vec<String> = engine
+        .renderer()
+        .libraries()
+        .flat_map(|library| engine.applies(&library.name).map(str::to_owned))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    super::OwnedObjects { desired, kinds }
 }
 
 /// A Pod's patch that sets the readiness gate's condition, told by the

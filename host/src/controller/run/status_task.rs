@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Candidate, Failure, State};
+use super::{Candidate, Failure, OwnedObjects, State};
+use crate::controller::owned::OwnedApplier;
 use crate::controller::sinks::EventSink;
 use crate::controller::status::StatusApplier;
 use crate::library::types::StatusVariant;
@@ -85,6 +86,11 @@ impl StatusInbox {
 /// The status task: writes patches and reports failures, in order.
 pub(super) struct StatusTask {
     pub(super) applier: StatusApplier,
+    /// `None` in local mode: owned objects are logged, not applied.
+    pub(super) owned: Option<OwnedApplier>,
+    /// What local mode logged last, so a render that changes nothing logs
+    /// nothing.
+    pub(super) shown_owned: Vec<serde_json::Value>,
     pub(super) events: Arc<dyn EventSink>,
     pub(super) state: Arc<State>,
 }
@@ -101,6 +107,9 @@ impl StatusTask {
 
     /// Writes the candidate's patches of `variant`.
     async fn write(&mut self, candidate: &Candidate, variant: StatusVariant) {
+        if variant == StatusVariant::Rendered {
+            self.apply_owned(&candidate.owned).await;
+        }
         let Some(patches) = candidate.patches.get(&variant) else {
             return;
         };
@@ -133,6 +142,34 @@ impl StatusTask {
         }
     }
 
+    /// Applies the render's owned objects (leader only: this task runs the
+    /// candidates the deployer takes while leading).
+    async fn apply_owned(&mut self, owned: &OwnedObjects) {
+        let Some(applier) = &mut self.owned else {
+            let shown: Vec<serde_json::Value> =
+                owned.desired.iter().map(|d| d.manifest.clone()).collect();
+            if shown != self.shown_owned {
+                for object in &owned.desired {
+                    tracing::info!(object = %object, library = %object.library, manifest = %object.manifest, "owned object (local mode shows it; a controller in a cluster applies it)");
+                }
+                self.shown_owned = shown;
+            }
+            return;
+        };
+        let report = applier.reconcile(&owned.desired, &owned.kinds).await;
+        if report.applied + report.deleted > 0 {
+            tracing::info!(
+                applied = report.applied,
+                deleted = report.deleted,
+                unchanged = report.unchanged,
+                "owned objects reconciled"
+            );
+        }
+        for failure in &report.failed {
+            tracing::warn!(error = %failure, "owned object not applied");
+        }
+    }
+
     async fn report(&mut self, failure: Failure) {
         if !failure.patches.is_empty() {
             let report = self.applier.apply(failure.patches.iter()).await;
@@ -159,6 +196,7 @@ mod tests {
             bundle: Arc::new(Bundle::new("global\n".to_owned(), Vec::new())),
             patches: BTreeMap::new(),
             gate_pending_since: HashMap::new(),
+            owned: Arc::default(),
         })
     }
 

@@ -9,11 +9,7 @@ fn rendered(config: &str, files: &[(&str, &str)]) -> Rendered {
             .iter()
             .map(|(path, content)| ((*path).to_owned(), (*content).to_owned()))
             .collect::<BTreeMap<_, _>>(),
-        status_patches: BTreeMap::new(),
-        line_origins: Vec::new(),
-        file_origins: BTreeMap::new(),
-        secret_files: Default::default(),
-        warnings: Vec::new(),
+        ..Rendered::default()
     }
 }
 
@@ -104,5 +100,20 @@ fn equal_renders_say_so() {
     assert_eq!(
         difference.to_string(),
         "no difference: the same configuration, files and status\n"
+    );
+}
+
+#[test]
+fn secret_configuration_text_is_shown_redacted_and_its_change_is_said() {
+    let config = "userlist users\n    user alice password $6$salt$one\n";
+    let mut old = rendered(config, &[]);
+    old.secret_lines = std::iter::once(2..3).collect();
+    let mut new = rendered(&config.replace("$one", "$two"), &[]);
+    new.secret_lines = std::iter::once(2..3).collect();
+    let text = compare(&old, &new).to_string();
+    assert!(!text.contains("$6$"), "{text}");
+    assert!(
+        text.contains("haproxy.cfg: secret lines changed (not shown)"),
+        "{text}"
     );
 }

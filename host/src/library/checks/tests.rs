@@ -6,6 +6,7 @@ fn section(kind: SectionKind, name: &str, body: &str) -> Item {
         kind,
         name: name.into(),
         body: body.into(),
+        secret: false,
     }))
 }
 
@@ -16,6 +17,7 @@ fn snippet(target_kind: SectionKind, target_name: &str, lines: &str) -> Item {
         slot: Slot::Routing,
         priority: 0,
         lines: lines.into(),
+        secret: false,
     }))
 }
 
@@ -271,6 +273,7 @@ fn plans_need_unique_named_watches() {
     let plan = |watches| Plan {
         watches,
         patches_status_of: Vec::new(),
+        applies: Vec::new(),
     };
     assert_eq!(
         check_plan(&plan(vec![

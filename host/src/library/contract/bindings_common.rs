@@ -5,8 +5,9 @@
 //! unrelated types with the same shape.
 //!
 //! Invoked inside a version module that defines `bindings` (the `bindgen!`
-//! output), `wit` (its `types` interface), `plan_from_wit` and
-//! `item_from_wit` (the parts that differ between versions).
+//! output), `wit` (its `types` interface), `plan_from_wit`,
+//! `item_from_wit`, `section_secret` and `snippet_secret` (the parts that
+//! differ between versions).
 
 macro_rules! common_bindings {
     () => {
@@ -155,20 +156,24 @@ macro_rules! common_bindings {
         }
 
         fn section_from_wit(section: wit::Section) -> types::Item {
+            let secret = section_secret(&section);
             types::Item::Section(Arc::new(types::Section {
                 kind: kind_from_wit(section.kind),
                 name: section.name,
                 body: section.body,
+                secret,
             }))
         }
 
         fn snippet_from_wit(snippet: wit::Snippet) -> types::Item {
+            let secret = snippet_secret(&snippet);
             types::Item::Snippet(Arc::new(types::Snippet {
                 target_kind: kind_from_wit(snippet.target_kind),
                 target_name: snippet.target_name,
                 slot: slot_from_wit(snippet.slot),
                 priority: snippet.priority,
                 lines: snippet.lines,
+                secret,
             }))
         }
 

@@ -60,7 +60,17 @@ fn plan_from_wit(plan: wit::Plan) -> types::Plan {
             })
             .collect(),
         patches_status_of: plan.patches_status_of,
+        applies: Vec::new(),
     }
+}
+
+/// Secret text arrived with contract 0.3.0.
+fn section_secret(_: &wit::Section) -> bool {
+    false
+}
+
+fn snippet_secret(_: &wit::Snippet) -> bool {
+    false
 }
 
 fn item_from_wit(item: wit::Item) -> Result<types::Item, Malformed> {

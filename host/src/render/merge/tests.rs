@@ -8,6 +8,7 @@ fn section(kind: SectionKind, name: &str, body: &str) -> Item {
         kind,
         name: name.into(),
         body: body.into(),
+        secret: false,
     }))
 }
 
@@ -18,6 +19,7 @@ fn snippet(kind: SectionKind, name: &str, slot: Slot, priority: i32, lines: &str
         slot,
         priority,
         lines: lines.into(),
+        secret: false,
     }))
 }
 
@@ -447,4 +449,59 @@ fn snippets_sort_by_slot_then_priority_then_library_then_key() {
             "option a",
         ]
     );
+}
+
+#[test]
+fn secret_lines_are_tracked_and_shown_redacted() {
+    let hash = "$6$abcdefgh$KQeXafAQAaOoKTevphVU215RvJdgzyf";
+    let userlist = Item::Section(Arc::new(Section {
+        kind: SectionKind::Userlist,
+        name: "auth".into(),
+        body: format!("user alice password {hash}\nuser bob password {hash}"),
+        secret: true,
+    }));
+    let header = Item::Snippet(Arc::new(Snippet {
+        target_kind: SectionKind::Frontend,
+        target_name: "http".into(),
+        slot: Slot::RequestRules,
+        priority: 0,
+        lines: "http-request set-header Authorization \"Basic dG9rZW4=\"".into(),
+        secret: true,
+    }));
+    let base = items(&[
+        ("g", section(SectionKind::Global, "", "maxconn 100")),
+        ("f", section(SectionKind::Frontend, "http", "bind :8080")),
+    ]);
+    let auth = items(&[("u", userlist), ("h", header)]);
+    let (base_name, auth_name) = (name("base"), name("auth"));
+    let rendered = merge_once(&[
+        LibraryItems {
+            library: &base_name,
+            items: &base,
+        },
+        LibraryItems {
+            library: &auth_name,
+            items: &auth,
+        },
+    ])
+    .expect("merges");
+    assert!(rendered.holds_secret_text());
+    assert!(rendered.config.contains(hash), "the real text is deployed");
+    let shown = rendered.shown_config();
+    assert!(!shown.contains(hash), "{shown}");
+    assert!(!shown.contains("dG9rZW4="), "{shown}");
+    assert!(shown.contains("    user <redacted>\n"), "{shown}");
+    assert!(shown.contains("    http-request <redacted>\n"), "{shown}");
+    assert!(shown.contains("userlist auth\n"), "headers stay: {shown}");
+    assert!(
+        shown.contains("    bind :8080\n"),
+        "other lines stay: {shown}"
+    );
+    assert_eq!(
+        shown.lines().count(),
+        rendered.config.lines().count(),
+        "line numbers stay"
+    );
+    let debug = format!("{rendered:?}");
+    assert!(!debug.contains(hash), "Debug redacts too: {debug}");
 }

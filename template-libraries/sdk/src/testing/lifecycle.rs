@@ -37,8 +37,11 @@ impl Library for Things {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.watch_extra = values.own()["extra"].as_bool().unwrap_or(false);
-        let mut plan = Plan::default()
-            .watch(Watch::new("things", "example.com/v1", "Thing").parse_as::<Thing>());
+        let mut things = Watch::new("things", "example.com/v1", "Thing").parse_as::<Thing>();
+        if values.own()["strict"].as_bool().unwrap_or(false) {
+            things = things.strict();
+        }
+        let mut plan = Plan::default().watch(things);
         if self.watch_extra {
             plan = plan.watch(Watch::new("extra", "v1", "ConfigMap"));
         }
@@ -101,9 +104,48 @@ fn a_failed_render_makes_the_next_one_complete() {
     assert_eq!(delta.upserts.len(), 2);
 }
 
+/// Issue 24, item 4: one object that does not parse no longer fails the
+/// render of every other object.
 #[test]
-fn an_object_that_does_not_parse_fails_every_render_until_fixed() {
+fn an_object_that_does_not_parse_is_left_out_with_a_warning_until_fixed() {
     let mut h = Harness::<Things>::new(json!({})).unwrap();
+    h.apply("things", &thing("a", 1, "1"));
+    h.apply("things", &json!({"metadata": {"namespace": "ns", "name": "bad", "resourceVersion": "1"}, "size": "big"}));
+    h.apply("things", &thing("c", 3, "1"));
+    h.render().expect("the good objects render");
+    assert!(h.section(SectionKind::Backend, "a").is_some());
+    assert!(h.section(SectionKind::Backend, "c").is_some());
+    assert!(h.section(SectionKind::Backend, "bad").is_none());
+    let warnings = h.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].0, "ObjectUnreadable");
+    assert!(
+        warnings[0]
+            .1
+            .contains("cannot read things ns/bad (resourceVersion 1)")
+            && warnings[0].1.contains("left out of the configuration"),
+        "{warnings:?}"
+    );
+    // A render with nothing else changed keeps it; fixing it removes it.
+    h.apply("things", &thing("a", 2, "2"));
+    h.render().unwrap();
+    assert_eq!(h.warnings().len(), 1);
+    h.apply("things", &thing("bad", 5, "2"));
+    let delta = h.render().unwrap();
+    assert!(h.warnings().is_empty(), "{:?}", h.warnings());
+    assert!(
+        delta
+            .removals
+            .iter()
+            .any(|key| key.contains("ObjectUnreadable")),
+        "the host is told the warning is gone: {delta:?}"
+    );
+    assert!(h.section(SectionKind::Backend, "bad").is_some());
+}
+
+#[test]
+fn a_strict_watch_fails_every_render_until_fixed() {
+    let mut h = Harness::<Things>::new(json!({"things": {"strict": true}})).unwrap();
     h.apply("things", &json!({"metadata": {"namespace": "ns", "name": "bad", "resourceVersion": "1"}, "size": "big"}));
     let err = h.render().unwrap_err();
     assert!(err.to_string().contains("things ns/bad"), "{err}");

@@ -1,4 +1,6 @@
-//! Which Ingresses this controller serves.
+//! Which Ingresses haptic serves: the bundled `ingress` library's class
+//! rules, exactly, for every library that acts on Ingresses (so a custom
+//! library does not act on an Ingress of another controller's class).
 //!
 //! An Ingress is served when
 //! 1. `spec.ingressClassName` names an IngressClass whose `spec.controller`
@@ -13,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass};
+use crate::k8s::api::networking::v1::{Ingress, IngressClass};
 
 /// The deprecated class annotation.
 pub const LEGACY_ANNOTATION: &str = "kubernetes.io/ingress.class";

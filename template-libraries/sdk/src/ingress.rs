@@ -1,0 +1,116 @@
+//! Ingresses as the bundled `ingress` library sees them, for libraries that
+//! add per-Ingress policy (see [`crate::extending`]): which Ingresses haptic
+//! serves ([`Classes`], [`ClassRules`], the bundled library's own code) and
+//! which one a request matched ([`matched_ingress_acl`]).
+//!
+//! `txn.haptic_ingress` holds the Ingress (`namespace/name`) whose route a
+//! request takes, set by `ingress`'s request rules at priority `0` from the
+//! same lookups, in the same order, as its routing. So two Ingresses on one
+//! host can have different policies: a rule conditioned on
+//! [`matched_ingress_acl`] applies to exactly the requests that Ingress
+//! routes. It is unset for a request no Ingress path matches (including
+//! one that only an Ingress's `spec.defaultBackend` serves).
+
+mod classes;
+
+use serde::Deserialize;
+
+pub use classes::{Classes, DEFAULT_CLASS_ANNOTATION, LEGACY_ANNOTATION};
+
+use crate::Values;
+use crate::k8s::api::networking::v1::{Ingress, IngressClass};
+
+/// The class name the `ingress` library serves by default.
+pub const DEFAULT_CLASS_NAME: &str = "haptic";
+/// The `spec.controller` of haptic's IngressClasses by default.
+pub const DEFAULT_CONTROLLER: &str = "haproxy-haptic.org/controller";
+
+/// The class settings of the `ingress` library's values
+/// (`templateLibraries.ingress.className` and `.controller`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClassRules {
+    pub class_name: String,
+    pub controller: String,
+}
+
+impl Default for ClassRules {
+    fn default() -> Self {
+        Self {
+            class_name: DEFAULT_CLASS_NAME.to_owned(),
+            controller: DEFAULT_CONTROLLER.to_owned(),
+        }
+    }
+}
+
+impl ClassRules {
+    /// The `ingress` library's class settings as the host hands every
+    /// library the whole values tree; the defaults when it is absent.
+    pub fn from_values(values: &Values) -> Self {
+        values
+            .library("ingress")
+            .and_then(|tree| serde_json::from_value(tree.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// Indexes the cluster's IngressClasses (watch them as
+    /// `networking.k8s.io/v1` `IngressClass`) by these rules.
+    pub fn classes<'a>(&self, classes: impl IntoIterator<Item = &'a IngressClass>) -> Classes {
+        Classes::new(classes, &self.controller)
+    }
+
+    /// Whether haptic serves `ingress`, by the bundled library's rules.
+    pub fn is_served(&self, ingress: &Ingress, classes: &Classes) -> bool {
+        classes.serves(ingress, &self.class_name)
+    }
+}
+
+/// The variable naming the matched Ingress, `namespace/name`.
+pub const MATCHED_INGRESS_VARIABLE: &str = "txn.haptic_ingress";
+
+/// An anonymous ACL that is true for requests routed by Ingress
+/// `namespace/name`: `{ var(txn.haptic_ingress) -m str shop/admin }`. Use it
+/// in a `RequestRules` snippet at a priority above `0` (after `ingress` sets
+/// the variable) or in any `ResponseRules` snippet. Names of Kubernetes
+/// objects cannot hold spaces or braces, so they go in as they are.
+pub fn matched_ingress_acl(namespace: &str, name: &str) -> String {
+    format!("{{ var({MATCHED_INGRESS_VARIABLE}) -m str {namespace}/{name} }}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_rules_follow_the_ingress_librarys_values() {
+        let values = |tree| Values::new(tree, "mine", &serde_json::json!({})).unwrap();
+        assert_eq!(
+            ClassRules::from_values(&values(serde_json::json!({}))),
+            ClassRules::default()
+        );
+        let rules = ClassRules::from_values(&values(serde_json::json!({
+            "ingress": {"className": "edge", "controller": "example.com/edge", "frontend": "http"}
+        })));
+        assert_eq!(rules.class_name, "edge");
+        assert_eq!(rules.controller, "example.com/edge");
+        let class: IngressClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "edge"}, "spec": {"controller": "example.com/edge"}
+        }))
+        .unwrap();
+        let classes = rules.classes([&class]);
+        let ingress = |class: &str| -> Ingress {
+            serde_json::from_value(serde_json::json!({"spec": {"ingressClassName": class}}))
+                .unwrap()
+        };
+        assert!(rules.is_served(&ingress("edge"), &classes));
+        assert!(!rules.is_served(&ingress("haptic"), &classes));
+    }
+
+    #[test]
+    fn the_acl_names_the_ingress() {
+        assert_eq!(
+            matched_ingress_acl("shop", "admin"),
+            "{ var(txn.haptic_ingress) -m str shop/admin }"
+        );
+    }
+}
