@@ -175,6 +175,43 @@ impl std::fmt::Debug for CertPayload {
     }
 }
 
+impl RuntimeCommand {
+    /// The command for a person and for the server commands' wire: a
+    /// `set server` line exactly as HAProxy is sent it; a map or
+    /// certificate replacement by what it replaces (its payload is never
+    /// shown).
+    pub fn summary(&self) -> String {
+        match self {
+            RuntimeCommand::ServerAddress {
+                backend,
+                server,
+                address,
+                port,
+            } => format!("set server {backend}/{server} addr {address} port {port}"),
+            RuntimeCommand::ServerWeight {
+                backend,
+                server,
+                weight,
+            } => format!("set server {backend}/{server} weight {weight}"),
+            RuntimeCommand::ServerState {
+                backend,
+                server,
+                enabled,
+            } => {
+                let state = if *enabled { "ready" } else { "maint" };
+                format!("set server {backend}/{server} state {state}")
+            }
+            RuntimeCommand::ReplaceMap { map, content } => format!(
+                "replace the entries of map {map} ({} lines)",
+                content.lines().count()
+            ),
+            RuntimeCommand::ReplaceCert { cert, .. } => {
+                format!("replace certificate {cert} (chain and key, not shown)")
+            }
+        }
+    }
+}
+
 /// The files a worker loaded, by the names its configuration gave them
 /// (`show map`, `show ssl cert`): what runtime commands can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -269,32 +306,12 @@ impl Haproxy {
         let mut versions = answers;
         for command in commands {
             match command {
-                RuntimeCommand::ServerAddress {
-                    backend,
-                    server,
-                    address,
-                    port,
-                } => {
-                    lines.push(format!(
-                        "set server {backend}/{server} addr {address} port {port}"
-                    ));
+                RuntimeCommand::ServerAddress { .. } => {
+                    lines.push(command.summary());
                     checks.push(Expect::AddressChanged);
                 }
-                RuntimeCommand::ServerWeight {
-                    backend,
-                    server,
-                    weight,
-                } => {
-                    lines.push(format!("set server {backend}/{server} weight {weight}"));
-                    checks.push(Expect::Empty);
-                }
-                RuntimeCommand::ServerState {
-                    backend,
-                    server,
-                    enabled,
-                } => {
-                    let state = if *enabled { "ready" } else { "maint" };
-                    lines.push(format!("set server {backend}/{server} state {state}"));
+                RuntimeCommand::ServerWeight { .. } | RuntimeCommand::ServerState { .. } => {
+                    lines.push(command.summary());
                     checks.push(Expect::Empty);
                 }
                 RuntimeCommand::ReplaceMap { map, content } => {

@@ -78,7 +78,9 @@ pub fn compare(old: &Rendered, new: &Rendered) -> Difference {
     let (old_bundle, new_bundle) = (bundle(old), bundle(new));
     let apply = match plan::plan(&old_bundle, &new_bundle, &plan::expected_loads(&old_bundle)) {
         Plan::Unchanged => Apply::Unchanged,
-        Plan::Runtime(commands) => Apply::Runtime(commands.iter().map(describe).collect()),
+        Plan::Runtime(commands) => {
+            Apply::Runtime(commands.iter().map(RuntimeCommand::summary).collect())
+        }
         Plan::Reload(reason) => Apply::Reload(reason.to_string()),
     };
     Difference {
@@ -200,38 +202,6 @@ fn unified(old: &str, new: &str, name: &str) -> Option<String> {
             .header(&format!("a/{name}"), &format!("b/{name}"))
             .to_string(),
     )
-}
-
-/// A runtime command for a person (payloads summarised, never shown).
-fn describe(command: &RuntimeCommand) -> String {
-    match command {
-        RuntimeCommand::ServerAddress {
-            backend,
-            server,
-            address,
-            port,
-        } => format!("set server {backend}/{server} addr {address} port {port}"),
-        RuntimeCommand::ServerWeight {
-            backend,
-            server,
-            weight,
-        } => format!("set server {backend}/{server} weight {weight}"),
-        RuntimeCommand::ServerState {
-            backend,
-            server,
-            enabled,
-        } => format!(
-            "set server {backend}/{server} state {}",
-            if *enabled { "ready" } else { "maint" }
-        ),
-        RuntimeCommand::ReplaceMap { map, content } => format!(
-            "replace the entries of map {map} ({} lines)",
-            content.lines().count()
-        ),
-        RuntimeCommand::ReplaceCert { cert, .. } => {
-            format!("replace certificate {cert} (chain and key, not shown)")
-        }
-    }
 }
 
 impl fmt::Display for Difference {
