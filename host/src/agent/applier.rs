@@ -94,7 +94,11 @@ pub enum ApplyError {
     #[error(transparent)]
     Validator(ValidationError),
     /// The configuration directory could not be written.
-    #[error("writing the configuration directory {dir}: {source}")]
+    #[error(
+        "writing the configuration directory {dir}: {source}; HAProxy keeps running the bundle it \
+         has. Free space on (or fix the permissions of) that volume; the controller's next push \
+         applies the bundle"
+    )]
     Disk {
         dir: String,
         #[source]

@@ -131,8 +131,12 @@ async fn backends_for(socket: &Path, pid: u32, host: &str) -> Result<Vec<String>
         // `0x55d0c1e0 <key> <value>`
         for line in entries.lines() {
             let mut fields = line.split_whitespace().skip(1);
+            // Route identity maps (`ingress-*-routes.map`) name the
+            // matched Ingress as `namespace/name`; a backend name never
+            // holds a `/` (HAProxy refuses it in a proxy name).
             if let (Some(key), Some(value)) = (fields.next(), fields.next())
                 && key.starts_with(host)
+                && !value.contains('/')
                 && !backends.iter().any(|b| b == value)
             {
                 backends.push(value.to_owned());
