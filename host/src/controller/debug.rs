@@ -107,7 +107,6 @@ pub struct DebugState {
 #[derive(Debug, Default)]
 struct Record {
     identity: String,
-    leading: bool,
     newest_render: Option<String>,
     /// Oldest first, at most [`GATES_SHOWN`].
     gates: Vec<(ObjectRef, Instant)>,
@@ -119,10 +118,6 @@ struct Record {
 impl DebugState {
     pub fn set_identity(&self, identity: &str) {
         identity.clone_into(&mut self.lock().identity);
-    }
-
-    pub fn set_leading(&self, leading: bool) {
-        self.lock().leading = leading;
     }
 
     /// A new validated render and the gates it will set once deployed
@@ -178,22 +173,23 @@ impl DebugState {
         }
     }
 
-    pub fn fleet_report(&self) -> FleetReport {
+    /// `leading`: whether this replica leads now (the leader gauge says it).
+    pub fn fleet_report(&self, leading: bool) -> FleetReport {
         let record = self.lock();
         FleetReport {
             identity: record.identity.clone(),
-            leading: record.leading,
+            leading,
             newest_render: record.newest_render.clone(),
             pods: record.fleet.iter().map(proxy_report).collect(),
             render_failure: record.render_failure.clone(),
         }
     }
 
-    pub fn gates_report(&self) -> GatesReport {
+    pub fn gates_report(&self, leading: bool) -> GatesReport {
         let record = self.lock();
         let now = Instant::now();
         GatesReport {
-            leading: record.leading,
+            leading,
             newest_render: record.newest_render.clone(),
             waiting: record.waiting,
             gates: record
@@ -204,7 +200,7 @@ impl DebugState {
                     waiting_seconds: now.duration_since(*since).as_secs_f64(),
                 })
                 .collect(),
-            waits_for: blockers(&record),
+            waits_for: blockers(&record, leading),
         }
     }
 
@@ -240,14 +236,14 @@ fn role_name(role: WorkerRole) -> &'static str {
 }
 
 /// What the waiting gates wait for, in the order a person should look.
-fn blockers(record: &Record) -> Vec<Blocker> {
+fn blockers(record: &Record, leading: bool) -> Vec<Blocker> {
     let mut found = Vec::new();
     let global = |text: String| Blocker {
         haproxy_pod: None,
         worker: None,
         text,
     };
-    if !record.leading {
+    if !leading {
         found.push(global(format!(
             "{} does not lead: only the leader deploys and writes gates; ask the replica whose haptic_leader is 1",
             if record.identity.is_empty() { "this replica" } else { &record.identity }
@@ -263,7 +259,7 @@ fn blockers(record: &Record) -> Vec<Blocker> {
         found.push(global("no render has been validated yet".to_owned()));
         return found;
     };
-    if record.leading && record.fleet.is_empty() {
+    if leading && record.fleet.is_empty() {
         found.push(global(
             "no HAProxy pod is known: check the HAProxy Deployment and the controller's --proxy-selector".to_owned(),
         ));

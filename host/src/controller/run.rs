@@ -230,7 +230,6 @@ pub async fn run_with(
     } else {
         let _ = leading_tx.send(Some(0));
         state.metrics.leader.set(1);
-        state.debug.set_leading(true);
     }
 
     let applier = parts.status;
@@ -318,13 +317,11 @@ async fn lead(elector: Arc<Elector>, leading: watch::Sender<Option<u64>>, state:
             Ok(leadership) => {
                 let _ = leading.send(Some(leadership.epoch));
                 state.metrics.leader.set(1);
-                state.debug.set_leading(true);
                 if let Err(error) = elector.lost().await {
                     tracing::error!(%error, "renewing the Lease");
                 }
                 let _ = leading.send(None);
                 state.metrics.leader.set(0);
-                state.debug.set_leading(false);
             }
             Err(error) => {
                 tracing::error!(%error, "taking part in leader election; retrying in 2 s");

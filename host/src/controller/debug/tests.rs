@@ -47,7 +47,6 @@ fn texts(report: &GatesReport) -> Vec<&str> {
 fn a_gate_waits_for_each_worker_not_on_the_newest_render() {
     let debug = DebugState::default();
     debug.set_identity("haptic-controller-0");
-    debug.set_leading(true);
     let now = Instant::now();
     let (web_a, web_b) = (gated("web-a"), gated("web-b"));
     let gates = [
@@ -70,7 +69,7 @@ fn a_gate_waits_for_each_worker_not_on_the_newest_render() {
             None,
         ),
     ]);
-    let report = debug.gates_report();
+    let report = debug.gates_report(true);
     assert_eq!(report.waiting, 2);
     assert_eq!(
         report
@@ -107,15 +106,14 @@ fn an_unreachable_agent_no_leader_and_failing_renders_are_named() {
         Some("the agent at http://haproxy-0:8450 did not answer within 10s"),
     )]);
     assert_eq!(
-        texts(&debug.gates_report()),
+        texts(&debug.gates_report(false)),
         [
             "haptic-controller-1 does not lead: only the leader deploys and writes gates; ask the replica whose haptic_leader is 1",
             "the newest renders fail (ConfigRefused): haproxy -c refused line 12; pods that became ready since the last good render wait for a render that works",
             "haproxy-0: the agent at http://haproxy-0:8450 did not answer within 10s",
         ]
     );
-    // A newer validated render clears the failure.
-    debug.set_leading(true);
+    // A newer validated render clears the failure; the replica now leads.
     debug.set_newest_render(NEW, [(&web, &now)].into_iter());
     debug.set_fleet(vec![pod(
         "haproxy-0",
@@ -123,7 +121,7 @@ fn an_unreachable_agent_no_leader_and_failing_renders_are_named() {
         None,
     )]);
     assert_eq!(
-        texts(&debug.gates_report()),
+        texts(&debug.gates_report(true)),
         [
             "every HAProxy pod runs render sha256:aaaaaaaaaaaa: the gate conditions are being written"
         ]
@@ -138,7 +136,7 @@ fn the_report_keeps_the_oldest_thousand_and_counts_all() {
         .map(|n| (gated(&format!("web-{n}")), now - Duration::from_millis(n)))
         .collect();
     debug.set_newest_render(NEW, gates.iter().map(|(r, s)| (r, s)));
-    let report = debug.gates_report();
+    let report = debug.gates_report(false);
     assert_eq!(report.waiting, 1_500);
     assert_eq!(report.gates.len(), 1_000);
     assert_eq!(report.gates[0].pod, "shop/web-1499");
@@ -154,7 +152,6 @@ fn short_ids_keep_the_algorithm_and_twelve_digits() {
 #[test]
 fn a_pod_whose_agent_stopped_answering_keeps_its_last_reported_workers() {
     let debug = DebugState::default();
-    debug.set_leading(true);
     let now = Instant::now();
     let web = gated("web-a");
     debug.set_newest_render(NEW, [(&web, &now)].into_iter());
@@ -177,7 +174,7 @@ fn a_pod_whose_agent_stopped_answering_keeps_its_last_reported_workers() {
         None,
     ));
     assert_eq!(
-        texts(&debug.gates_report()),
+        texts(&debug.gates_report(true)),
         ["haproxy-1 worker 20 (current) still runs render sha256:bbbbbbbbbbbb"]
     );
     debug.set_pod(pod(
@@ -186,7 +183,7 @@ fn a_pod_whose_agent_stopped_answering_keeps_its_last_reported_workers() {
         Some("no answer within 35s"),
     ));
     assert_eq!(
-        texts(&debug.gates_report()),
+        texts(&debug.gates_report(true)),
         [
             "haproxy-1: no answer within 35s",
             "haproxy-1 worker 20 (current) still runs render sha256:bbbbbbbbbbbb (as last reported)"

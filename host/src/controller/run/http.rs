@@ -47,14 +47,18 @@ pub(super) async fn serve(
             "/debug/fleet",
             get({
                 let state = state.clone();
-                move || async move { axum::Json(state.debug.fleet_report()) }
+                move || async move {
+                    axum::Json(state.debug.fleet_report(state.metrics.leader.get() == 1))
+                }
             }),
         )
         .route(
             "/debug/gates",
             get({
                 let state = state.clone();
-                move || async move { axum::Json(state.debug.gates_report()) }
+                move || async move {
+                    axum::Json(state.debug.gates_report(state.metrics.leader.get() == 1))
+                }
             }),
         )
         .route(
