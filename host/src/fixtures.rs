@@ -140,7 +140,7 @@ pub fn run(
 struct CaseRun {
     name: String,
     dir: PathBuf,
-    expect: Result<Expectations, String>,
+    expect: Result<Expectations, ExpectationsError>,
     outcome: Result<JobOutput, offline::JobError>,
 }
 
@@ -172,7 +172,7 @@ impl CaseRun {
         let expect = match &self.expect {
             Ok(expect) => expect,
             Err(failure) => {
-                report.failures.push(failure.clone());
+                report.failures.push(failure.to_string());
                 return report;
             }
         };
@@ -213,14 +213,29 @@ impl CaseRun {
     }
 }
 
-fn read_expectations(path: &Path) -> Result<Expectations, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not a valid expectation file: {e} (`haptic test --help` lists the keys)",
-            path.display()
-        )
+/// Why a case's `expect.yaml` cannot be used: a failure of that case.
+#[derive(Debug, Error)]
+enum ExpectationsError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid expectation file: {source} (`haptic test --help` lists the keys)", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_yaml_ng::Error,
+    },
+}
+
+fn read_expectations(path: &Path) -> Result<Expectations, ExpectationsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ExpectationsError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_yaml_ng::from_str(&text).map_err(|source| ExpectationsError::Parse {
+        path: path.to_owned(),
+        source,
     })
 }
 

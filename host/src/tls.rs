@@ -59,6 +59,31 @@ pub struct CertificateInfo {
     pub not_after: i64,
 }
 
+/// What is wrong with a certificate and key a library asked about: one
+/// sentence for a person (the library passes it on in a warning), never
+/// quoting the input.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CertificateError {
+    #[error("the certificate is not valid PEM ({0})")]
+    CertificatePem(&'static str),
+    #[error("the certificate holds no `BEGIN CERTIFICATE` block")]
+    NoCertificate,
+    #[error("the private key is encrypted; HAProxy needs it unencrypted")]
+    EncryptedKey,
+    #[error("the private key is not a PEM PKCS#1, PKCS#8 or SEC1 key ({0})")]
+    KeyPem(&'static str),
+    #[error("the certificate cannot be parsed as X.509 ({0})")]
+    X509(String),
+    #[error("the private key is not an RSA, ECDSA or Ed25519 key HAProxy can use")]
+    KeyType,
+    #[error("the private key does not match the certificate")]
+    KeyMismatch,
+    #[error("the certificate expired on {0}")]
+    Expired(String),
+    #[error("the certificate is not valid before {0}")]
+    NotYetValid(String),
+}
+
 /// Checks a certificate chain and its private key the way HAProxy will load
 /// them, at time `now` (seconds since the Unix epoch). The error is one
 /// sentence for a person and never quotes the input.
@@ -66,32 +91,29 @@ pub fn check_certificate(
     certificate_pem: &str,
     private_key_pem: &str,
     now: i64,
-) -> Result<CertificateInfo, String> {
+) -> Result<CertificateInfo, CertificateError> {
     let chain: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(certificate_pem.as_bytes())
             .collect::<Result<_, _>>()
-            .map_err(|error| format!("the certificate is not valid PEM ({})", pem_error(&error)))?;
+            .map_err(|error| CertificateError::CertificatePem(pem_error(&error)))?;
     let Some(leaf) = chain.first() else {
-        return Err("the certificate holds no `BEGIN CERTIFICATE` block".to_owned());
+        return Err(CertificateError::NoCertificate);
     };
     if private_key_pem.contains("ENCRYPTED PRIVATE KEY") {
-        return Err("the private key is encrypted; HAProxy needs it unencrypted".to_owned());
+        return Err(CertificateError::EncryptedKey);
     }
-    let key = PrivateKeyDer::from_pem_slice(private_key_pem.as_bytes()).map_err(|error| {
-        format!(
-            "the private key is not a PEM PKCS#1, PKCS#8 or SEC1 key ({})",
-            pem_error(&error)
-        )
-    })?;
+    let key = PrivateKeyDer::from_pem_slice(private_key_pem.as_bytes())
+        .map_err(|error| CertificateError::KeyPem(pem_error(&error)))?;
     let (_, parsed) = x509_parser::parse_x509_certificate(leaf)
-        .map_err(|error| format!("the certificate cannot be parsed as X.509 ({error})"))?;
+        .map_err(|error| CertificateError::X509(error.to_string()))?;
     let provider = rustls::crypto::ring::default_provider();
-    let signing_key = provider.key_provider.load_private_key(key).map_err(|_| {
-        "the private key is not an RSA, ECDSA or Ed25519 key HAProxy can use".to_owned()
-    })?;
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|_| CertificateError::KeyType)?;
     rustls::sign::CertifiedKey::new(chain.clone(), signing_key)
         .keys_match()
-        .map_err(|_| "the private key does not match the certificate".to_owned())?;
+        .map_err(|_| CertificateError::KeyMismatch)?;
 
     let validity = parsed.validity();
     let (not_before, not_after) = (
@@ -99,21 +121,19 @@ pub fn check_certificate(
         validity.not_after.timestamp(),
     );
     if now > not_after {
-        return Err(format!(
-            "the certificate expired on {}",
+        return Err(CertificateError::Expired(
             validity
                 .not_after
                 .to_rfc2822()
-                .unwrap_or_else(|_| not_after.to_string())
+                .unwrap_or_else(|_| not_after.to_string()),
         ));
     }
     if now < not_before {
-        return Err(format!(
-            "the certificate is not valid before {}",
+        return Err(CertificateError::NotYetValid(
             validity
                 .not_before
                 .to_rfc2822()
-                .unwrap_or_else(|_| not_before.to_string())
+                .unwrap_or_else(|_| not_before.to_string()),
         ));
     }
     let mut dns_names: Vec<String> = match parsed.subject_alternative_name() {
@@ -203,7 +223,10 @@ pub enum DefaultCertificateError {
          generates a new one",
         path.display()
     )]
-    Unusable { path: PathBuf, problem: String },
+    Unusable {
+        path: PathBuf,
+        problem: CertificateError,
+    },
     #[error("cannot generate a default certificate: {0}")]
     Generate(String),
 }

@@ -44,6 +44,8 @@ fn a_key_of_another_certificate_is_refused_without_quoting_it() {
     let (certificate, _) = issue(&["foo.bar.com"], 2020, 2120);
     let (_, other_key) = issue(&["foo.bar.com"], 2020, 2120);
     let error = check_certificate(&certificate, &other_key, unix_now()).expect_err("mismatch");
+    assert_eq!(error, CertificateError::KeyMismatch);
+    let error = error.to_string();
     assert_eq!(error, "the private key does not match the certificate");
     assert!(!error.contains(&key_body(&other_key)));
 }
@@ -51,12 +53,16 @@ fn a_key_of_another_certificate_is_refused_without_quoting_it() {
 #[test]
 fn expired_and_not_yet_valid_certificates_are_refused() {
     let (certificate, key) = issue(&["old.example.com"], 2000, 2001);
-    let error = check_certificate(&certificate, &key, unix_now()).expect_err("expired");
+    let error = check_certificate(&certificate, &key, unix_now())
+        .expect_err("expired")
+        .to_string();
     assert!(error.starts_with("the certificate expired on "), "{error}");
     assert!(error.contains("2001"), "{error}");
 
     let (certificate, key) = issue(&["new.example.com"], 2200, 2201);
-    let error = check_certificate(&certificate, &key, unix_now()).expect_err("not yet valid");
+    let error = check_certificate(&certificate, &key, unix_now())
+        .expect_err("not yet valid")
+        .to_string();
     assert!(
         error.starts_with("the certificate is not valid before "),
         "{error}"
@@ -66,24 +72,34 @@ fn expired_and_not_yet_valid_certificates_are_refused() {
 #[test]
 fn malformed_input_is_described_not_quoted() {
     let (certificate, key) = issue(&["foo.bar.com"], 2020, 2120);
-    let error = check_certificate("not a certificate", &key, unix_now()).expect_err("no PEM");
+    let error = check_certificate("not a certificate", &key, unix_now())
+        .expect_err("no PEM")
+        .to_string();
     assert_eq!(error, "the certificate holds no `BEGIN CERTIFICATE` block");
 
     let broken = certificate.replacen('M', "!", 3);
-    let error = check_certificate(&broken, &key, unix_now()).expect_err("bad base64");
+    let error = check_certificate(&broken, &key, unix_now())
+        .expect_err("bad base64")
+        .to_string();
     assert!(
         error.starts_with("the certificate is not valid PEM"),
         "{error}"
     );
 
-    let error = check_certificate(&certificate, "garbage", unix_now()).expect_err("no key");
+    let error = check_certificate(&certificate, "garbage", unix_now())
+        .expect_err("no key")
+        .to_string();
     assert!(error.starts_with("the private key is not a PEM"), "{error}");
     let encrypted =
         "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n";
-    let error = check_certificate(&certificate, encrypted, unix_now()).expect_err("encrypted");
+    let error = check_certificate(&certificate, encrypted, unix_now())
+        .expect_err("encrypted")
+        .to_string();
     assert!(error.contains("encrypted"), "{error}");
 
-    let swapped = check_certificate(&key, &certificate, unix_now()).expect_err("swapped");
+    let swapped = check_certificate(&key, &certificate, unix_now())
+        .expect_err("swapped")
+        .to_string();
     assert!(!swapped.contains(&key_body(&key)), "{swapped}");
 }
 
@@ -126,7 +142,9 @@ fn the_default_certificate_is_created_once_and_kept() {
     assert_eq!(first.pem, second.pem, "stable across restarts");
 
     std::fs::write(&path, "broken").expect("overwrite");
-    let error = DefaultCertificate::load_or_create(&path).expect_err("unusable");
+    let error = DefaultCertificate::load_or_create(&path)
+        .expect_err("unusable")
+        .to_string();
     assert!(error.to_string().contains("is unusable"), "{error}");
 }
 

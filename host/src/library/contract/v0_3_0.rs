@@ -37,6 +37,8 @@ impl bindings::haptic::template::tls::Host for StoreState {
                 not_before: info.not_before,
                 not_after: info.not_after,
             })
+            // The contract carries the sentence.
+            .map_err(|error| error.to_string())
     }
 
     fn default_certificate(&mut self) -> String {
