@@ -70,6 +70,7 @@
 //!   commit: `No ongoing transaction!`), and first aborts a leftover one
 //!   (listed by `show ssl cert` under `# transaction` as `*<name>`).
 
+pub mod api_tls;
 pub mod applier;
 pub mod client;
 pub mod disk;
@@ -79,7 +80,6 @@ pub mod metrics;
 pub mod plan;
 pub mod server;
 pub mod stop;
-pub mod tls;
 pub mod wire;
 
 pub use applier::{Applier, ApplyError, Limits};

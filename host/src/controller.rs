@@ -29,5 +29,5 @@ pub mod watch;
 pub use fleet::{DeployReport, Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
 pub use leader::{ElectionSettings, Elector, Leadership};
 pub use owned::{OwnedApplier, OwnedApplyError, OwnedReport};
-pub use run::{Settings, State, run};
+pub use run::{Settings, State, run_in_cluster};
 pub use status::StatusApplier;

@@ -96,7 +96,7 @@ pub fn discover(fixtures: &Path) -> Result<Vec<PathBuf>, FixtureError> {
 }
 
 /// Runs every case under `fixtures` against `library`.
-pub fn run(
+pub fn run_cases(
     runtime: &LibraryRuntime,
     library: &LibraryUnderTest,
     fixtures: &Path,

@@ -100,7 +100,7 @@ struct LocalProxy {
 }
 
 /// Runs until Ctrl-C or SIGTERM.
-pub async fn run(
+pub async fn run_locally(
     options: RunOptions,
     engine: Engine,
     shutdown: impl std::future::Future<Output = ()>,

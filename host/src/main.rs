@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
-use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server, tls};
+use haptic::agent::{self, api_tls, disk::ConfigDir, haproxy::Haproxy, server};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::offline::{self, Job};
@@ -380,7 +380,7 @@ fn main() -> ExitCode {
         // Colour codes only for a person at a terminal, not in pod logs.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(cli) {
+    match dispatch(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -418,7 +418,7 @@ fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime
     .context("starting the template library runtime")
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
+fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Render {
             inputs,
@@ -509,7 +509,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .join("fixtures"),
                 LibraryUnderTest::Custom(_) => PathBuf::from("fixtures"),
             });
-            let reports = fixtures::run(&runtime()?, &under_test, &dir)?;
+            let reports = fixtures::run_cases(&runtime()?, &under_test, &dir)?;
             let failed = reports.iter().filter(|r| !r.passed()).count();
             for report in &reports {
                 let mark = if report.passed() { "ok  " } else { "FAIL" };
@@ -659,7 +659,7 @@ fn run_local(args: RunArgs) -> Result<ExitCode> {
             dir: args.dir,
             listen: args.listen,
         };
-        haptic::local::run(options, engine, shutdown_signal()).await
+        haptic::local::run_locally(options, engine, shutdown_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -692,7 +692,7 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    let tls = args.agent_ca.clone().map(|ca| tls::ClientTls {
+    let tls = args.agent_ca.clone().map(|ca| api_tls::ClientTls {
         ca,
         identity: args
             .agent_client_cert
@@ -736,7 +736,7 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
             "connecting to the Kubernetes API (in-cluster service account, or KUBECONFIG)",
         )?;
         let state = std::sync::Arc::new(controller::State::default());
-        controller::run(client, engine, settings, state, shutdown_signal()).await
+        controller::run_in_cluster(client, engine, settings, state, shutdown_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -762,7 +762,7 @@ fn run_agent(args: AgentArgs) -> Result<ExitCode> {
         listen: args.listen,
         token_file: args.token_file,
         tls: match (args.tls_cert, args.tls_key) {
-            (Some(cert), Some(key)) => Some(tls::ServerTls {
+            (Some(cert), Some(key)) => Some(api_tls::ServerTls {
                 cert,
                 key,
                 client_ca: args.tls_client_ca,

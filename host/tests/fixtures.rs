@@ -14,7 +14,7 @@ fn bundled_library_fixtures_pass() {
     let mut cases = 0;
     for library in haptic::guests::BUNDLED.iter().map(|bundled| bundled.name) {
         let dir = root.join(library).join("fixtures");
-        let reports = fixtures::run(
+        let reports = fixtures::run_cases(
             &runtime,
             &LibraryUnderTest::Bundled(library.to_owned()),
             &dir,
@@ -62,7 +62,7 @@ fn example_libraries_pass_their_own_fixtures() {
             .join("../examples")
             .join(name)
             .join("fixtures");
-        let reports = fixtures::run(&runtime, &library, &dir).expect("example fixtures run");
+        let reports = fixtures::run_cases(&runtime, &library, &dir).expect("example fixtures run");
         assert!(reports.len() >= 2, "{name} ships its fixture cases");
         let failures: Vec<String> = reports
             .iter()
@@ -86,7 +86,7 @@ fn a_failing_expectation_is_reported() {
     )
     .expect("expect");
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let reports = fixtures::run(
+    let reports = fixtures::run_cases(
         &runtime,
         &LibraryUnderTest::Bundled("base".into()),
         dir.path(),
@@ -115,7 +115,7 @@ fn warnings_are_checked_and_secret_files_never_shown() {
         "warnings:\n  - {substring: \"TLSSecretMissing: Ingress default/web: Secret default/gone does not exist\"}\n  - {substring: \"TLSSecretInvalid\"}\nfiles:\n  certs/default.pem: [\"no such line\"]\n",
     );
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let reports = fixtures::run(
+    let reports = fixtures::run_cases(
         &runtime,
         &LibraryUnderTest::Bundled("ingress".into()),
         dir.path(),
@@ -196,7 +196,7 @@ fn a_vacuous_absent_is_reported_not_passed() {
     let library = LibraryUnderTest::Custom(PathBuf::from(
         haptic::guests::EXAMPLE_SOURCE_ALLOW_LIST_PATH,
     ));
-    let reports = fixtures::run(&runtime, &library, dir.path()).expect("runs");
+    let reports = fixtures::run_cases(&runtime, &library, dir.path()).expect("runs");
 
     let whole_line = failures_of(&reports, "whole-line");
     assert_eq!(whole_line.len(), 1, "{whole_line:?}");
@@ -235,7 +235,7 @@ fn a_failing_case_shows_the_closest_lines_and_a_patch_diff() {
         "error: refused\ncontains: [frontend http]\n",
     );
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let reports = fixtures::run(
+    let reports = fixtures::run_cases(
         &runtime,
         &LibraryUnderTest::Bundled("base".into()),
         dir.path(),
@@ -305,7 +305,7 @@ fn traffic_that_does_not_get_its_answers_fails_the_case() {
 ",
     );
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
-    let reports = fixtures::run(
+    let reports = fixtures::run_cases(
         &runtime,
         &LibraryUnderTest::Bundled("ingress".into()),
         dir.path(),

@@ -231,7 +231,7 @@ fn the_python_example_passes_its_fixtures_and_the_rust_examples() {
     let library = LibraryUnderTest::Custom(EXAMPLE.clone());
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
     for dir in ["maintenance-mode-python", "maintenance-mode"] {
-        let reports = fixtures::run(&RUNTIME, &library, &examples.join(dir).join("fixtures"))
+        let reports = fixtures::run_cases(&RUNTIME, &library, &examples.join(dir).join("fixtures"))
             .expect("fixtures run");
         assert!(reports.len() >= 2, "{dir} ships its fixture cases");
         let failures: Vec<String> = reports

@@ -14,7 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use super::tls::{self, ClientTls, TlsError};
+use super::api_tls::{self, ClientTls, TlsError};
 use super::wire::{ApplyRequest, ApplyResponse, ErrorBody, PodState};
 
 /// A failed call to an agent.
@@ -80,7 +80,7 @@ impl AgentClient {
         http.set_nodelay(true);
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
         let connector = match tls {
-            Some(files) => builder.with_tls_config(tls::client_config(files)?),
+            Some(files) => builder.with_tls_config(api_tls::client_config(files)?),
             // Plain HTTP only; an https endpoint then fails with a clear error.
             None => builder.with_tls_config(
                 rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(

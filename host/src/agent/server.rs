@@ -23,8 +23,8 @@ use subtle::ConstantTimeEq as _;
 use thiserror::Error;
 use tokio::net::TcpListener;
 
+use super::api_tls::{self, TlsError};
 use super::applier::{Applier, ApplyError};
-use super::tls::{self, TlsError};
 use super::wire::{ApplyRequest, ErrorBody, holds_private_key};
 
 /// How the API listens and whom it lets in.
@@ -32,7 +32,7 @@ use super::wire::{ApplyRequest, ErrorBody, holds_private_key};
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub token_file: Option<PathBuf>,
-    pub tls: Option<tls::ServerTls>,
+    pub tls: Option<api_tls::ServerTls>,
 }
 
 /// Why the API could not start.
@@ -152,7 +152,7 @@ pub async fn serve(applier: Arc<Applier>, config: ServerConfig) -> Result<(), Se
                 })
         }
         Some(files) => {
-            let acceptor = tls::acceptor(&files)?;
+            let acceptor = api_tls::acceptor(&files)?;
             loop {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,

@@ -16,7 +16,7 @@ use futures::StreamExt as _;
 use futures::future::join_all;
 use futures::stream::FuturesUnordered;
 
-use crate::agent::tls::ClientTls;
+use crate::agent::api_tls::ClientTls;
 use crate::agent::{
     AgentClient, ApplyMode, ApplyRequest, Bundle, ClientError, FencingToken, PodState, WorkerState,
 };

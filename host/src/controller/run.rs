@@ -186,7 +186,7 @@ struct Failure {
 }
 
 /// Runs the controller against the Kubernetes API until `shutdown` resolves.
-pub async fn run(
+pub async fn run_in_cluster(
     client: kube::Client,
     engine: Engine,
     settings: Settings,
@@ -293,7 +293,7 @@ pub async fn run_with(
 }
 
 /// The controller's tasks, aborted together when dropped: on shutdown, and
-/// when the future of [`run`] itself is dropped, so nothing keeps deploying
+/// when the future of [`run_in_cluster`] itself is dropped, so nothing keeps deploying
 /// behind a controller that is gone.
 struct Tasks(Vec<tokio::task::JoinHandle<()>>);
 

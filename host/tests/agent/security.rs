@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use haptic::agent::tls::ClientTls;
+use haptic::agent::api_tls::ClientTls;
 use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
 use crate::harness::{

@@ -339,7 +339,7 @@ impl Installation {
         };
         let state = Arc::new(State::default());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(
+        let task = tokio::spawn(controller::run_in_cluster(
             client,
             engine,
             settings,
