@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub use self::expect::{Expectations, ExpectedPatch, FORMAT, Pattern};
+pub use self::expect::{Expectations, ExpectedOwned, ExpectedPatch, FORMAT, Pattern};
 pub use self::traffic::TrafficCheck;
 use crate::library::LibraryRuntime;
 use crate::library::types::StatusVariant;
@@ -193,6 +193,9 @@ impl CaseRun {
             )),
             (Ok(output), None) => {
                 check(&output.rendered, expect, library, others, failures);
+                if let Some(expected) = &expect.owned_objects {
+                    check_owned(&output.owned_objects, expected, library, failures);
+                }
                 failures.extend(traffic::run(
                     &[self.dir.join("manifests.yaml")],
                     output,
@@ -411,6 +414,70 @@ fn check(
             failures.push(format!(
                 "`{variant_name}` status patches of `{library}` differ (- expected, + actual):\n{}",
                 diff(&patches_yaml(&expected), &patches_yaml(&actual))
+            ));
+        }
+    }
+}
+
+/// The library under test's owned objects against the case's list.
+fn check_owned(
+    actual: &[crate::owned::DesiredObject],
+    expected: &[ExpectedOwned],
+    library: &str,
+    failures: &mut Vec<String>,
+) {
+    let actual: Vec<&crate::owned::DesiredObject> =
+        actual.iter().filter(|o| &*o.library == library).collect();
+    let identity = |api_version: &str, kind: &str, namespace: &str, name: &str| {
+        let shown = if namespace.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{namespace}/{name}")
+        };
+        format!("{kind} {shown} ({api_version})")
+    };
+    let asked: Vec<String> = actual
+        .iter()
+        .map(|o| {
+            identity(
+                &o.reference.api_version,
+                &o.reference.kind,
+                &o.reference.namespace,
+                &o.reference.name,
+            )
+        })
+        .collect();
+    for want in expected {
+        let name = identity(&want.api_version, &want.kind, &want.namespace, &want.name);
+        let Some(index) = asked.iter().position(|a| *a == name) else {
+            failures.push(format!(
+                "`{library}` asks for no owned object {name}; it asks for: {}",
+                if asked.is_empty() {
+                    "none".to_owned()
+                } else {
+                    asked.join(", ")
+                }
+            ));
+            continue;
+        };
+        let manifest = &actual[index].manifest;
+        if !want.manifest.is_null() && !crate::controller::status::holds(&want.manifest, manifest) {
+            failures.push(format!(
+                "owned {name} lacks fields the case expects (- expected, + applied manifest):\n{}",
+                diff(
+                    &serde_yaml_ng::to_string(&want.manifest).unwrap_or_default(),
+                    &serde_yaml_ng::to_string(manifest).unwrap_or_default()
+                )
+            ));
+        }
+    }
+    for name in &asked {
+        let listed = expected.iter().any(|want| {
+            identity(&want.api_version, &want.kind, &want.namespace, &want.name) == *name
+        });
+        if !listed {
+            failures.push(format!(
+                "`{library}` asks for owned {name}, which the case's ownedObjects does not list"
             ));
         }
     }

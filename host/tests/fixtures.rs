@@ -325,3 +325,61 @@ fn traffic_that_does_not_get_its_answers_fails_the_case() {
         );
     }
 }
+
+#[test]
+fn owned_objects_are_checked_exactly_with_a_subset_of_each_manifest() {
+    let manifests = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: gw
+  namespace: shop
+  uid: 0d4c6c1e-0000-4000-8000-000000000001
+  labels: {haptic.test/gateway: "true"}
+data: {port: "8000"}
+"#;
+    let dir = tempfile::tempdir().expect("temp dir");
+    case(
+        dir.path(),
+        "right",
+        manifests,
+        "ownedObjects:
+  - apiVersion: v1
+    kind: Service
+    namespace: shop
+    name: gw-gateway
+    manifest:
+      metadata:
+        ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: gw, uid: 0d4c6c1e-0000-4000-8000-000000000001, controller: true}]
+",
+    );
+    case(
+        dir.path(),
+        "wrong",
+        manifests,
+        "ownedObjects:
+  - {apiVersion: v1, kind: Service, namespace: shop, name: gw-gateway, manifest: {spec: {type: NodePort}}}
+  - {apiVersion: v1, kind: Service, namespace: shop, name: other}
+",
+    );
+    case(dir.path(), "none-expected", manifests, "ownedObjects: []\n");
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let library = LibraryUnderTest::Custom(PathBuf::from(haptic::guests::OWNED_OBJECTS_PATH));
+    let reports = fixtures::run_cases(&runtime, &library, dir.path()).expect("runs");
+    assert!(failures_of(&reports, "right").is_empty(), "{reports:#?}");
+    let wrong = failures_of(&reports, "wrong").join("\n");
+    for expected in [
+        "owned Service shop/gw-gateway (v1) lacks fields the case expects",
+        "-   type: NodePort",
+        "`owned-objects` asks for no owned object Service shop/other (v1); it asks for: Service shop/gw-gateway (v1)",
+    ] {
+        assert!(
+            wrong.contains(expected),
+            "missing {expected:?} in:\n{wrong}"
+        );
+    }
+    let none = failures_of(&reports, "none-expected").join("\n");
+    assert!(
+        none.contains("asks for owned Service shop/gw-gateway (v1), which the case's ownedObjects does not list"),
+        "{none}"
+    );
+}
