@@ -629,7 +629,7 @@ fn diff(args: &DiffArgs) -> Result<ExitCode> {
     };
     let old = render(&args.old, args.old_values.as_ref())?;
     let new = render(&args.new, args.new_values.as_ref())?;
-    let difference = haptic::inspect::diff::compare(&old.rendered, &new.rendered);
+    let difference = haptic::inspect::diff::compare_jobs(&old, &new);
     print!("{difference}");
     Ok(if difference.is_empty() {
         ExitCode::SUCCESS

@@ -129,3 +129,44 @@ fn a_values_change_shows_the_status_patches_it_adds() {
         "{out}"
     );
 }
+
+#[test]
+fn owned_objects_that_appear_or_change_are_shown() {
+    // The owned-objects test library asks for a Service per ConfigMap
+    // labelled haptic.test/gateway, its port from the ConfigMap's data.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, port: &str, labelled: bool| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(&path).expect("dir");
+        let labels = if labelled {
+            "\n  labels: {haptic.test/gateway: \"true\"}"
+        } else {
+            ""
+        };
+        std::fs::write(
+            path.join("gw.yaml"),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gw\n  namespace: shop\n  uid: 0d4c6c1e-0000-4000-8000-000000000001{labels}\ndata: {{port: \"{port}\"}}\n"
+            ),
+        )
+        .expect("manifest");
+        path
+    };
+    let (none, first, second) = (
+        write("none", "8000", false),
+        write("first", "8000", true),
+        write("second", "9000", true),
+    );
+    let library = Path::new(haptic::guests::OWNED_OBJECTS_PATH);
+    let (code, out) = diff(&[&none, &first, Path::new("--library"), library]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("owned object Service shop/gw-gateway (server-side applied as haptic-owned):"),
+        "{out}"
+    );
+    assert!(out.contains("+kind: Service"), "{out}");
+    let (code, out) = diff(&[&first, &second, Path::new("--library"), library]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("-    port: 8000"), "{out}");
+    assert!(out.contains("+    port: 9000"), "{out}");
+}

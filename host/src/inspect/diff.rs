@@ -26,7 +26,19 @@ pub struct Difference {
     pub files: Vec<FileChange>,
     /// Status patches, by variant and object, that appear, go or change.
     pub status: Vec<StatusChange>,
+    /// Objects the libraries ask the host to apply (owned objects) that
+    /// appear, go or change.
+    pub owned: Vec<OwnedChange>,
     pub apply: Apply,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedChange {
+    /// `Service shop/web-gateway`.
+    pub object: String,
+    /// A unified diff of the manifest server-side apply would send (all `-`
+    /// for one the host would delete).
+    pub diff: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,11 +81,21 @@ impl Difference {
         self.config.is_none()
             && self.files.is_empty()
             && self.status.is_empty()
+            && self.owned.is_empty()
             && self.apply == Apply::Unchanged
     }
 }
 
-/// Compares two renders.
+/// Compares two offline jobs: their renders and the owned objects the
+/// controller would apply.
+pub fn compare_jobs(old: &offline::JobOutput, new: &offline::JobOutput) -> Difference {
+    Difference {
+        owned: owned_changes(&old.owned_objects, &new.owned_objects),
+        ..compare(&old.rendered, &new.rendered)
+    }
+}
+
+/// Compares two renders (owned objects aside: see [`compare_jobs`]).
 pub fn compare(old: &Rendered, new: &Rendered) -> Difference {
     let (old_bundle, new_bundle) = (bundle(old), bundle(new));
     let apply = match plan::plan(&old_bundle, &new_bundle, &plan::expected_loads(&old_bundle)) {
@@ -87,6 +109,7 @@ pub fn compare(old: &Rendered, new: &Rendered) -> Difference {
         config: config_change(old, new),
         files: file_changes(old, new),
         status: status_changes(old, new),
+        owned: Vec::new(),
         apply,
     }
 }
@@ -190,6 +213,37 @@ fn status_changes(old: &Rendered, new: &Rendered) -> Vec<StatusChange> {
         .collect()
 }
 
+fn owned_changes(
+    old: &[crate::owned::DesiredObject],
+    new: &[crate::owned::DesiredObject],
+) -> Vec<OwnedChange> {
+    let documents = |objects: &[crate::owned::DesiredObject]| -> BTreeMap<String, String> {
+        objects
+            .iter()
+            .map(|object| {
+                (
+                    object.to_string(),
+                    serde_yaml_ng::to_string(&object.manifest).unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let (old, new) = (documents(old), documents(new));
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|key| {
+            let before = old.get(key).map_or("", String::as_str);
+            let after = new.get(key).map_or("", String::as_str);
+            unified(before, after, key).map(|diff| OwnedChange {
+                object: key.clone(),
+                diff,
+            })
+        })
+        .collect()
+}
+
 /// A unified diff with three lines of context, `None` when equal.
 fn unified(old: &str, new: &str, name: &str) -> Option<String> {
     if old == new {
@@ -235,10 +289,19 @@ impl fmt::Display for Difference {
             writeln!(f, "status patch {}:", change.patch)?;
             f.write_str(&change.diff)?;
         }
+        for change in &self.owned {
+            writeln!(
+                f,
+                "owned object {} (server-side applied as {}):",
+                change.object,
+                crate::owned::FIELD_MANAGER
+            )?;
+            f.write_str(&change.diff)?;
+        }
         let mut summary = String::new();
         match &self.apply {
             Apply::Unchanged => summary
-                .push_str("apply: unchanged (the agents' bundle is the same; only status differs)"),
+                .push_str("apply: unchanged (the agents' bundle is the same; only status or owned objects differ)"),
             Apply::Runtime(commands) if commands.is_empty() => summary
                 .push_str("apply: runtime (files change on disk only; no command, no reload)"),
             Apply::Runtime(commands) => {
