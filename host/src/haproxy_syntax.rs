@@ -4,6 +4,7 @@
 //! One table for the output checks (`library::checks`), the directive
 //! policy (`policy`) and the injection tests, so they cannot disagree.
 
+pub mod maps;
 pub mod words;
 
 /// Where a line is, as HAProxy sees it: the section keyword that opened it.

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use super::haproxy::{CertPayload, CertPayloadError, LoadedFiles, RuntimeCommand};
 use super::wire::{Bundle, BundleFile};
 
-pub use loads::expected_loads;
+pub use loads::{expected_loads, maps_judged_loadable};
 
 /// What it takes to go from one bundle to another.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 use super::super::haproxy::LoadedFiles;
 use super::super::wire::Bundle;
 use super::normal;
+use crate::haproxy_syntax::maps::MapReader;
 
 /// The maps the configuration's `map*(<file>)` converters read and the
 /// certificates its `crt <file>` arguments and crt-lists name, limited to
@@ -58,6 +59,12 @@ fn push_new(names: &mut Vec<String>, name: &str) {
 
 /// The file argument of every `map`, `map_str`, `map_beg`, ... converter.
 fn map_arguments(line: &str) -> impl Iterator<Item = &str> {
+    map_readers(line).map(|(_, file)| file)
+}
+
+/// Every `map*` converter of `line` with its file argument:
+/// `("map_beg", "maps/ingress-prefix.map")`.
+fn map_readers(line: &str) -> impl Iterator<Item = (&str, &str)> {
     line.match_indices("map").filter_map(move |(at, _)| {
         let preceded = line[..at].chars().next_back();
         if preceded.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -65,10 +72,42 @@ fn map_arguments(line: &str) -> impl Iterator<Item = &str> {
         }
         let rest = &line[at + 3..];
         let rest = rest.strip_prefix('_').map_or(rest, |suffix| {
-            suffix.trim_start_matches(|c: char| c.is_ascii_alphanumeric())
+            suffix.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_')
         });
+        let converter = &line[at..line.len() - rest.len()];
         let argument = rest.strip_prefix('(')?;
         let end = argument.find([',', ')'])?;
-        Some(argument[..end].trim()).filter(|name| !name.is_empty())
+        Some((converter, argument[..end].trim())).filter(|(_, name)| !name.is_empty())
     })
+}
+
+/// The maps `running`'s configuration reads whose new content in `next` the
+/// host has judged loadable: every converter reading the map is one whose
+/// entries [`MapReader`] knows, and every entry passes. A change to such a
+/// map needs no `haproxy -c`; any other map change still does.
+pub fn maps_judged_loadable(running: &Bundle, next: &Bundle) -> Vec<String> {
+    let mut readers: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (converter, file) in running.config.lines().flat_map(map_readers) {
+        match readers.iter_mut().find(|(name, _)| *name == file) {
+            Some((_, converters)) => converters.push(converter),
+            None => readers.push((file, vec![converter])),
+        }
+    }
+    readers
+        .into_iter()
+        .filter(|(file, converters)| {
+            let Some(content) = next
+                .files
+                .iter()
+                .find(|f| normal(&f.path) == normal(file))
+                .map(|f| f.content.as_str())
+            else {
+                return false;
+            };
+            converters.iter().all(|converter| {
+                MapReader::of_converter(converter).is_some_and(|r| r.check(content).is_ok())
+            })
+        })
+        .map(|(file, _)| file.to_owned())
+        .collect()
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::{Candidate, Failure, GATE_CONDITION, State};
+use crate::agent::haproxy::LoadedFiles;
 use crate::agent::plan::{self, Plan};
 use crate::agent::{Bundle, BundleFile};
 use crate::controller::metrics::{LibraryLabels, ResultLabels};
@@ -24,20 +25,24 @@ use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
 /// Whether `next` must pass `haproxy -c` before it is deployed, given the
 /// last configuration that did. Not when the agents' runtime plan covers
-/// the difference (server address, port, weight, maintenance): every other
-/// line is one HAProxy accepted, the plan checks addresses are literal
-/// `ip:port` and weights in range, and those are exactly the changes an
-/// endpoint flip makes, which must not pay ~50-150 ms of `haproxy -c` at
-/// scale. Map files are left out of the comparison's runtime set (an empty
-/// loaded-map list), so any map change is validated: a map entry HAProxy
-/// cannot parse would fail the next reload.
+/// the difference: server address, port, weight and maintenance (every
+/// other line is one HAProxy accepted, the plan checks addresses are
+/// literal `ip:port` and weights in range), and map entries of maps whose
+/// new content the host judged loadable ([`plan::maps_judged_loadable`]:
+/// the entry rules of HAProxy's map parser, pinned against the real
+/// binary). Those are the changes an endpoint flip and an Ingress host or
+/// path edit make, which must not pay ~50-150 ms of `haproxy -c` at scale.
+/// Certificates and every other change are validated.
 pub fn needs_validation(accepted: Option<&Bundle>, next: &Bundle) -> bool {
     match accepted {
         None => true,
-        Some(accepted) => matches!(
-            plan::plan(accepted, next, &Default::default()),
-            Plan::Reload(_)
-        ),
+        Some(accepted) => {
+            let runtime = LoadedFiles {
+                maps: plan::maps_judged_loadable(accepted, next),
+                certs: Vec::new(),
+            };
+            matches!(plan::plan(accepted, next, &runtime), Plan::Reload(_))
+        }
     }
 }
 
@@ -409,17 +414,44 @@ mod tests {
         assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(moved)));
         assert!(!needs_validation(Some(&bundle_of(base)), &bundle_of(base)));
         assert!(needs_validation(Some(&bundle_of(base)), &bundle_of(option)));
-        let with_map = Bundle::new(
-            base.to_owned(),
-            vec![BundleFile::new("maps/hosts.map", "a.example.com b\n")],
-        );
-        let map_changed = Bundle::new(
-            base.to_owned(),
-            vec![BundleFile::new("maps/hosts.map", "c.example.com b\n")],
+        let reading = |converter: &str, map: &str| {
+            Bundle::new(
+                format!(
+                    "{base}frontend f\n  use_backend %[req.hdr(host),{converter}(maps/hosts.map)]\n"
+                ),
+                vec![BundleFile::new("maps/hosts.map", map)],
+            )
+        };
+        assert!(
+            !needs_validation(
+                Some(&reading("map_str", "a.example.com b\n")),
+                &reading("map_str", "c.example.com b\n")
+            ),
+            "a string map takes any entry: a runtime change"
         );
         assert!(
-            needs_validation(Some(&with_map), &map_changed),
-            "map contents are validated"
+            needs_validation(
+                Some(&reading("map_str_int", "a.example.com 1\n")),
+                &reading("map_str_int", "a.example.com one\n")
+            ),
+            "an entry HAProxy refuses goes through haproxy -c, which refuses it"
+        );
+        assert!(
+            needs_validation(
+                Some(&reading("map_reg", "^a b\n")),
+                &reading("map_reg", "^c b\n")
+            ),
+            "regex maps are validated"
+        );
+        let unread = |map: &str| {
+            Bundle::new(
+                base.to_owned(),
+                vec![BundleFile::new("maps/hosts.map", map)],
+            )
+        };
+        assert!(
+            needs_validation(Some(&unread("a b\n")), &unread("c b\n")),
+            "a file no map converter reads is validated"
         );
     }
 
