@@ -97,6 +97,8 @@ pub struct Engine {
     values: Values,
     policy: Policy,
     renderer: Renderer,
+    /// Who runs `haproxy -c` (in a cluster, the validator process).
+    checker: validate::Checker,
 }
 
 impl std::fmt::Debug for Engine {
@@ -118,6 +120,7 @@ impl Engine {
             policy: Policy::from_values(&values)?,
             values,
             renderer: Renderer::new(enabled, tree),
+            checker: validate::Checker::default(),
         };
         engine.prepare()?;
         Ok(engine)
@@ -193,7 +196,13 @@ impl Engine {
     /// Returns HAProxy's warnings about an accepted configuration.
     pub fn validate(&self, rendered: &Rendered) -> Result<Vec<String>, EngineError> {
         self.policy.check(rendered)?;
-        haproxy_check(rendered)
+        haproxy_check(rendered, &self.checker)
+    }
+
+    /// Validates through `checker` from now on (the controller's
+    /// `--validator-socket`).
+    pub fn set_checker(&mut self, checker: validate::Checker) {
+        self.checker = checker;
     }
 
     /// The cluster object a library's error names, if it is in the view.
@@ -264,13 +273,16 @@ fn enabled(
 
 /// Validates with `haproxy -c`, naming the library behind each complaint.
 /// Only [`Engine::validate`] calls it, after the directive policy.
-fn haproxy_check(rendered: &Rendered) -> Result<Vec<String>, EngineError> {
+fn haproxy_check(
+    rendered: &Rendered,
+    checker: &validate::Checker,
+) -> Result<Vec<String>, EngineError> {
     let files: Vec<(String, String)> = rendered
         .files
         .iter()
         .map(|(path, content)| (path.clone(), content.clone()))
         .collect();
-    match validate::validate(&rendered.config, &files) {
+    match checker.validate(&rendered.config, &files) {
         Ok(validation) => Ok(validation
             .warnings
             .iter()

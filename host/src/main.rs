@@ -49,6 +49,14 @@ enum Command {
     /// validate with `haproxy -c`, deploy to every HAProxy pod's agent, and
     /// write status (the readiness gate) by server-side apply.
     Controller(Box<ControllerArgs>),
+    /// Serve `haproxy -c` to the controller on a Unix socket: the chart runs
+    /// it in a container of the controller pod that has no service-account
+    /// token, since HAProxy runs code it parses (`lua-load`).
+    Validator {
+        /// The socket to listen on (an emptyDir shared with the controller).
+        #[arg(long, env = "HAPTIC_VALIDATOR_SOCKET")]
+        socket: PathBuf,
+    },
     /// Serve the agent API beside HAProxy in a proxy pod: apply bundles from
     /// the controller (runtime commands or a reload), report what every live
     /// worker runs. HAProxy itself is started by `haptic haproxy`.
@@ -340,6 +348,10 @@ struct ControllerArgs {
     /// Load every `*.wasm` in this directory as a custom library (a mounted ConfigMap).
     #[arg(long)]
     library_dir: Option<PathBuf>,
+    /// Validate through `haptic validator` on this Unix socket instead of
+    /// running `haproxy -c` in this process (the chart's default).
+    #[arg(long, env = "HAPTIC_VALIDATOR_SOCKET")]
+    validator_socket: Option<PathBuf>,
     /// The Lease for leader election, in --namespace.
     #[arg(long, default_value = "haptic-controller")]
     lease_name: String,
@@ -479,6 +491,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Diff(args) => diff(&args),
         Command::New { dir, name, sdk } => new_library(dir, name, sdk),
         Command::Agent(args) => run_agent(args),
+        Command::Validator { socket } => run_validator(&socket),
         Command::Controller(args) => run_controller(*args),
         Command::Run(args) => run_local(*args),
         Command::Haproxy { paths, extra } => {
@@ -731,12 +744,31 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
         .context("starting the controller's runtime")?;
     runtime.block_on(async {
         let libraries = haptic::engine::load_libraries(&args.libraries.runtime(false)?, &custom)?;
-        let engine = haptic::engine::Engine::new(libraries, values)?;
+        let mut engine = haptic::engine::Engine::new(libraries, values)?;
+        if let Some(socket) = &args.validator_socket {
+            engine.set_checker(haptic::validate::Checker::Socket(socket.clone()));
+        }
         let client = kube::Client::try_default().await.context(
             "connecting to the Kubernetes API (in-cluster service account, or KUBECONFIG)",
         )?;
         let state = std::sync::Arc::new(controller::State::default());
         controller::run_in_cluster(client, engine, settings, state, shutdown_signal()).await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_validator(socket: &std::path::Path) -> Result<ExitCode> {
+    let validator = haptic::validate::Validator::from_env()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the validator's runtime")?;
+    runtime.block_on(async {
+        tokio::select! {
+            served = haptic::validate::remote::serve(socket, validator) => served.map_err(anyhow::Error::from),
+            () = shutdown_signal() => Ok(()),
+        }
     })?;
     Ok(ExitCode::SUCCESS)
 }

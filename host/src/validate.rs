@@ -9,6 +9,7 @@
 //! can name the library that wrote a refused line.
 
 mod output;
+pub mod remote;
 #[cfg(test)]
 mod tests;
 
@@ -82,6 +83,13 @@ pub enum ValidationError {
         timeout.as_secs()
     )]
     Timeout { binary: PathBuf, timeout: Duration },
+    /// The validator process (`haptic validator`) did not answer.
+    #[error(
+        "the validator on {} did not check the configuration: {detail}; is the `haptic validator` \
+         container of the controller pod running (see its log)?",
+        socket.display()
+    )]
+    Validator { socket: PathBuf, detail: String },
     /// `haproxy -v` printed something unexpected.
     #[error("cannot read the version from `{} -v`, which printed: {output}", binary.display())]
     Version { binary: PathBuf, output: String },
@@ -97,6 +105,31 @@ fn describe(messages: &[Message], output: &str) -> String {
         output.trim_end().to_owned()
     } else {
         alerts.join("\n")
+    }
+}
+
+/// Who runs `haproxy -c`: this process, or the validator process on a
+/// socket (the controller in a cluster: see [`remote`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Checker {
+    /// The haproxy found by [`Validator::from_env`], as a child process.
+    #[default]
+    Local,
+    /// `haptic validator` listening on this Unix socket.
+    Socket(PathBuf),
+}
+
+impl Checker {
+    /// Validates `config` and `files` as [`validate`] does.
+    pub fn validate(
+        &self,
+        config: &str,
+        files: &[(String, String)],
+    ) -> Result<Validation, ValidationError> {
+        match self {
+            Checker::Local => validate(config, files),
+            Checker::Socket(socket) => remote::check(socket, config, files),
+        }
     }
 }
 
@@ -166,6 +199,20 @@ impl Validator {
             write(&dir.path().join(relative), content)?;
         }
         self.check_dir(dir.path(), CONFIG_FILE)
+    }
+
+    /// [`Validator::validate`] without parsing the verdict: whether HAProxy
+    /// accepted, and its output (what the validator process sends back).
+    pub fn validate_raw(
+        &self,
+        config: &str,
+        files: &[(String, String)],
+    ) -> Result<(bool, String), ValidationError> {
+        match self.validate(config, files) {
+            Ok(validation) => Ok((true, validation.output)),
+            Err(ValidationError::Refused { output, .. }) => Ok((false, output)),
+            Err(other) => Err(other),
+        }
     }
 
     /// Runs `haproxy -c -f <config>` in `dir`, where the configuration and
