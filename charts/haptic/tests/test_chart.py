@@ -431,6 +431,32 @@ def tls_secrets_only_when_tls_is_on(t, chart):
 
 
 @case
+def validator_runs_haproxy_c_without_the_token(t, chart):
+    ctl = chart.render().one("Deployment", "haptic-controller")
+    spec = ctl["spec"]["template"]["spec"]
+    t.equal(spec.get("automountServiceAccountToken"), False, "pod-level token automount")
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    controller, validator = container(ctl, "controller"), container(ctl, "validator")
+    t.equal(mounts(controller).get(token_path), "kube-api-access", "the controller's token mount")
+    t.check(token_path not in mounts(validator), "the validator container mounts the token")
+    sources = volumes(ctl)["kube-api-access"]["projected"]["sources"]
+    t.check(any("serviceAccountToken" in s for s in sources), "kube-api-access has no token source")
+    t.check(not any(m.startswith("/var/run/secrets") or m.startswith("/etc/haptic") for m in mounts(validator)), f"the validator mounts credentials: {mounts(validator)}")
+    t.equal(validator["args"], ["validator", "--socket=/run/haptic-validator/validate.sock"], "validator args")
+    t.equal(flags(controller).get("--validator-socket"), ["/run/haptic-validator/validate.sock"], "controller --validator-socket")
+    t.equal(mounts(validator).get("/run/haptic-validator"), "validator-socket", "the validator's socket mount")
+    t.equal(mounts(controller).get("/run/haptic-validator"), "validator-socket", "the controller's socket mount")
+    sc = validator.get("securityContext", {})
+    t.check(sc.get("readOnlyRootFilesystem") is True and sc.get("capabilities", {}).get("drop") == ["ALL"], f"validator securityContext: {sc}")
+    t.check(not validator.get("ports"), "the validator exposes a port")
+
+    off = chart.render(sets=["controller.validator.enabled=false"]).one("Deployment", "haptic-controller")
+    t.check("validator" not in [c["name"] for c in off["spec"]["template"]["spec"]["containers"]], "validator off: container rendered")
+    t.equal(flags(container(off, "controller")).get("--validator-socket"), None, "validator off: --validator-socket")
+    t.equal(mounts(container(off, "controller")).get(token_path), "kube-api-access", "validator off: the controller keeps its token")
+
+
+@case
 def directive_policy_allow_list_reaches_the_controller(t, chart):
     t.equal(sorted(values_file(chart.render())), ["templateLibraries"], "an empty allow-list is left out")
     allowing = chart.write("allow.yaml", "controller:\n  directivePolicy:\n    allow:\n      - {library: my-lua, directives: [lua-load]}\n")

@@ -27,6 +27,8 @@ use super::{Validation, ValidationError, Validator, output};
 /// How long the controller waits for one check (HAProxy's own timeout is
 /// 30 s; the socket adds little).
 const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(40);
+/// How long a check waits for the validator to start listening.
+const STARTUP_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct CheckRequest {
@@ -125,6 +127,16 @@ pub fn check(
     config: &str,
     files: &[(String, String)],
 ) -> Result<Validation, ValidationError> {
+    check_waiting(socket, config, files, STARTUP_WAIT)
+}
+
+/// [`check`], waiting at most `startup` for the validator to listen.
+fn check_waiting(
+    socket: &Path,
+    config: &str,
+    files: &[(String, String)],
+    startup: std::time::Duration,
+) -> Result<Validation, ValidationError> {
     let request = CheckRequest {
         config: config.to_owned(),
         files: files.to_vec(),
@@ -134,7 +146,7 @@ pub fn check(
         detail,
     };
     let body = serde_json::to_vec(&request).map_err(|e| unreachable(e.to_string()))?;
-    let exchange = exchange(socket, body);
+    let exchange = exchange(socket, body, startup);
     let answer = match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle.block_on(exchange),
         Err(_) => tokio::runtime::Builder::new_current_thread()
@@ -165,11 +177,36 @@ pub fn check(
     }
 }
 
-async fn exchange(socket: &Path, body: Vec<u8>) -> Result<Bytes, String> {
+/// Connects, waiting while the socket is not there yet or nobody listens:
+/// the validator container starts beside the controller's, not before it.
+async fn connect(
+    socket: &Path,
+    startup: std::time::Duration,
+) -> Result<tokio::net::UnixStream, String> {
+    let deadline = tokio::time::Instant::now() + startup;
+    loop {
+        match tokio::net::UnixStream::connect(socket).await {
+            Ok(stream) => return Ok(stream),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(error) => return Err(format!("cannot connect: {error}")),
+        }
+    }
+}
+
+async fn exchange(
+    socket: &Path,
+    body: Vec<u8>,
+    startup: std::time::Duration,
+) -> Result<Bytes, String> {
     let work = async {
-        let stream = tokio::net::UnixStream::connect(socket)
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
+        let stream = connect(socket, startup).await?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| e.to_string())?;
@@ -241,9 +278,11 @@ mod tests {
         };
         assert_eq!(texts(&remote), texts(&local));
         server.abort();
-        let gone =
-            tokio::task::block_in_place(|| check(&dir.path().join("missing.sock"), good, &files))
-                .expect_err("no validator");
+        let gone = tokio::task::block_in_place(|| {
+            let brief = std::time::Duration::from_millis(300);
+            check_waiting(&dir.path().join("missing.sock"), good, &files, brief)
+        })
+        .expect_err("no validator");
         let text = gone.to_string();
         assert!(text.contains("missing.sock"), "{text}");
         assert!(text.contains("haptic validator"), "{text}");
