@@ -61,12 +61,12 @@ new-library-test: build
 
 # Template libraries in Python: componentize-py (pinned) is installed once
 # into a venv outside the checkout; the SDK is template-libraries/sdk-python,
-# the contract wit/haptic-template@0.1.0.
+# the contract wit/haptic-template@0.3.0.
 COMPONENTIZE_PY_VERSION := 0.25.1
 COMPONENTIZE_PY_VENV := $(HOME)/.cache/haptic/componentize-py-$(COMPONENTIZE_PY_VERSION)
 COMPONENTIZE_PY := $(COMPONENTIZE_PY_VENV)/bin/componentize-py
 PYTHON_SDK := template-libraries/sdk-python
-PYTHON_WIT := wit/haptic-template@0.1.0
+PYTHON_WIT := wit/haptic-template@0.3.0
 PYTHON_GUESTS := $(abspath $(TARGET_DIR))/guests/python
 PYTHON_EXAMPLE_WASM := $(PYTHON_GUESTS)/maintenance_mode_python.wasm
 PYTHON_DEPS := $(wildcard $(PYTHON_SDK)/haptic_sdk/*.py $(PYTHON_WIT)/*.wit) | $(COMPONENTIZE_PY)

@@ -124,6 +124,9 @@ fn selections() {
     for case in list(&cases, "badSelections") {
         let error = parse_watch(&case["watch"]).expect_err("invalid watch");
         assert_eq!(error.which(), text(&case["which"]));
-        assert!(error.to_string().starts_with(text(&case["says"])), "{error}");
+        assert!(
+            error.to_string().starts_with(text(&case["says"])),
+            "{error}"
+        );
     }
 }
