@@ -6,8 +6,7 @@
 //! This crate speaks the contract `haptic:template@0.3.0`
 //! (`wit/haptic-template@0.3.0`; haptic's `docs/contract.md` says what
 //! each version adds): it hides the WIT bindings behind a [`Library`] trait
-//! and the
-//! [`export_library!`] macro, keeps the library's view of its objects
+//! and the [`export_library!`] macro, keeps the library's view of its objects
 //! (each parsed once per resourceVersion into the type its [`Watch`]
 //! declares), tells it what changed, and sends the host only the output
 //! items that differ from the previous render.
