@@ -40,6 +40,11 @@ class Watch:
     #: ``metadata.namespace``); a field an object lacks reads as the API
     #: server's default for it (a Secret without ``type`` is ``Opaque``).
     field_selector: Optional[str] = None
+    #: Fail every render while an object of this watch is not JSON, instead
+    #: of leaving it out with an ``ObjectUnreadable`` warning naming it: for
+    #: a watch where a missing object would make the configuration wrong
+    #: rather than smaller. The last good configuration stays deployed.
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if MANAGED_FIELDS not in self.ignore_fields:
