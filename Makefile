@@ -92,9 +92,9 @@ python-guests: $(PYTHON_EXAMPLE_WASM) $(PYTHON_GUESTS)/misbehaving_python.wasm
 
 # The same for `haptic new --lang python`: its own `make test` (unit tests,
 # componentize-py build, fixtures with traffic through the real HAProxy),
-# without a WARN. About 70 s on 2 busy cores: ~30 s componentize-py, ~30 s
-# compiling the component (componentize-py's output differs per build, so
-# wasmtime's cache cannot help).
+# without a WARN. 30-100 s on 2 busy cores: ~20-30 s componentize-py, then
+# ~30 s compiling the component when wasmtime's cache misses (two builds
+# of the same project in different directories gave different bytes).
 new-python-library-test: build | $(COMPONENTIZE_PY)
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && set -o pipefail && \
 	$(CARGO) run -q -- new --lang python "$$dir/ip-allow-list" && \
