@@ -104,15 +104,20 @@ enum Command {
         fixtures: Option<PathBuf>,
     },
     /// Start a template library of your own: a standalone Cargo project (SDK
-    /// dependency, pinned toolchain, Makefile, fixtures) whose `make test`
-    /// builds it and passes `haptic test` as written.
+    /// dependency, pinned toolchain, Makefile, fixtures), or with `--lang
+    /// python` a Python module (Makefile, unit test, fixtures), whose `make
+    /// test` builds it and passes `haptic test` as written.
     New {
         /// The directory to create; its last component names the library unless --name does.
         dir: PathBuf,
         /// The library's name (kebab-case, e.g. `ip-allow-list`).
         #[arg(long)]
         name: Option<String>,
-        /// The haptic-sdk crate to depend on (default: the SDK of the checkout this haptic was built from).
+        /// The language: `rust` (a Cargo project) or `python` (a module built with componentize-py).
+        #[arg(long, value_enum, default_value_t)]
+        lang: haptic::scaffold::Lang,
+        /// The SDK to use: the haptic-sdk crate, or for Python the directory holding `haptic_sdk/`
+        /// (default: the SDK of the checkout this haptic was built from).
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
@@ -489,7 +494,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Status(args) => status(&args),
         Command::Diff(args) => diff(&args),
-        Command::New { dir, name, sdk } => new_library(dir, name, sdk),
+        Command::New {
+            dir,
+            name,
+            lang,
+            sdk,
+        } => new_library(dir, name, lang, sdk),
         Command::Agent(args) => run_agent(args),
         Command::Validator { socket } => run_validator(&socket),
         Command::Controller(args) => run_controller(*args),
@@ -566,7 +576,12 @@ fn render_command(case: &std::path::Path, library: &LibraryUnderTest) -> String 
     command
 }
 
-fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Result<ExitCode> {
+fn new_library(
+    dir: PathBuf,
+    name: Option<String>,
+    lang: haptic::scaffold::Lang,
+    sdk: Option<PathBuf>,
+) -> Result<ExitCode> {
     use haptic::scaffold::{self, NewLibrary};
 
     let name = match name {
@@ -580,7 +595,8 @@ fn new_library(dir: PathBuf, name: Option<String>, sdk: Option<PathBuf>) -> Resu
     let new = NewLibrary {
         dir: dir.clone(),
         name,
-        sdk: sdk.unwrap_or_else(scaffold::default_sdk),
+        lang,
+        sdk: sdk.unwrap_or_else(|| scaffold::default_sdk(lang)),
         haptic,
     };
     let written = scaffold::create(&new)?;

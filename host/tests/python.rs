@@ -121,7 +121,7 @@ fn a_python_library_describes_itself() {
     assert_eq!(library.info().name, "misbehaving-python");
     assert_eq!(library.info().order, 900);
     assert_eq!(library.info().default_values, json!({ "mode": "ok" }));
-    assert_eq!(library.contract_version().to_string(), "0.1.0");
+    assert_eq!(library.contract_version().to_string(), "0.3.0");
     assert_recovers(&library);
 }
 
@@ -173,10 +173,23 @@ fn unbounded_python_allocation_is_stopped_at_the_memory_cap() {
 fn an_unexpected_exception_is_the_library_error_with_its_line() {
     let library = misbehaving();
     let (error, poisoned) = fail_in(&library, "raise");
+    // The line that raises, read from the source the component was built from.
+    let source = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../template-libraries/misbehaving-python/misbehaving_python.py"),
+    )
+    .expect("the library's source");
+    let line = source
+        .lines()
+        .position(|line| line.contains(r#"{}["no such key"]"#))
+        .expect("the raising line")
+        + 1;
     assert_eq!(
         error.to_string(),
-        "library `misbehaving-python` could not render: KeyError: 'no such key' \
-         (at misbehaving_python.py:39, in render)"
+        format!(
+            "library `misbehaving-python` could not render: KeyError: 'no such key' \
+             (at misbehaving_python.py:{line}, in render)"
+        )
     );
     // An exception leaves the interpreter sound; the SDK starts the next
     // render complete.
@@ -193,6 +206,116 @@ fn a_python_library_has_no_files_environment_or_network() {
     assert!(report.contains("listdir /: failed"), "{report}");
     assert!(report.contains("env: 0 vars"), "{report}");
     assert!(report.contains("connect 127.0.0.1:22: failed"), "{report}");
+}
+
+/// The Secrets of the contract mode's cluster: one TLS, one Opaque, one
+/// without `type` (which the API server would have stored as Opaque).
+const CONTRACT_SECRETS: &str = "\
+apiVersion: v1
+kind: Secret
+metadata: {name: site-tls, namespace: shop}
+type: kubernetes.io/tls
+data: {}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: shop}
+type: Opaque
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: untyped, namespace: shop}
+";
+
+#[test]
+#[ignore = "needs the Python components: `make python-test`"]
+fn a_python_library_uses_every_import_and_output_kind_of_contract_0_3_0() {
+    // The real host: its field-selector rule, its crypt and tls checks, its
+    // merge of secret text, warnings and owned objects, validated by haproxy.
+    let _loaded = misbehaving();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifests = dir.path().join("secrets.yaml");
+    std::fs::write(&manifests, CONTRACT_SECRETS).expect("manifests written");
+    let mut values = Values::default();
+    values
+        .set_assignment("templateLibraries.misbehavingPython.mode=contract")
+        .expect("values");
+    let job = Job {
+        inputs: vec![manifests],
+        values,
+        custom_libraries: vec![component("misbehaving_python.wasm")],
+        validate: true,
+    };
+    let libraries = offline::load_libraries(&RUNTIME, &job.custom_libraries).expect("loads");
+    let output = offline::render(&job, libraries).expect("renders and validates");
+    let rendered = &output.rendered;
+    let report = rendered
+        .files
+        .get("contract-python/report.txt")
+        .expect("the report file");
+    println!("{report}");
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(
+        lines[0], "secret shop/site-tls",
+        "only the TLS Secret reaches a type=kubernetes.io/tls watch"
+    );
+    assert_eq!(lines[1], "hash good: sha512-crypt weak=False");
+    assert!(
+        lines[2].starts_with("hash apache: refused: ") && !lines[2].contains("$apr1$pythonsd$9U"),
+        "the host refuses Apache MD5 without quoting it: {}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with("default certificate: ") && !lines[3].contains("refused"),
+        "the host's default certificate passes its own check: {}",
+        lines[3]
+    );
+    assert!(
+        lines[4].starts_with("bad certificate: refused: "),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(lines.len(), 5, "{report}");
+    assert!(
+        rendered
+            .secret_files
+            .contains("contract-python/default.pem")
+    );
+    assert!(!rendered.secret_files.contains("contract-python/report.txt"));
+    // secret_lines are 1-based line numbers; the body follows the header.
+    let header = rendered
+        .config
+        .lines()
+        .position(|line| line == "userlist contract-python-users")
+        .expect("the userlist section")
+        + 1;
+    assert!(
+        rendered
+            .secret_lines
+            .iter()
+            .any(|lines| lines.contains(&(header + 1))),
+        "the userlist body is secret text: {:?}",
+        rendered.secret_lines
+    );
+    assert!(
+        !rendered
+            .secret_lines
+            .iter()
+            .any(|lines| lines.contains(&header)),
+        "the header line is not"
+    );
+    let warnings: Vec<_> = rendered
+        .warnings
+        .iter()
+        .filter(|(_, _, warning)| warning.reason == "ContractPython")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", rendered.warnings);
+    assert!(format!("{:?}", warnings[0]).contains("site-tls"));
+    assert_eq!(
+        output.owned_objects.len(),
+        1,
+        "one ConfigMap owned by the TLS Secret"
+    );
 }
 
 #[test]

@@ -1,9 +1,10 @@
 """The Python guest SDK for haptic template libraries.
 
 A template library is a WebAssembly component that turns watched Kubernetes
-objects and Helm-style values into HAProxy configuration, auxiliary files
-and status patches. This package hides the WIT bindings
-(``haptic:template@0.1.0``) behind a :class:`Library` class to subclass and
+objects and Helm-style values into HAProxy configuration, auxiliary files,
+status patches, warnings and objects the host applies for it. This package
+speaks the contract ``haptic:template@0.3.0`` (``wit/haptic-template@0.3.0``
+in the haptic repository): it hides the WIT bindings behind a :class:`Library` class to subclass and
 :func:`export`, keeps the library's view of its objects (plain dicts, parsed
 once per resourceVersion), tells it what changed, and sends the host only
 the output items that differ from the previous render.
@@ -32,17 +33,20 @@ A complete library that puts every Service's cluster IP into a map file::
     # componentize-py calls the class named `Library` in the app module.
     Library = haptic.export(ServiceMap)
 
-Build it with ``componentize-py -d <haptic>/wit/haptic-template@0.1.0 -w
+Build it with ``componentize-py -d <haptic>/wit/haptic-template@0.3.0 -w
 template-library componentize app -p . -p <haptic>/template-libraries/sdk-python
 -o service-map.wasm``; :class:`haptic_sdk.testing.Harness` runs the same class
 natively in unit tests.
 
 Modules: ``library`` (the class and plan), ``values``, ``objects`` (the
 object view and render context), ``output`` (the builder), ``names``
-(HAProxy-safe names and escaping), ``log``, ``testing``.
+(HAProxy-safe names and escaping), ``tls`` (certificate checks and the
+default certificate, by the host), ``crypt`` (password hash checks, by the
+host), ``ingress`` (which Ingresses haptic serves, the matched-Ingress
+ACL), ``selectors`` (which objects a watch gets), ``log``, ``testing``.
 """
 
-from . import log, names
+from . import crypt, ingress, log, names, selectors, tls
 from .errors import RenderError
 from .library import Library, Plan, Watch
 from .objects import Changed, Context, ObjectKey
@@ -63,9 +67,13 @@ __all__ = [
     "StatusVariant",
     "Values",
     "Watch",
+    "crypt",
     "export",
+    "ingress",
     "log",
     "names",
+    "selectors",
+    "tls",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The WIT exports (``haptic:template/library@0.1.0``): converts between the
+"""The WIT exports (``haptic:template/library@0.3.0``): converts between the
 bindings componentize-py generates (the ``wit_world`` module, which exists
 only inside the component) and the SDK's own types."""
 
@@ -13,7 +13,7 @@ from . import log
 from .errors import RenderError
 from .library import Library, Plan
 from .objects import Applied, Deleted, IncomingChange, ObjectKey
-from .output import Delta, File, Item, Section, Snippet, StatusPatch
+from .output import Delta, File, Item, OwnedObject, Section, Snippet, StatusPatch, Warning
 from .runtime import Runtime, check_library_class
 
 try:
@@ -75,10 +75,7 @@ def adapter(library_class: type[Library]) -> type:
 def _render_error(error: Exception) -> Any:
     if isinstance(error, RenderError):
         key = error.object
-        return w.RenderError(
-            message=error.message,
-            object=w.ObjectKey(key.watch, key.namespace, key.name) if key else None,
-        )
+        return w.RenderError(message=error.message, object=_key_to_wit(key))
     return w.RenderError(message=describe_exception(error), object=None)
 
 
@@ -117,11 +114,13 @@ def _plan_to_wit(plan: Plan) -> Any:
                 kind=watch.kind,
                 namespace=watch.namespace,
                 label_selector=watch.label_selector,
+                field_selector=watch.field_selector,
                 ignore_fields=list(watch.ignore_fields),
             )
             for watch in plan.watches
         ],
         patches_status_of=list(plan.patches_status_of),
+        applies=list(plan.applies),
     )
 
 
@@ -136,7 +135,9 @@ def _delta_to_wit(delta: Delta) -> Any:
 def _item_to_wit(item: Item) -> Any:
     # The SDK's enums and the bindings' share member names.
     if isinstance(item, Section):
-        return w.Item_Section(w.Section(w.SectionKind[item.kind.name], item.name, item.body))
+        return w.Item_Section(
+            w.Section(w.SectionKind[item.kind.name], item.name, item.body, item.secret)
+        )
     if isinstance(item, Snippet):
         return w.Item_Snippet(
             w.Snippet(
@@ -145,10 +146,11 @@ def _item_to_wit(item: Item) -> Any:
                 w.Slot[item.slot.name],
                 item.priority,
                 item.lines,
+                item.secret,
             )
         )
     if isinstance(item, File):
-        return w.Item_File(w.AuxFile(item.path, item.content))
+        return w.Item_File(w.AuxFile(item.path, item.content, item.secret))
     if isinstance(item, StatusPatch):
         return w.Item_StatusPatch(
             w.StatusPatch(
@@ -160,4 +162,16 @@ def _item_to_wit(item: Item) -> Any:
                 item.status,
             )
         )
-    raise RenderError(f"{item!r} is not an output item (a bug in the library)")
+    if isinstance(item, Warning):
+        return w.Item_Warning(w.Warning(_key_to_wit(item.object), item.reason, item.message))
+    if isinstance(item, OwnedObject):
+        return w.Item_OwnedObject(
+            w.OwnedObject(
+                _key_to_wit(item.owner), item.api_version, item.kind, item.name, item.manifest
+            )
+        )
+    raise RenderError(f"{type(item).__name__} is not an output item (a bug in the library)")
+
+
+def _key_to_wit(key: ObjectKey | None) -> Any:
+    return w.ObjectKey(key.watch, key.namespace, key.name) if key else None

@@ -126,9 +126,10 @@ class Store:
 
     def __init__(self) -> None:
         self.watches: dict[str, _WatchStore] = {}
-        # Objects whose latest version is not JSON: every render fails until
-        # they are fixed or deleted, so a bad object never silently
-        # disappears from the configuration.
+        # Objects whose latest version is not JSON, with why: left out of
+        # the view with an `ObjectUnreadable` warning (the runtime emits
+        # it), or for a strict watch failing every render, until they are
+        # fixed or deleted; never silently gone from the configuration.
         self.broken: dict[ObjectKey, str] = {}
 
     def set_plan(self, plan: Plan) -> None:
@@ -188,8 +189,18 @@ class Store:
             stored = _Stored(change.resource_version, value)
             record(key, store.put(key, stored), stored)
         for key, message in self.broken.items():
-            raise RenderError(message, key)
+            if self.watches[key.watch].watch.strict:
+                raise RenderError(message, key)
         return [collapsed[key] for key in sorted(collapsed)]
+
+    def unreadable(self) -> dict[ObjectKey, str]:
+        """Objects left out because they are not JSON (watches that are not
+        strict), with why, sorted by key."""
+        return {
+            key: self.broken[key]
+            for key in sorted(self.broken)
+            if not self.watches[key.watch].watch.strict
+        }
 
     def watch_store(self, watch: str) -> _WatchStore:
         store = self.watches.get(watch)

@@ -1,5 +1,6 @@
-"""The output builder: sections, snippets, files and status patches under
-stable keys, turned into a delta against the previous render."""
+"""The output builder: sections, snippets, files, status patches, warnings
+and owned objects under stable keys, turned into a delta against the
+previous render."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .errors import RenderError
+
+if TYPE_CHECKING:
+    from .objects import ObjectKey
 
 
 class SectionKind(str, enum.Enum):
@@ -57,6 +61,8 @@ class Section:
     kind: SectionKind
     name: str
     body: str
+    #: The body is secret text (see :meth:`Output.secret_section`).
+    secret: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class Snippet:
     slot: Slot
     priority: int
     lines: str
+    #: The lines are secret text (see :meth:`Output.secret_snippet`).
+    secret: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ class File:
 
     path: str
     content: str
+    #: The file holds key material (see :meth:`Output.secret_file`).
+    secret: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,30 @@ class StatusPatch:
     status: str
 
 
-Item = Union[Section, Snippet, File, StatusPatch]
+@dataclass(frozen=True)
+class Warning:  # noqa: A001 - the contract's name; the builtin is not used here
+    """A problem with the input the library worked around (see
+    :meth:`Output.warning`)."""
+
+    object: Optional["ObjectKey"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class OwnedObject:
+    """An object the host applies in the cluster, owned by a watched
+    object (see :meth:`Output.owned_object`); ``manifest`` is a JSON
+    object, serialized."""
+
+    owner: "ObjectKey"
+    api_version: str
+    kind: str
+    name: str
+    manifest: str
+
+
+Item = Union[Section, Snippet, File, StatusPatch, Warning, OwnedObject]
 
 
 @dataclass
@@ -127,6 +160,10 @@ def _fingerprint(item: Item) -> bytes:
 def section_key(kind: SectionKind | str, name: str) -> str:
     """The key :meth:`Output.section` uses."""
     return f"section:{SectionKind(kind).value}:{name}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def file_key(path: str) -> str:
@@ -175,6 +212,17 @@ class Output:
         kind = SectionKind(kind)
         self.put(section_key(kind, name), Section(kind, name, body))
 
+    def secret_section(self, kind: SectionKind | str, name: str, body: str) -> None:
+        """Adds a whole section whose body is secret text, such as a
+        ``userlist`` of password hashes. HAProxy needs such text in
+        haproxy.cfg itself (a userlist cannot come from a file); the host
+        shows each body line as its first word and ``<redacted>`` in
+        ``haptic render``, fixture reports, validation errors and logs, and
+        writes haproxy.cfg with mode 0600 while it holds any. Check hashes
+        with :func:`haptic_sdk.crypt.check_password_hash`."""
+        kind = SectionKind(kind)
+        self.put(section_key(kind, name), Section(kind, name, body, secret=True))
+
     def snippet(
         self,
         target_kind: SectionKind | str,
@@ -193,7 +241,7 @@ class Output:
         """
         item = Snippet(SectionKind(target_kind), target_name, Slot(slot), int(priority), lines)
         if key is None:
-            digest = hashlib.blake2b(lines.encode(), digest_size=8).hexdigest()
+            digest = _digest(lines)
             base = (
                 f"snippet:{item.target_kind.value}:{target_name}:{item.slot.value}:"
                 f"{item.priority}:{digest}"
@@ -205,10 +253,74 @@ class Output:
                 key = f"{base}~{n}"
         self.put(key, item)
 
+    def secret_snippet(
+        self,
+        key: str,
+        target_kind: SectionKind | str,
+        target_name: str,
+        slot: Slot | str,
+        lines: str,
+        *,
+        priority: int = 0,
+    ) -> None:
+        """Adds a snippet whose lines are secret text (an ``Authorization``
+        value a backend needs), under a key the library chooses; shown
+        redacted as for a :meth:`secret_section`. Keep other lines in
+        snippets of their own so they stay readable."""
+        item = Snippet(
+            SectionKind(target_kind), target_name, Slot(slot), int(priority), lines, secret=True
+        )
+        self.put(key, item)
+
     def file(self, path: str, content: str) -> None:
         """Adds an auxiliary file (a map, a pattern list, an error page),
         keyed ``file:<path>``."""
         self.put(file_key(path), File(path, content))
+
+    def secret_file(self, path: str, content: str) -> None:
+        """Adds a file that holds key material (a certificate with its
+        private key), keyed ``file:<path>``: the host writes it with mode
+        0600 and never shows its content in logs, errors or test reports."""
+        self.put(file_key(path), File(path, content, secret=True))
+
+    def warning(self, object: Optional["ObjectKey"], reason: str, message: str) -> None:
+        """Reports a problem with ``object`` that the library worked around
+        (a missing TLS Secret served with the default certificate, say). The
+        host logs it when it first appears or changes and, in a cluster,
+        records a Kubernetes Event of type Warning on the object. Emit it on
+        every render while the problem lasts; it is gone when a render no
+        longer emits it. ``reason`` is CamelCase (``TLSSecretMissing``);
+        ``message`` is one sentence for a person and must never contain key
+        material. Keyed ``warning:<reason>:<watch>:<namespace>/<name>:<hash
+        of the message>``."""
+        about = f"{object.watch}:{object.namespace}/{object.name}" if object else ""
+        self.put(
+            f"warning:{reason}:{about}:{_digest(message)}", Warning(object, reason, message)
+        )
+
+    def owned_object(
+        self,
+        owner: "ObjectKey",
+        api_version: str,
+        kind: str,
+        name: str,
+        manifest: dict[str, Any],
+    ) -> None:
+        """Asks the host to keep an object applied in the cluster, owned by
+        the watched object ``owner`` (a Service per Gateway, say), keyed
+        ``owned:<apiVersion>:<kind>:<name>``. ``manifest`` holds the fields
+        the library owns (``spec``, ``metadata.labels``, ...); the host adds
+        apiVersion, kind, name, the owner's namespace and an ownerReference,
+        server-side applies it under the field manager ``haptic-owned``, and
+        deletes it when no render emits it any more. It never touches an
+        object of that name it did not create. The kind must be in the
+        plan's ``applies``. In ``haptic render`` and ``haptic run`` it is
+        shown or written, not applied, so never put a Secret's data here."""
+        serialized = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+        self.put(
+            f"owned:{api_version}:{kind}:{name}",
+            OwnedObject(owner, api_version, kind, name, serialized),
+        )
 
     def status_patch(
         self,

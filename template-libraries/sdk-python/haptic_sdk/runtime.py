@@ -10,8 +10,11 @@ from typing import Any
 from .errors import RenderError
 from .library import Library, Plan, Watch
 from .objects import Context, IncomingChange, Store
-from .output import Delta, Output, _Sent
+from .output import Delta, Output, Warning, _Sent
 from .values import Values
+
+#: The warning reason for an object left out because it is not JSON.
+UNREADABLE_REASON = "ObjectUnreadable"
 
 
 class Runtime:
@@ -29,6 +32,8 @@ class Runtime:
         self.renders = 0
         #: The next render must send the whole output.
         self.complete_next = True
+        #: The `ObjectUnreadable` warnings sent, by item key, with their text.
+        self.unreadable_sent: dict[str, str] = {}
 
     def configure(self, tree: Any) -> Plan:
         """Takes the whole values tree and returns the plan for it."""
@@ -48,19 +53,35 @@ class Runtime:
         except BaseException:
             # What was sent was handed to the failed render; start over.
             self.sent = {}
+            self.unreadable_sent = {}
             self.complete_next = True
             raise
 
     def _render(self, changes: list[IncomingChange]) -> Delta:
         complete = self.complete_next
         changed = self.store.apply(changes, track=not complete)
-        if not changed and not complete:
+        unreadable = {
+            f"warning:{UNREADABLE_REASON}:{key}": (key, why)
+            for key, why in self.store.unreadable().items()
+        }
+        unreadable_changed = {k: why for k, (_, why) in unreadable.items()} != self.unreadable_sent
+        if not changed and not complete and not unreadable_changed:
             return Delta()
         sent: dict[str, _Sent] = {} if complete else self.sent
         self.sent = {}
         self.renders += 1
         out = Output(sent, self.renders)
         self.library.render(Context(self.store, changed, self.values, complete), out)
+        # After the library: in retain mode its items stay unless removed,
+        # so warnings of objects fixed since are removed by key.
+        for item_key in self.unreadable_sent:
+            if item_key not in unreadable:
+                out.remove(item_key)
+        self.unreadable_sent = {}
+        for item_key, (key, why) in unreadable.items():
+            message = f"{why}; the object is left out of the configuration until it is fixed"
+            out.put(item_key, Warning(key, UNREADABLE_REASON, message))
+            self.unreadable_sent[item_key] = why
         self.sent, delta = out._finish(complete)
         self.complete_next = False
         return delta

@@ -94,8 +94,30 @@ class RuntimeTest(unittest.TestCase):
         self.assertTrue(delta.complete)
         self.assertEqual(harness.file("services.map"), "a/web 10.0.0.1\n")
 
-    def test_an_object_that_is_not_json_fails_every_render_until_fixed(self):
+    def test_an_object_that_is_not_json_is_left_out_with_a_warning_until_fixed(self):
         harness = Harness(ServiceMap)
+        harness.apply("services", service("a", "web", "10.0.0.1"))
+        harness.render()
+        key = ObjectKey("services", "a", "broken")
+        harness._pending.append(Applied(key, "1", "{not json"))
+        harness.render()
+        self.assertEqual(harness.file("services.map"), "a/web 10.0.0.1\n", "the rest renders")
+        ((reason, message),) = harness.warnings()
+        self.assertEqual(reason, "ObjectUnreadable")
+        self.assertIn("cannot read services a/broken (resourceVersion 1) as JSON", message)
+        self.assertIn("left out of the configuration until it is fixed", message)
+        self.assertEqual(harness.output["warning:ObjectUnreadable:services a/broken"].object, key)
+        harness.apply("services", service("a", "broken", "10.0.0.9", version="2"))
+        harness.render()
+        self.assertEqual(harness.warnings(), [], "fixed: the warning goes")
+        self.assertEqual(harness.file("services.map"), "a/broken 10.0.0.9\na/web 10.0.0.1\n")
+
+    def test_in_a_strict_watch_an_object_that_is_not_json_fails_every_render_until_fixed(self):
+        class Strict(ServiceMap):
+            def plan(self, values):
+                return haptic.Plan([haptic.Watch("services", "v1", "Service", strict=True)])
+
+        harness = Harness(Strict)
         harness.render()
         key = ObjectKey("services", "a", "broken")
         harness._pending.append(Applied(key, "1", "{not json"))

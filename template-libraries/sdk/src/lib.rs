@@ -3,9 +3,10 @@
 //! A template library is a WebAssembly component that turns watched
 //! Kubernetes objects and Helm-style values into HAProxy configuration,
 //! auxiliary files, status patches and objects the host applies for it.
-//! This crate hides the WIT bindings
-//! (`haptic:template@0.3.0`) behind a [`Library`] trait and the
-//! [`export_library!`] macro, keeps the library's view of its objects
+//! This crate speaks the contract `haptic:template@0.3.0`
+//! (`wit/haptic-template@0.3.0`; haptic's `docs/contract.md` says what
+//! each version adds): it hides the WIT bindings behind a [`Library`] trait
+//! and the [`export_library!`] macro, keeps the library's view of its objects
 //! (each parsed once per resourceVersion into the type its [`Watch`]
 //! declares), tells it what changed, and sends the host only the output
 //! items that differ from the previous render.
@@ -73,7 +74,8 @@
 //! to build on (`frontend http`, `txn.haptic_host`, ...) is in
 //! [`extending`]: slots, priorities and the public names, as a contract.
 //! `haptic new <dir>` starts a project of your own that builds and passes
-//! `haptic test` as written.
+//! `haptic test` as written (`--lang python` for one on the Python SDK,
+//! `template-libraries/sdk-python`, which speaks the same contract).
 //!
 //! Modules: [`extending`] (the extension points), [`library`] (the trait and
 //! plan), [`values`], [`objects`] (the

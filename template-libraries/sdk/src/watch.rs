@@ -84,6 +84,22 @@ fn parse_as<T: DeserializeOwned + 'static>(
 /// ClusterRole when the shared scope is every namespace, which is the case
 /// whenever the watches' namespaces differ or one names none); add them
 /// for a custom library with its `customLibraries[].rbac` rules in the chart.
+///
+/// Watching every Opaque Secret is the common case of this: the bundled
+/// `ingress` library watches `type=kubernetes.io/tls` Secrets in every
+/// namespace while TLS is on (the default), so a `type=Opaque` watch beside
+/// it makes the controller list and watch **every Secret of the cluster**
+/// (one watcher, no field selector) and hold each in memory, trimmed only
+/// of the fields both watches ignore; each library still sees its own. The
+/// chart's ClusterRole already grants `get`, `list` and `watch` on
+/// `secrets` cluster-wide then. With TLS off
+/// (`controller.templateLibraries.ingress.tls.enabled: false`)
+/// the controller lists only what the library asks for, and the library
+/// needs `rbac: [{apiGroups: [""], resources: [secrets], verbs: [get, list,
+/// watch]}]` in its `customLibraries` entry (RBAC has no per-type grant, so
+/// that is every Secret either way). A namespace or label selector on the
+/// library's watch narrows what the controller lists only while no other
+/// watch of Secrets differs from it (with TLS off).
 #[derive(Clone)]
 pub struct Watch {
     /// Unique within the library, e.g. `endpointslices`.
