@@ -1,0 +1,484 @@
+//! `ingress-nginx`: serves Ingresses written for ingress-nginx, their
+//! `nginx.ingress.kubernetes.io/*` annotations in HAProxy terms, and says
+//! for every annotation what it did ([`report`]).
+//!
+//! - Which Ingresses: `spec.ingressClassName` in `classNames` (default
+//!   `nginx`) or naming an IngressClass whose controller is `controller`
+//!   (default `k8s.io/ingress-nginx`, so the existing IngressClass of a
+//!   cluster moving off ingress-nginx is taken over); the legacy
+//!   `kubernetes.io/ingress.class` annotation in `classNames`; class-less
+//!   Ingresses when `watchIngressWithoutClass` is set or one of those
+//!   IngressClasses is the default. The SDK's IngressClass index
+//!   ([`haptic_sdk::ingress::Classes`]) decides what is ours.
+//! - Routing: the SDK's routing table ([`haptic_sdk::ingress::routes`],
+//!   the bundled `ingress` library's engine) under this library's map
+//!   names, plus a regex map for `use-regex` / `rewrite-target` paths
+//!   ([`regex`]). Backends are `kubernetes-backends`' (one server per
+//!   endpoint, named after its pod), so readiness flips stay runtime
+//!   changes and the readiness gate holds for these Ingresses too.
+//! - Annotations: typed ([`parse`]) before any reaches the configuration
+//!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
+//!   annotations are never applied. `unsupportedAnnotations: refuse`
+//!   leaves an Ingress with an annotation haptic does not honour unserved.
+
+pub mod catalogue;
+pub mod parse;
+pub mod policy;
+pub mod regex;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
+use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
+use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
+use haptic_sdk::names::map_line;
+use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
+use haptic_sdk::{
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
+};
+use serde::Deserialize;
+
+use crate::policy::{Annotations, Policy};
+
+/// Watch names.
+pub const INGRESSES: &str = "ingresses";
+pub const INGRESS_CLASSES: &str = "ingressclasses";
+pub const SERVICES: &str = "services";
+
+/// This library's routing maps (a file has one owner).
+pub const NGINX_MAPS: RouteMaps = RouteMaps {
+    exact: "maps/ingress-nginx-exact.map",
+    prefix: "maps/ingress-nginx-prefix.map",
+    exact_routes: "maps/ingress-nginx-exact-routes.map",
+    prefix_routes: "maps/ingress-nginx-prefix-routes.map",
+};
+/// `map_reg` keys of regex paths -> backend, in nginx's order.
+pub const REGEX_MAP: &str = "maps/ingress-nginx-regex.map";
+/// The same keys -> the Ingress.
+pub const REGEX_ROUTES_MAP: &str = "maps/ingress-nginx-regex-routes.map";
+/// Answers 503 for routes whose Service or port does not exist.
+pub const UNAVAILABLE_BACKEND: &str = "ingress-nginx.unavailable";
+
+/// What happens to an Ingress carrying an annotation haptic does not
+/// honour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unsupported {
+    /// Served without it; reported.
+    #[default]
+    Warn,
+    /// Not served at all; reported.
+    Refuse,
+}
+
+/// Values under `templateLibraries.ingressNginx`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NginxValues {
+    pub class_names: Vec<String>,
+    pub controller: String,
+    pub watch_ingress_without_class: bool,
+    pub unsupported_annotations: Unsupported,
+    pub annotation_prefix: String,
+    pub frontend: String,
+}
+
+/// Default values (the library itself is off unless enabled).
+pub fn defaults() -> serde_json::Value {
+    serde_json::json!({
+        "enabled": false,
+        "classNames": ["nginx"],
+        "controller": "k8s.io/ingress-nginx",
+        "watchIngressWithoutClass": false,
+        "unsupportedAnnotations": "warn",
+        "annotationPrefix": "nginx.ingress.kubernetes.io",
+        "frontend": "http",
+    })
+}
+
+/// The `ingress-nginx` library.
+#[derive(Debug, Default)]
+pub struct IngressNginx {
+    values: NginxValues,
+}
+
+impl Library for IngressNginx {
+    fn info(&self) -> Info {
+        // After `ingress` (200): its route lookups run first, and the two
+        // classes' hosts normally differ.
+        Info::new("ingress-nginx", env!("CARGO_PKG_VERSION"))
+            .order(210)
+            .defaults(defaults())
+    }
+
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        self.values = values.get()?;
+        Ok(Plan::default()
+            .watch(
+                Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
+                    .parse_as::<Ingress>()
+                    .ignore_fields([
+                        "status",
+                        "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+                    ]),
+            )
+            .watch(
+                Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass")
+                    .parse_as::<IngressClass>(),
+            )
+            .watch(
+                Watch::new(SERVICES, "v1", "Service")
+                    .parse_as::<ServicePorts>()
+                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
+            ))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let v = &self.values;
+        let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
+        let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
+        let mut served: Vec<Entry<'_, Ingress>> = ctx
+            .objects::<Ingress>(INGRESSES)?
+            .filter(|ingress| serves(v, &classes, ingress))
+            .collect();
+        // Older Ingresses win conflicts, as in ingress-nginx.
+        served.sort_by(|a, b| {
+            let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
+            (created(a), a.key).cmp(&(created(b), b.key))
+        });
+
+        let mut routing = Routing::default();
+        for ingress in &served {
+            let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
+            let Some(spec) = ingress.spec.as_ref() else {
+                continue;
+            };
+            let empty = BTreeMap::new();
+            let mut annotations = Annotations::new(
+                ingress.metadata.annotations.as_ref().unwrap_or(&empty),
+                &v.annotation_prefix,
+            );
+            let paths: Vec<&str> = spec
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|r| r.http.iter().flat_map(|h| &h.paths))
+                .map(|p| p.path.as_deref().unwrap_or("/"))
+                .collect();
+            let policy = Policy::read(&mut annotations, &paths);
+            let findings = annotations.finish();
+            let refused = v.unsupported_annotations == Unsupported::Refuse
+                && findings.iter().any(|f| f.status.is_unsupported());
+            report::emit(out, ingress.key, &v.annotation_prefix, &findings, refused)?;
+            if refused {
+                continue;
+            }
+            if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
+                out.warning(
+                    Some(ingress.key),
+                    "TLSCertificateNotServed",
+                    format!(
+                        "Ingress {id:?} has spec.tls, but the ingress-nginx library does not serve its certificates yet: HTTPS requests for its hosts get the default certificate"
+                    ),
+                )?;
+            }
+            routing.add_ingress(ctx, out, ingress, &id, &policy, &v.frontend)?;
+        }
+        routing.finish(&v.frontend, out)
+    }
+}
+
+/// Whether `ingress` is ours by these values (see the crate docs).
+fn serves(v: &NginxValues, classes: &Classes, ingress: &Ingress) -> bool {
+    let named = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref());
+    if let Some(name) = named {
+        return classes.is_ours(name) || v.class_names.iter().any(|c| c == name);
+    }
+    let legacy = ingress
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_ANNOTATION));
+    match legacy {
+        Some(value) => v.class_names.iter().any(|c| c == value),
+        None => v.watch_ingress_without_class || classes.default_is_ours(),
+    }
+}
+
+/// The routes and rules of every served Ingress, being built.
+#[derive(Default)]
+struct Routing {
+    table: RouteTable,
+    /// Regex routes in nginx's order: (key, backend, Ingress).
+    regex: Vec<(String, String, String)>,
+    /// Request rules per backend (rewrites), by backend.
+    backend_rules: BTreeMap<String, String>,
+    rewrites: usize,
+    default_backend: Option<String>,
+}
+
+impl Routing {
+    fn add_ingress(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+        frontend: &str,
+    ) -> Result<()> {
+        let Some(spec) = ingress.spec.as_ref() else {
+            return Ok(());
+        };
+        if self.default_backend.is_none()
+            && let Some(service) = spec
+                .default_backend
+                .as_ref()
+                .and_then(|b| b.service.as_ref())
+        {
+            self.default_backend = Some(resolve(ctx, out, ingress, id, service)?);
+        }
+        let mut hosts: Vec<String> = Vec::new();
+        let mut regex_routes: Vec<(String, String, String)> = Vec::new();
+        let mut backends: Vec<String> = Vec::new();
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
+            let rule_hosts: Vec<String> = std::iter::once(host.clone())
+                .chain(policy.aliases.iter().filter(|_| !host.is_empty()).cloned())
+                .collect();
+            for h in &rule_hosts {
+                if !h.is_empty() && !hosts.contains(h) {
+                    hosts.push(h.clone());
+                }
+            }
+            for path in rule.http.iter().flat_map(|h| &h.paths) {
+                let path_text = path.path.as_deref().unwrap_or("/");
+                let Some(service) = path.backend.service.as_ref() else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "a backend without a Service is not supported",
+                    )?;
+                    continue;
+                };
+                let backend = resolve(ctx, out, ingress, id, service)?;
+                if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
+                    backends.push(backend.clone());
+                }
+                if policy.regex_paths {
+                    let regex = match regex::path_regex(path_text) {
+                        Ok(regex) => regex,
+                        Err(why) => {
+                            skipped(out, ingress, id, path_text, &host, &why)?;
+                            continue;
+                        }
+                    };
+                    for h in &rule_hosts {
+                        regex_routes.push((
+                            regex::route_key(h, &regex),
+                            backend.clone(),
+                            id.to_owned(),
+                        ));
+                    }
+                    if let Some(replacement) = &policy.rewrite
+                        && backend != UNAVAILABLE_BACKEND
+                    {
+                        self.add_rewrite(&backend, id, &regex, replacement);
+                    }
+                    continue;
+                }
+                let Some(kind) = PathKind::from_path_type(&path.path_type) else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "pathType is not Exact, Prefix or ImplementationSpecific",
+                    )?;
+                    continue;
+                };
+                for h in &rule_hosts {
+                    if let Err(why) = self.table.add(h, path_text, kind, &backend, id) {
+                        skipped(out, ingress, id, path_text, h, &format!("{why:?}"))?;
+                    }
+                }
+            }
+        }
+        let rules = policy.backend_rules(id);
+        if !rules.is_empty() {
+            for backend in &backends {
+                self.backend_rules
+                    .entry(backend.clone())
+                    .or_default()
+                    .push_str(&rules);
+            }
+        }
+        // nginx orders regex locations longest first.
+        regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
+        self.regex.extend(regex_routes);
+
+        let tls_hosts: Vec<String> = spec
+            .tls
+            .iter()
+            .flatten()
+            .flat_map(|t| t.hosts.iter().flatten())
+            .map(|h| h.to_ascii_lowercase())
+            .filter(|h| parse::host(h, true).is_ok())
+            .collect();
+        let rules = policy.frontend_rules(id, &tls_hosts, &hosts);
+        if !rules.is_empty() {
+            out.snippet_keyed(
+                format!("ingress-nginx-rules:{id}"),
+                SectionKind::Frontend,
+                frontend,
+                Slot::RequestRules,
+                10,
+                rules,
+            )?;
+        }
+        for (name, body) in policy.limit_tables(id) {
+            out.section(SectionKind::Backend, &name, body)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the path of the requests Ingress `id` sends to `backend`
+    /// through the path `regex`: the first path of the Ingress that
+    /// matches marks the request, so one rewrite applies at most.
+    fn add_rewrite(&mut self, backend: &str, id: &str, regex: &str, replacement: &str) {
+        self.rewrites += 1;
+        let mark = self.rewrites;
+        let (namespace, name) = id.split_once('/').unwrap_or(("", id));
+        let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+        let rules = self.backend_rules.entry(backend.to_owned()).or_default();
+        let _ = writeln!(
+            rules,
+            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i '^{regex}' }}"
+        );
+        let _ = writeln!(
+            rules,
+            "    http-request replace-path '(?i)^{regex}' '{replacement}' if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}"
+        );
+    }
+
+    fn finish(self, frontend: &str, out: &mut Output) -> Result<()> {
+        out.file(NGINX_MAPS.exact, self.table.exact_map())?;
+        out.file(NGINX_MAPS.prefix, self.table.prefix_map())?;
+        out.file(NGINX_MAPS.exact_routes, self.table.exact_routes_map())?;
+        out.file(NGINX_MAPS.prefix_routes, self.table.prefix_routes_map())?;
+        let mut regex_map = String::from(
+            "# haptic ingress-nginx: ^<host>(?i)<path regex> -> backend, first match\n",
+        );
+        let mut regex_routes = String::from(
+            "# haptic ingress-nginx: ^<host>(?i)<path regex> -> namespace/name of the Ingress\n",
+        );
+        for (key, backend, ingress) in &self.regex {
+            if let (Some(a), Some(b)) = (map_line(key, backend), map_line(key, ingress)) {
+                regex_map.push_str(&a);
+                regex_routes.push_str(&b);
+            }
+        }
+        out.file(REGEX_MAP, regex_map)?;
+        out.file(REGEX_ROUTES_MAP, regex_routes)?;
+
+        let samples = [
+            "var(txn.haptic_key_host)",
+            "var(txn.haptic_key_wildcard)",
+            "path",
+        ];
+        let mut request = routes::host_variable_rules();
+        for sample in samples {
+            let _ = writeln!(
+                request,
+                "    http-request set-var(txn.haptic_ingress) {sample},map_reg({REGEX_ROUTES_MAP}) if !{{ var(txn.haptic_ingress) -m found }}"
+            );
+        }
+        request.push_str(&routes::ingress_variable_rules(&NGINX_MAPS));
+        out.snippet(
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            0,
+            request,
+        )?;
+        let mut routing = String::new();
+        for sample in samples {
+            let lookup = format!("{sample},map_reg({REGEX_MAP})");
+            let _ = writeln!(
+                routing,
+                "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
+            );
+        }
+        routing.push_str(&routes::routing_rules(&NGINX_MAPS));
+        out.snippet(SectionKind::Frontend, frontend, Slot::Routing, 0, routing)?;
+        if let Some(backend) = self.default_backend {
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::Routing,
+                1000,
+                format!("    use_backend {backend}\n"),
+            )?;
+        }
+        for (backend, rules) in self.backend_rules {
+            out.snippet(SectionKind::Backend, &backend, Slot::RequestRules, 0, rules)?;
+        }
+        out.section(
+            SectionKind::Backend,
+            UNAVAILABLE_BACKEND,
+            "    http-request return status 503 content-type text/plain string 'Service Unavailable'\n",
+        )
+    }
+}
+
+/// A path that is not routed: a warning on the Ingress.
+fn skipped(
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    path: &str,
+    host: &str,
+    why: &str,
+) -> Result<()> {
+    out.warning(
+        Some(ingress.key),
+        "PathSkipped",
+        // Quoted: the strings reach here unchecked offline.
+        format!("Ingress {id:?}: path {path:?} of host {host:?} skipped: {why}"),
+    )
+}
+
+/// The backend of a Service port, or [`UNAVAILABLE_BACKEND`] (with a
+/// warning) when it does not exist.
+fn resolve(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    backend: &IngressServiceBackend,
+) -> Result<String> {
+    if let Some(name) = service_port_backend(ctx, SERVICES, &ingress.key.namespace, backend)? {
+        return Ok(name);
+    }
+    out.warning(
+        Some(ingress.key),
+        "ServicePortMissing",
+        format!(
+            "Ingress {id:?}: Service {:?} has no port {:?} (or does not exist); its paths answer 503 until it does",
+            backend.name,
+            port_text(backend)
+        ),
+    )?;
+    Ok(UNAVAILABLE_BACKEND.to_owned())
+}
+
+haptic_sdk::export_library!(IngressNginx);

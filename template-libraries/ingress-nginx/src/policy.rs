@@ -1,0 +1,615 @@
+//! One Ingress's annotations read into a typed [`Policy`], with a
+//! [`Finding`] for every annotation, and the policy written as HAProxy
+//! rules on the requests that Ingress routes (`txn.haptic_ingress`).
+//!
+//! The rules follow nginx's phases: redirects (rewrite phase) before the
+//! request limits (preaccess) before source ranges (access) before the
+//! body size (read while the body arrives); then the headers sent to the
+//! backend and its timeout.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use haptic_sdk::ingress::matched_ingress_acl;
+use haptic_sdk::names::{quote, sanitize};
+
+use crate::catalogue;
+use crate::parse::{self, log_format_literal};
+use crate::regex;
+use crate::report::{Finding, Status};
+
+/// ACME HTTP-01 challenges are never redirected (certificates must renew).
+const ACME: &str = "!{ path_beg /.well-known/acme-challenge/ }";
+
+/// An Ingress's annotations under the prefix, taken one by one as the
+/// policy reads them; whatever is left is reported from the catalogue.
+pub struct Annotations<'a> {
+    values: BTreeMap<String, &'a str>,
+    findings: Vec<Finding>,
+}
+
+impl<'a> Annotations<'a> {
+    /// The annotations of `all` under `prefix` (`nginx.ingress.kubernetes.io`).
+    pub fn new(all: impl IntoIterator<Item = (&'a String, &'a String)>, prefix: &str) -> Self {
+        let values = all
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix(prefix)?.strip_prefix('/')?;
+                Some((name.to_owned(), v.as_str()))
+            })
+            .collect();
+        Self {
+            values,
+            findings: Vec::new(),
+        }
+    }
+
+    /// Whether the Ingress carries any of them.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty() && self.findings.is_empty()
+    }
+
+    fn take(&mut self, name: &str) -> Option<(String, &'a str)> {
+        self.values.remove_entry(name)
+    }
+
+    fn record(&mut self, annotation: String, status: Status) {
+        self.findings.push(Finding { annotation, status });
+    }
+
+    /// Parses one annotation: `None` when absent or invalid (then recorded
+    /// as invalid); the caller records the verdict of a good value.
+    fn parsed<T>(
+        &mut self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<(String, T)> {
+        let (key, value) = self.take(name)?;
+        match parse(value) {
+            Ok(parsed) => Some((key, parsed)),
+            Err(why) => {
+                self.record(key, Status::Invalid(why));
+                None
+            }
+        }
+    }
+
+    /// Every annotation's verdict, the unread ones from the catalogue.
+    pub fn finish(mut self) -> Vec<Finding> {
+        for (name, _) in std::mem::take(&mut self.values) {
+            let why = catalogue::not_honoured(&name).map_or_else(
+                || {
+                    "haptic does not know this annotation (not one of ingress-nginx's, or misspelt)"
+                        .to_owned()
+                },
+                str::to_owned,
+            );
+            self.record(name, Status::NotHonoured(why));
+        }
+        self.findings
+            .sort_by(|a, b| a.annotation.cmp(&b.annotation));
+        self.findings
+    }
+}
+
+/// Requests per client over a window, and concurrent connections.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub rps: Option<u64>,
+    pub rpm: Option<u64>,
+    pub connections: Option<u64>,
+    /// Sources never limited (`limit-whitelist`).
+    pub exempt: Vec<String>,
+}
+
+/// What the annotations of one Ingress ask for, typed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Paths are regexes (`use-regex`, or implied by `rewrite-target`).
+    pub regex_paths: bool,
+    /// The `replace-path` replacement (`\2`), checked.
+    pub rewrite: Option<String>,
+    /// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts.
+    pub ssl_redirect: bool,
+    /// ... for all its hosts.
+    pub force_ssl_redirect: bool,
+    /// `permanent-redirect` / `temporal-redirect`: URL and code.
+    pub redirect: Option<(String, u16)>,
+    /// `app-root`: where `/` redirects (302).
+    pub app_root: Option<String>,
+    /// `from-to-www-redirect`.
+    pub from_to_www: bool,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+    /// Largest request body in bytes.
+    pub body_size: Option<u64>,
+    /// `timeout server` for the Ingress's requests, seconds.
+    pub server_timeout: Option<u64>,
+    pub forwarded_prefix: Option<String>,
+    pub upstream_vhost: Option<String>,
+    /// Extra hosts served like the Ingress's own (`server-alias`).
+    pub aliases: Vec<String>,
+    pub limits: Limits,
+}
+
+impl Policy {
+    /// Reads the annotations; `paths` are the Ingress's paths (for the
+    /// capture groups a rewrite target may use). Unread annotations stay
+    /// in `annotations` for [`Annotations::finish`].
+    pub fn read(a: &mut Annotations<'_>, paths: &[&str]) -> Self {
+        let mut p = Self::default();
+        p.read_paths(a, paths);
+        p.read_redirects(a);
+        p.read_access(a);
+        p.read_upstream(a);
+        p
+    }
+
+    fn read_paths(&mut self, a: &mut Annotations<'_>, paths: &[&str]) {
+        if let Some((key, on)) = a.parsed("use-regex", parse::boolean) {
+            self.regex_paths = on;
+            a.record(key, Status::Differs("paths are PCRE2 regexes matched case-insensitively from the start of the path, as nginx's `~*`; they are looked up before this Ingress class's Exact and Prefix paths of the same host, and only this Ingress's paths become regexes (nginx makes every path of the host one)".into()));
+        }
+        if let Some((key, target)) = a.take("rewrite-target") {
+            let groups = paths
+                .iter()
+                .filter_map(|p| regex::path_regex(p).ok())
+                .map(|r| regex::capture_groups(&r))
+                .min()
+                .unwrap_or(0);
+            match regex::rewrite_target(target, groups) {
+                Ok(replacement) => {
+                    self.regex_paths = true;
+                    self.rewrite = Some(replacement);
+                    a.record(key, Status::Honoured("the path is rewritten by HAProxy's replace-path in the Service's backend, capture groups as \\1, the query kept; the paths are regexes (implied, as in ingress-nginx)".into()));
+                }
+                Err(why) => a.record(key, Status::Invalid(why)),
+            }
+        }
+    }
+
+    fn read_redirects(&mut self, a: &mut Annotations<'_>) {
+        self.ssl_redirect = true;
+        if let Some((key, on)) = a.parsed("ssl-redirect", parse::boolean) {
+            self.ssl_redirect = on;
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "plain HTTP to this Ingress's TLS hosts is {} (308, ACME challenges excepted)",
+                    if on {
+                        "redirected to HTTPS"
+                    } else {
+                        "served, not redirected"
+                    }
+                )),
+            );
+        }
+        if let Some((key, on)) = a.parsed("force-ssl-redirect", parse::boolean) {
+            self.force_ssl_redirect = on;
+            a.record(key, Status::Honoured("plain HTTP to every host of this Ingress is redirected to HTTPS with 308, TLS section or not (ACME challenges excepted)".into()));
+        }
+        let permanent_code = a.parsed("permanent-redirect-code", parse::redirect_code);
+        let temporal_code = a.parsed("temporal-redirect-code", parse::redirect_code);
+        let permanent = a.parsed("permanent-redirect", parse::url);
+        let temporal = a.parsed("temporal-redirect", parse::url);
+        // ingress-nginx reads the temporal redirect first and ignores the
+        // permanent one when both are set.
+        if let Some((key, url)) = temporal {
+            let code = temporal_code.as_ref().map_or(302, |(_, c)| *c);
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "every request is answered {code} with Location {url}"
+                )),
+            );
+            self.redirect = Some((url, code));
+            if let Some((key, _)) = permanent {
+                a.record(
+                    key,
+                    Status::NotHonoured(
+                        "temporal-redirect is set too and wins, as in ingress-nginx".into(),
+                    ),
+                );
+            }
+        } else if let Some((key, url)) = permanent {
+            let code = permanent_code.as_ref().map_or(301, |(_, c)| *c);
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "every request is answered {code} with Location {url}"
+                )),
+            );
+            self.redirect = Some((url, code));
+        }
+        for (key, code) in [permanent_code, temporal_code].into_iter().flatten() {
+            let status = if self.redirect.as_ref().is_some_and(|(_, c)| *c == code) {
+                Status::Honoured(format!("the redirect's status is {code}"))
+            } else {
+                Status::NotHonoured("its redirect annotation is absent or not in effect".into())
+            };
+            a.record(key, status);
+        }
+        if let Some((key, root)) = a.parsed("app-root", parse::path) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "a request for / is answered 302 with Location <scheme>://<host>{root}"
+                )),
+            );
+            self.app_root = Some(root);
+        }
+        if let Some((key, on)) = a.parsed("from-to-www-redirect", parse::boolean) {
+            self.from_to_www = on;
+            a.record(key, Status::Honoured("a request for the www. form of a rule's host (or the bare form of a www. host) is answered 308 to the rule's host, path and query kept".into()));
+        }
+    }
+
+    fn read_access(&mut self, a: &mut Annotations<'_>) {
+        for name in ["whitelist-source-range", "allowlist-source-range"] {
+            if let Some((key, list)) = a.parsed(name, parse::cidrs) {
+                a.record(
+                    key,
+                    Status::Honoured(format!(
+                        "requests from outside {} are answered 403",
+                        list.join(", ")
+                    )),
+                );
+                self.allow.get_or_insert_with(Vec::new).extend(list);
+            }
+        }
+        if let Some((key, list)) = a.parsed("denylist-source-range", parse::cidrs) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "requests from {} are answered 403",
+                    list.join(", ")
+                )),
+            );
+            self.deny = Some(list);
+        }
+        let window = "HAProxy counts each client's requests over a sliding window and answers 503 above the limit, with no burst allowance (nginx admits bursts of limit-burst-multiplier, default 5, times the rate); the count is per HAProxy pod, as nginx's is per nginx pod";
+        if let Some((key, n)) = a.parsed("limit-rps", |v| parse::number(v, 1..=1_000_000)) {
+            a.record(
+                key,
+                Status::Differs(format!(
+                    "at most {n} requests per second per client address: {window}"
+                )),
+            );
+            self.limits.rps = Some(n);
+        }
+        if let Some((key, n)) = a.parsed("limit-rpm", |v| parse::number(v, 1..=60_000_000)) {
+            a.record(
+                key,
+                Status::Differs(format!(
+                    "at most {n} requests per minute per client address: {window}"
+                )),
+            );
+            self.limits.rpm = Some(n);
+        }
+        if let Some((key, n)) = a.parsed("limit-connections", |v| parse::number(v, 1..=1_000_000)) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "a client address with {n} connections open is answered 503 on a new request"
+                )),
+            );
+            self.limits.connections = Some(n);
+        }
+        if let Some((key, list)) = a.parsed("limit-whitelist", parse::cidrs) {
+            a.record(
+                key,
+                Status::Honoured(format!("{} are never rate limited", list.join(", "))),
+            );
+            self.limits.exempt = list;
+        }
+        if let Some((key, size)) = a.parsed("proxy-body-size", parse::size) {
+            let text = match size {
+                Some(bytes) => format!(
+                    "a request whose Content-Length exceeds {bytes} bytes is answered 413; a chunked body without Content-Length is not counted (HAProxy would have to buffer it)"
+                ),
+                None => "no body size limit".to_owned(),
+            };
+            a.record(
+                key,
+                if size.is_some() {
+                    Status::Differs(text)
+                } else {
+                    Status::Honoured(text)
+                },
+            );
+            self.body_size = size;
+        }
+    }
+
+    fn read_upstream(&mut self, a: &mut Annotations<'_>) {
+        let read = a.parsed("proxy-read-timeout", parse::seconds);
+        let send = a.parsed("proxy-send-timeout", parse::seconds);
+        let longest = read.iter().chain(&send).map(|(_, s)| *s).max();
+        if let Some((key, s)) = read {
+            a.record(key, Status::Honoured(format!("HAProxy's server timeout for this Ingress's requests is {}s (http-request set-timeout server)", longest.unwrap_or(s))));
+        }
+        if let Some((key, _)) = send {
+            a.record(key, Status::Differs(format!("HAProxy has one server timeout for both directions: {}s, the longer of proxy-read-timeout and proxy-send-timeout", longest.unwrap_or_default())));
+        }
+        self.server_timeout = longest;
+        if let Some((key, prefix)) = a.parsed("x-forwarded-prefix", parse::path) {
+            a.record(
+                key,
+                Status::Honoured(format!("the backend receives X-Forwarded-Prefix: {prefix}")),
+            );
+            self.forwarded_prefix = Some(prefix);
+        }
+        if let Some((key, host)) = a.parsed("upstream-vhost", |v| {
+            let (name, port) = v.trim().split_once(':').unwrap_or((v.trim(), ""));
+            let host = parse::host(name, false)?;
+            if !port.is_empty() {
+                parse::number(port, 1..=65_535)?;
+                return Ok(format!("{host}:{port}"));
+            }
+            Ok(host)
+        }) {
+            a.record(
+                key,
+                Status::Honoured(format!("the backend receives Host: {host}")),
+            );
+            self.upstream_vhost = Some(host);
+        }
+        if let Some((key, hosts)) = a.parsed("server-alias", parse::hosts) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "{} are routed like this Ingress's hosts",
+                    hosts.join(", ")
+                )),
+            );
+            self.aliases = hosts;
+        }
+    }
+
+    /// The frontend request rules for the requests Ingress `id`
+    /// (`namespace/name`) routes. `tls_hosts` are its `spec.tls` hosts and
+    /// `hosts` its rules' hosts (aliases included).
+    pub fn frontend_rules(&self, id: &str, tls_hosts: &[String], hosts: &[String]) -> String {
+        let (namespace, name) = id.split_once('/').unwrap_or(("", id));
+        let acl = matched_ingress_acl(namespace, name);
+        let mut out = String::new();
+        let mut line = |text: String| {
+            out.push_str("    ");
+            out.push_str(&text);
+            out.push('\n');
+        };
+        if self.from_to_www {
+            for host in hosts.iter().filter(|h| !h.starts_with('*')) {
+                let from = match host.strip_prefix("www.") {
+                    Some(bare) => bare.to_owned(),
+                    None => format!("www.{host}"),
+                };
+                line(format!(
+                    "http-request redirect code 308 location %[ssl_fc,iif(https,http)]://{host}%[capture.req.uri] if {{ var(txn.haptic_host) -m str {from} }} !{{ var(txn.haptic_ingress) -m found }}"
+                ));
+            }
+        }
+        if self.force_ssl_redirect {
+            line(format!(
+                "http-request redirect scheme https code 308 if !{{ ssl_fc }} {acl} {ACME}"
+            ));
+        } else if self.ssl_redirect && !tls_hosts.is_empty() {
+            line(format!(
+                "http-request redirect scheme https code 308 if !{{ ssl_fc }} {acl} {{ var(txn.haptic_host) -m str {} }} {ACME}",
+                tls_hosts.join(" ")
+            ));
+        }
+        if let Some((url, code)) = &self.redirect {
+            line(format!(
+                "http-request redirect location {} code {code} if {acl}",
+                quote(&log_format_literal(url))
+            ));
+        }
+        if let Some(root) = &self.app_root {
+            line(format!(
+                "http-request redirect location %[ssl_fc,iif(https,http)]://%[req.hdr(host)]{} code 302 if {acl} {{ path / }}",
+                log_format_literal(root)
+            ));
+        }
+        let table = |kind: &str| limit_table(id, kind);
+        let exempt = if self.limits.exempt.is_empty() {
+            String::new()
+        } else {
+            format!(" !{{ src {} }}", self.limits.exempt.join(" "))
+        };
+        for (counter, kind, limit, fetch) in [
+            (0, "rps", self.limits.rps, "sc_http_req_rate(0)"),
+            (1, "rpm", self.limits.rpm, "sc_http_req_rate(1)"),
+            (2, "conn", self.limits.connections, "sc_conn_cur(2)"),
+        ] {
+            if let Some(limit) = limit {
+                line(format!(
+                    "http-request track-sc{counter} src table {} if {acl}{exempt}",
+                    table(kind)
+                ));
+                // Counts include this request (and its connection): the
+                // limit-th is admitted, the next one refused.
+                line(format!(
+                    "http-request deny deny_status 503 if {acl}{exempt} {{ {fetch} gt {limit} }}"
+                ));
+            }
+        }
+        if let Some(deny) = &self.deny {
+            line(format!(
+                "http-request deny deny_status 403 if {acl} {{ src {} }}",
+                deny.join(" ")
+            ));
+        }
+        if let Some(allow) = &self.allow {
+            line(format!(
+                "http-request deny deny_status 403 if {acl} !{{ src {} }}",
+                allow.join(" ")
+            ));
+        }
+        if let Some(bytes) = self.body_size {
+            line(format!(
+                "http-request deny deny_status 413 if {acl} {{ req.hdr_val(content-length) gt {bytes} }}"
+            ));
+        }
+        if let Some(prefix) = &self.forwarded_prefix {
+            line(format!(
+                "http-request set-header X-Forwarded-Prefix {} if {acl}",
+                quote(&log_format_literal(prefix))
+            ));
+        }
+        if let Some(host) = &self.upstream_vhost {
+            line(format!("http-request set-header Host {host} if {acl}"));
+        }
+        out
+    }
+
+    /// The request rules for the backends Ingress `id` routes to (HAProxy
+    /// sets a server timeout only in a backend).
+    pub fn backend_rules(&self, id: &str) -> String {
+        let (namespace, name) = id.split_once('/').unwrap_or(("", id));
+        let acl = matched_ingress_acl(namespace, name);
+        match self.server_timeout {
+            Some(seconds) => {
+                format!("    http-request set-timeout server {seconds}s if {acl}\n")
+            }
+            None => String::new(),
+        }
+    }
+
+    /// The stick tables the limits need: (section name, body).
+    pub fn limit_tables(&self, id: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (kind, limit, store) in [
+            ("rps", self.limits.rps, "http_req_rate(1s)"),
+            ("rpm", self.limits.rpm, "http_req_rate(60s)"),
+            ("conn", self.limits.connections, "conn_cur"),
+        ] {
+            if limit.is_some() {
+                let mut body = String::new();
+                let _ = writeln!(
+                    body,
+                    "    stick-table type ipv6 size 100k expire 2m store {store}"
+                );
+                out.push((limit_table(id, kind), body));
+            }
+        }
+        out
+    }
+}
+
+/// The stick table of one limit of one Ingress.
+fn limit_table(id: &str, kind: &str) -> String {
+    format!(
+        "ingress-nginx.limit.{}.{kind}",
+        sanitize(&id.replace('/', "."))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)], paths: &[&str]) -> (Policy, Vec<Finding>) {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (format!("nginx.ingress.kubernetes.io/{k}"), (*v).to_owned()))
+            .collect();
+        let mut a = Annotations::new(
+            owned.iter().map(|(k, v)| (k, v)),
+            "nginx.ingress.kubernetes.io",
+        );
+        let p = Policy::read(&mut a, paths);
+        (p, a.finish())
+    }
+
+    fn status<'a>(findings: &'a [Finding], name: &str) -> &'a Status {
+        &findings
+            .iter()
+            .find(|f| f.annotation == name)
+            .unwrap()
+            .status
+    }
+
+    #[test]
+    fn every_annotation_gets_exactly_one_verdict() {
+        let (_, findings) = read(
+            &[
+                ("rewrite-target", "/$2"),
+                ("use-regex", "true"),
+                ("limit-rps", "ten"),
+                ("configuration-snippet", "more_set_headers x;"),
+                ("no-such", "x"),
+                ("canary", "true"),
+            ],
+            &["/api(/|$)(.*)"],
+        );
+        assert_eq!(findings.len(), 6);
+        assert!(matches!(
+            status(&findings, "rewrite-target"),
+            Status::Honoured(_)
+        ));
+        assert!(
+            matches!(status(&findings, "limit-rps"), Status::Invalid(w) if w.contains("\"ten\""))
+        );
+        assert!(
+            matches!(status(&findings, "configuration-snippet"), Status::NotHonoured(w) if w.contains("never applies"))
+        );
+        assert!(
+            matches!(status(&findings, "no-such"), Status::NotHonoured(w) if w.contains("does not know"))
+        );
+    }
+
+    #[test]
+    fn a_rewrite_naming_a_missing_group_is_invalid_and_changes_nothing() {
+        let (policy, findings) = read(&[("rewrite-target", "/$3")], &["/api(/|$)(.*)"]);
+        assert!(matches!(
+            status(&findings, "rewrite-target"),
+            Status::Invalid(_)
+        ));
+        assert_eq!(policy.rewrite, None);
+        assert!(!policy.regex_paths);
+    }
+
+    #[test]
+    fn temporal_wins_over_permanent() {
+        let (policy, findings) = read(
+            &[
+                ("permanent-redirect", "https://a.example.com/"),
+                ("temporal-redirect", "https://b.example.com/"),
+            ],
+            &[],
+        );
+        assert_eq!(
+            policy.redirect,
+            Some(("https://b.example.com/".into(), 302))
+        );
+        assert!(matches!(
+            status(&findings, "permanent-redirect"),
+            Status::NotHonoured(_)
+        ));
+    }
+
+    #[test]
+    fn invalid_values_never_reach_the_rules() {
+        let (policy, findings) = read(
+            &[
+                ("whitelist-source-range", "10.0.0.0/8 } or { always_true"),
+                ("permanent-redirect", "https://x.example.com/ if TRUE"),
+                ("upstream-vhost", "a b"),
+                ("x-forwarded-prefix", "/x'y"),
+            ],
+            &[],
+        );
+        assert!(
+            findings
+                .iter()
+                .all(|f| matches!(f.status, Status::Invalid(_))),
+            "{findings:?}"
+        );
+        let rules = policy.frontend_rules("ns/web", &[], &[]);
+        assert!(
+            !rules.contains("always_true") && !rules.contains("TRUE") && !rules.contains("a b"),
+            "{rules}"
+        );
+    }
+}
