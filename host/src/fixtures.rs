@@ -17,6 +17,7 @@
 //! anywhere would pass whatever the library does.
 
 mod expect;
+mod traffic;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use self::expect::{Expectations, ExpectedPatch, FORMAT, Pattern};
+pub use self::traffic::TrafficCheck;
 use crate::library::LibraryRuntime;
 use crate::library::types::StatusVariant;
 use crate::offline::{self, Job, JobOutput};
@@ -137,6 +139,7 @@ pub fn run(
 /// One case, rendered but not yet checked.
 struct CaseRun {
     name: String,
+    dir: PathBuf,
     expect: Result<Expectations, String>,
     outcome: Result<JobOutput, offline::JobError>,
 }
@@ -148,6 +151,7 @@ impl CaseRun {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
+            dir: dir.to_owned(),
             expect: read_expectations(&dir.join("expect.yaml")),
             outcome: render_case(runtime, library, dir),
         }
@@ -187,7 +191,14 @@ impl CaseRun {
             (Ok(_), Some(expected)) => failures.push(format!(
                 "expected an error containing {expected:?}, but the render succeeded"
             )),
-            (Ok(output), None) => check(&output.rendered, expect, library, others, failures),
+            (Ok(output), None) => {
+                check(&output.rendered, expect, library, others, failures);
+                failures.extend(traffic::run(
+                    &[self.dir.join("manifests.yaml")],
+                    output,
+                    &expect.traffic,
+                ));
+            }
         }
         let unchecked = expect.render_keys();
         if expect.error.is_some() && !unchecked.is_empty() {

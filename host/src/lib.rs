@@ -39,6 +39,7 @@
 pub mod agent;
 pub mod controller;
 pub mod crypt;
+pub mod echo;
 pub mod engine;
 pub mod fixtures;
 pub mod haproxy_syntax;

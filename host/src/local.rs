@@ -22,7 +22,6 @@
 mod events;
 pub mod files;
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,8 +34,8 @@ use crate::controller::fleet::{FleetSettings, ProxyPod};
 use crate::controller::proxies::ProxySettings;
 use crate::controller::run::{Parts, Settings, State};
 use crate::controller::status::StatusApplier;
+use crate::echo;
 use crate::engine::Engine;
-use crate::manifests;
 use crate::values::Values;
 use events::LogEvents;
 use files::LocalStatus;
@@ -125,9 +124,15 @@ pub async fn run(
 
     let mut backends = Vec::new();
     if options.demo_backends {
-        for addr in endpoint_addresses(&options.inputs)? {
+        // Loopback endpoints only: this machine's network is shared.
+        let endpoints = echo::endpoints(&options.inputs)?;
+        for addr in endpoints
+            .iter()
+            .map(|e| e.addr)
+            .filter(|a| a.ip().is_loopback())
+        {
             match tokio::net::TcpListener::bind(addr).await {
-                Ok(listener) => backends.push(tokio::spawn(demo::serve(listener))),
+                Ok(listener) => backends.push(tokio::spawn(echo::serve(listener))),
                 Err(error) => tracing::warn!(%addr, %error, "no demo backend on this endpoint"),
             }
         }
@@ -308,88 +313,4 @@ fn random_token() -> anyhow::Result<String> {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
         .context("reading /dev/urandom for the agents' token")?;
     Ok(hex::encode(bytes))
-}
-
-/// Every endpoint `address:port` of the EndpointSlices in `inputs`.
-pub fn endpoint_addresses(inputs: &[PathBuf]) -> anyhow::Result<BTreeSet<SocketAddr>> {
-    let kinds = manifests::untrimmed([crate::library::types::Kind::new(
-        "discovery.k8s.io/v1",
-        "EndpointSlice",
-    )]);
-    let loaded = manifests::load_paths(inputs, &kinds)?;
-    let mut addrs = BTreeSet::new();
-    for manifest in loaded
-        .iter()
-        .filter(|m| m.reference().kind == "EndpointSlice")
-    {
-        let object = &manifest.object.value();
-        let ports: Vec<u16> = object["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p["port"].as_u64().and_then(|p| u16::try_from(p).ok()))
-            .collect();
-        for endpoint in object["endpoints"].as_array().into_iter().flatten() {
-            for address in endpoint["addresses"].as_array().into_iter().flatten() {
-                if let Some(ip) = address
-                    .as_str()
-                    .and_then(|a| a.parse::<std::net::IpAddr>().ok())
-                    && ip.is_loopback()
-                {
-                    addrs.extend(ports.iter().map(|port| SocketAddr::new(ip, *port)));
-                }
-            }
-        }
-    }
-    Ok(addrs)
-}
-
-/// The demo backends: answer every request with who answered and what
-/// arrived.
-mod demo {
-    use std::convert::Infallible;
-
-    use http_body_util::Full;
-    use hyper::body::{Bytes, Incoming};
-    use hyper::{Request, Response};
-    use hyper_util::rt::TokioIo;
-
-    pub async fn serve(listener: tokio::net::TcpListener) {
-        let local = listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let local = local.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let local = local.clone();
-                    async move {
-                        let host = request
-                            .headers()
-                            .get("host")
-                            .and_then(|h| h.to_str().ok())
-                            .unwrap_or("")
-                            .to_owned();
-                        let body = format!(
-                            "backend={local}\nhost={host}\npath={}\n",
-                            request.uri().path()
-                        );
-                        Ok::<_, Infallible>(
-                            Response::builder()
-                                .header("x-haptic-demo-backend", local)
-                                .body(Full::new(Bytes::from(body)))
-                                .unwrap_or_default(),
-                        )
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    }
 }

@@ -263,3 +263,65 @@ fn a_failing_case_shows_the_closest_lines_and_a_patch_diff() {
         "{error:?}"
     );
 }
+
+#[test]
+fn traffic_that_does_not_get_its_answers_fails_the_case() {
+    // The property the `traffic` key exists for: a check passes on what the
+    // real HAProxy answered, so a wrong expectation must fail, each kind of
+    // mismatch with its own line.
+    let manifests = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../template-libraries/ingress/fixtures/traffic-matching-rules/manifests.yaml"),
+    )
+    .expect("bundled fixture manifests");
+    let dir = tempfile::tempdir().expect("temp dir");
+    case(
+        dir.path(),
+        "wrong",
+        &manifests,
+        "traffic:
+  - name: routed elsewhere
+    send: {host: a.test, path: /api}
+    repeat: 10
+    expect: {status: 200, service: app/web}
+  - name: nobody answers an unknown host
+    send: {host: unknown.test}
+    expect: {service: app/web, upstream: {path: /}}
+  - name: a share that is not there
+    send: {host: a.test}
+    repeat: 50
+    shares: {app/api: 50}
+    atLeast: {429: 1}
+",
+    );
+    case(
+        dir.path(),
+        "right",
+        &manifests,
+        "traffic:
+  - name: a prefix
+    send: {host: a.test, path: /api/v1?x=1}
+    expect: {status: 200, service: app/api, pod: api-1, upstream: {path: /api/v1?x=1, host: a.test}}
+",
+    );
+    let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime starts");
+    let reports = fixtures::run(
+        &runtime,
+        &LibraryUnderTest::Bundled("ingress".into()),
+        dir.path(),
+    )
+    .expect("runs");
+    assert!(failures_of(&reports, "right").is_empty(), "{reports:#?}");
+    let failures = failures_of(&reports, "wrong").join("\n");
+    for expected in [
+        "traffic `routed elsewhere` (GET http://a.test/api): answer 1 of 10: answered by app/api (expected app/web)",
+        "traffic `nobody answers an unknown host` (GET http://unknown.test/): answer 1 of 1: answered by none (expected app/web); no backend answered",
+        "app/api gave 0.0% of 50 answers, expected 50% ± 3",
+        "0 of 50 answers had status 429, expected at least 1",
+    ] {
+        assert!(
+            failures.contains(expected),
+            "missing {expected:?} in:\n{failures}"
+        );
+    }
+}
