@@ -150,6 +150,7 @@ impl Library for IngressNginx {
         });
 
         let mut routing = Routing::default();
+        let mut canaries = Vec::new();
         for ingress in &served {
             let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
             let Some(spec) = ingress.spec.as_ref() else {
@@ -184,7 +185,15 @@ impl Library for IngressNginx {
                     ),
                 )?;
             }
+            if policy.canary.is_some() {
+                // After every main Ingress: a canary joins their routes.
+                canaries.push((ingress, id, policy));
+                continue;
+            }
             routing.add_ingress(ctx, out, ingress, &id, &policy, &v.frontend)?;
+        }
+        for (ingress, id, policy) in &canaries {
+            routing.add_canary(ctx, out, ingress, id, policy)?;
         }
         routing.finish(&v.frontend, out)
     }
@@ -220,6 +229,16 @@ struct Routing {
     backend_rules: BTreeMap<String, String>,
     rewrites: usize,
     default_backend: Option<String>,
+    /// Main routes by host and path text, for canaries: (Ingress, backend).
+    mains: BTreeMap<(String, String), (String, String)>,
+    /// The backend request rules each main Ingress asked for, copied to
+    /// its canaries' backends (the main's annotations apply to them).
+    ingress_backend_rules: BTreeMap<String, String>,
+    /// Backend options (affinity, balance) by backend: (Ingress, lines).
+    options: BTreeMap<String, (String, String)>,
+    /// Canary rules for the frontend: (request rules, routing rules).
+    canary_rules: (String, String),
+    canaries: usize,
 }
 
 impl Routing {
@@ -273,6 +292,11 @@ impl Routing {
                 if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
                     backends.push(backend.clone());
                 }
+                for h in &rule_hosts {
+                    self.mains
+                        .entry((h.clone(), path_text.to_owned()))
+                        .or_insert_with(|| (id.to_owned(), backend.clone()));
+                }
                 if policy.regex_paths {
                     let regex = match regex::path_regex(path_text) {
                         Ok(regex) => regex,
@@ -321,7 +345,12 @@ impl Routing {
                     .or_default()
                     .push_str(&rules);
             }
+            self.ingress_backend_rules
+                .entry(id.to_owned())
+                .or_default()
+                .push_str(&rules);
         }
+        self.add_options(out, ingress, id, policy, &backends)?;
         // nginx orders regex locations longest first.
         regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
         self.regex.extend(regex_routes);
@@ -359,15 +388,164 @@ impl Routing {
         let mark = self.rewrites;
         let (namespace, name) = id.split_once('/').unwrap_or(("", id));
         let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
-        let rules = self.backend_rules.entry(backend.to_owned()).or_default();
-        let _ = writeln!(
-            rules,
-            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i '^{regex}' }}"
+        let lines = format!(
+            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i '^{regex}' }}\n    http-request replace-path '(?i)^{regex}' '{replacement}' if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}\n"
         );
-        let _ = writeln!(
-            rules,
-            "    http-request replace-path '(?i)^{regex}' '{replacement}' if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}"
-        );
+        self.backend_rules
+            .entry(backend.to_owned())
+            .or_default()
+            .push_str(&lines);
+        self.ingress_backend_rules
+            .entry(id.to_owned())
+            .or_default()
+            .push_str(&lines);
+    }
+
+    /// Affinity and balancing belong to a whole backend: the first Ingress
+    /// to set them on a Service port decides; a later one that differs is
+    /// told.
+    fn add_options(
+        &mut self,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+        backends: &[String],
+    ) -> Result<()> {
+        let Some(lines) = policy.backend_options() else {
+            return Ok(());
+        };
+        for backend in backends {
+            match self.options.get(backend) {
+                None => {
+                    self.options
+                        .insert(backend.clone(), (id.to_owned(), lines.clone()));
+                }
+                Some((owner, theirs)) if *theirs != lines => {
+                    out.warning(
+                        Some(ingress.key),
+                        "BackendSettingsConflict",
+                        format!(
+                            "Ingress {id:?}: its affinity or balancing annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
+                        ),
+                    )?;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A canary Ingress: for each of its paths, the main route of the same
+    /// host and path sends the requests the canary rules select to the
+    /// canary's backend.
+    fn add_canary(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+    ) -> Result<()> {
+        let Some(canary) = &policy.canary else {
+            return Ok(());
+        };
+        let Some(spec) = ingress.spec.as_ref() else {
+            return Ok(());
+        };
+        let mut backends = Vec::new();
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
+            for path in rule.http.iter().flat_map(|h| &h.paths) {
+                let path_text = path.path.as_deref().unwrap_or("/");
+                let Some(service) = path.backend.service.as_ref() else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "a backend without a Service is not supported",
+                    )?;
+                    continue;
+                };
+                let Some((main, main_backend)) = self
+                    .mains
+                    .get(&(host.clone(), path_text.to_owned()))
+                    .cloned()
+                else {
+                    out.warning(
+                        Some(ingress.key),
+                        "CanaryWithoutMain",
+                        format!(
+                            "Ingress {id:?} is a canary, but no served Ingress routes host {host:?} path {path_text:?}: create the main Ingress first (the canary never takes requests alone, as in ingress-nginx)"
+                        ),
+                    )?;
+                    continue;
+                };
+                let backend = resolve(ctx, out, ingress, id, service)?;
+                if backend == main_backend {
+                    continue;
+                }
+                self.canaries += 1;
+                let mark = self.canaries;
+                let (namespace, name) = main.split_once('/').unwrap_or(("", main.as_str()));
+                let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+                let (request, routing) = &mut self.canary_rules;
+                let route = format!("{{ var(txn.ingress_nginx_canary_route) -m int {mark} }}");
+                let undecided = "!{ var(txn.ingress_nginx_canary) -m found }";
+                // The main Ingress's request for the backend of this path
+                // (ingress-nginx merges the canary into that upstream).
+                let _ = writeln!(
+                    request,
+                    "    http-request set-var(txn.ingress_nginx_canary_route) int({mark}) if {acl} {{ var(txn.ingress_nginx_backend) -m str {main_backend} }} !{{ var(txn.ingress_nginx_canary_route) -m found }}"
+                );
+                let mut decide = |verdict: &str, when: String| {
+                    let _ = writeln!(
+                        request,
+                        "    http-request set-var(txn.ingress_nginx_canary) str({verdict}) if {route} {undecided} {when}"
+                    );
+                };
+                if let Some(header) = &canary.header {
+                    let fetch = format!("req.hdr({header})");
+                    if let Some(value) = &canary.header_value {
+                        decide("yes", format!("{{ {fetch} -m str {value} }}"));
+                    } else if let Some(pattern) = &canary.header_pattern {
+                        decide(
+                            "yes",
+                            format!("{{ {fetch} -m reg {} }}", haptic_sdk::names::quote(pattern)),
+                        );
+                    } else {
+                        decide("no", format!("{{ {fetch} -m str never }}"));
+                        decide("yes", format!("{{ {fetch} -m str always }}"));
+                    }
+                }
+                if let Some(cookie) = &canary.cookie {
+                    decide("no", format!("{{ req.cook({cookie}) -m str never }}"));
+                    decide("yes", format!("{{ req.cook({cookie}) -m str always }}"));
+                }
+                if canary.weight > 0 {
+                    decide(
+                        "yes",
+                        format!("{{ rand({}) -m int lt {} }}", canary.total, canary.weight),
+                    );
+                }
+                let _ = writeln!(
+                    routing,
+                    "    use_backend {backend} if {route} {{ var(txn.ingress_nginx_canary) -m str yes }}"
+                );
+                if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
+                    backends.push(backend.clone());
+                    if let Some(rules) = self.ingress_backend_rules.get(&main).cloned() {
+                        self.backend_rules
+                            .entry(backend.clone())
+                            .or_default()
+                            .push_str(&rules);
+                    }
+                }
+            }
+        }
+        self.add_options(out, ingress, id, policy, &backends)
     }
 
     fn finish(self, frontend: &str, out: &mut Output) -> Result<()> {
@@ -410,6 +588,46 @@ impl Routing {
             0,
             request,
         )?;
+        let (mut canary_request, canary_routing) = self.canary_rules;
+        if !canary_request.is_empty() {
+            // The backend this library's routing will pick, by the same
+            // lookups in the same order, for the canaries to compare.
+            let mut lookups = String::new();
+            for sample in samples {
+                let _ = writeln!(
+                    lookups,
+                    "    http-request set-var(txn.ingress_nginx_backend) {sample},map_reg({REGEX_MAP}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
+                );
+            }
+            for sample in samples {
+                for (converter, map) in [
+                    ("map_str", NGINX_MAPS.exact),
+                    ("map_beg", NGINX_MAPS.prefix),
+                ] {
+                    let _ = writeln!(
+                        lookups,
+                        "    http-request set-var(txn.ingress_nginx_backend) {sample},{converter}({map}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
+                    );
+                }
+            }
+            canary_request.insert_str(0, &lookups);
+            // After txn.haptic_ingress (0), before the policies (10).
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::RequestRules,
+                5,
+                canary_request,
+            )?;
+            // Before every map lookup, so a selected request goes there.
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::Routing,
+                -10,
+                canary_routing,
+            )?;
+        }
         let mut routing = String::new();
         for sample in samples {
             let lookup = format!("{sample},map_reg({REGEX_MAP})");
@@ -431,6 +649,9 @@ impl Routing {
         }
         for (backend, rules) in self.backend_rules {
             out.snippet(SectionKind::Backend, &backend, Slot::RequestRules, 0, rules)?;
+        }
+        for (backend, (_, lines)) in self.options {
+            out.snippet(SectionKind::Backend, &backend, Slot::Other, 0, lines)?;
         }
         out.section(
             SectionKind::Backend,

@@ -102,6 +102,31 @@ pub struct Limits {
     pub exempt: Vec<String>,
 }
 
+/// `canary: "true"`: how requests choose this Ingress's backend over the
+/// main Ingress's for the same host and path (precedence: header, cookie,
+/// weight, as in ingress-nginx).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Canary {
+    pub header: Option<String>,
+    pub header_value: Option<String>,
+    /// A checked regex, matched against the whole header value.
+    pub header_pattern: Option<String>,
+    pub cookie: Option<String>,
+    pub weight: u64,
+    pub total: u64,
+}
+
+/// `affinity: cookie` and its `session-cookie-*`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    pub name: String,
+    pub path: Option<String>,
+    pub max_age: Option<u64>,
+    pub same_site: Option<String>,
+    pub secure: bool,
+    pub domain: Option<String>,
+}
+
 /// What the annotations of one Ingress ask for, typed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -130,6 +155,11 @@ pub struct Policy {
     /// Extra hosts served like the Ingress's own (`server-alias`).
     pub aliases: Vec<String>,
     pub limits: Limits,
+    /// This is a canary Ingress.
+    pub canary: Option<Canary>,
+    pub affinity: Option<Affinity>,
+    /// A `balance` line (`load-balance`, `upstream-hash-by`).
+    pub balance: Option<String>,
 }
 
 impl Policy {
@@ -138,11 +168,292 @@ impl Policy {
     /// in `annotations` for [`Annotations::finish`].
     pub fn read(a: &mut Annotations<'_>, paths: &[&str]) -> Self {
         let mut p = Self::default();
+        p.read_canary(a);
+        p.read_backend(a);
+        if p.canary.is_some() {
+            // ingress-nginx ignores a canary's other annotations: the main
+            // Ingress's apply to its requests.
+            for (name, _) in std::mem::take(&mut a.values) {
+                a.record(name, Status::NotHonoured("ignored on a canary Ingress, as in ingress-nginx: the main Ingress's annotations apply to the canary's requests".into()));
+            }
+            return p;
+        }
         p.read_paths(a, paths);
         p.read_redirects(a);
         p.read_access(a);
         p.read_upstream(a);
         p
+    }
+
+    fn read_canary(&mut self, a: &mut Annotations<'_>) {
+        let names = [
+            "canary-by-header",
+            "canary-by-header-value",
+            "canary-by-header-pattern",
+            "canary-by-cookie",
+            "canary-weight",
+            "canary-weight-total",
+        ];
+        let on = a.parsed("canary", parse::boolean);
+        let Some((key, true)) = on else {
+            if let Some((key, false)) = on {
+                a.record(
+                    key,
+                    Status::Honoured("not a canary: routed as its own Ingress".into()),
+                );
+            }
+            for name in names {
+                if let Some((key, _)) = a.take(name) {
+                    a.record(
+                        key,
+                        Status::NotHonoured("canary is not \"true\" on this Ingress".into()),
+                    );
+                }
+            }
+            return;
+        };
+        a.record(key, Status::Honoured("a canary: its paths take requests from the main Ingress of the same host and path by header, cookie, then weight".into()));
+        let mut c = Canary {
+            total: 100,
+            ..Canary::default()
+        };
+        if let Some((key, total)) =
+            a.parsed("canary-weight-total", |v| parse::number(v, 1..=1_000_000))
+        {
+            a.record(key, Status::Honoured(format!("weights are out of {total}")));
+            c.total = total;
+        }
+        if let Some((key, weight)) = a.parsed("canary-weight", |v| parse::number(v, 0..=1_000_000))
+        {
+            if weight > c.total {
+                a.record(
+                    key,
+                    Status::Invalid(format!("{weight} is above canary-weight-total {}", c.total)),
+                );
+            } else {
+                a.record(
+                    key,
+                    Status::Honoured(format!(
+                        "{weight} of {} requests (rand) go to the canary",
+                        c.total
+                    )),
+                );
+                c.weight = weight;
+            }
+        }
+        if let Some((key, header)) = a.parsed("canary-by-header", header_name) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "{header}: always sends a request to the canary, never keeps it away"
+                )),
+            );
+            c.header = Some(header);
+        }
+        if let Some((key, value)) = a.parsed("canary-by-header-value", plain_word) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "the header equal to {value} sends a request to the canary"
+                )),
+            );
+            c.header_value = Some(value);
+        }
+        if let Some((key, pattern)) = a.parsed("canary-by-header-pattern", regex::pattern) {
+            let status = if c.header_value.is_some() {
+                Status::NotHonoured(
+                    "canary-by-header-value is set and wins, as in ingress-nginx".into(),
+                )
+            } else {
+                c.header_pattern = Some(pattern);
+                Status::Honoured(
+                    "a header matching the PCRE2 pattern sends a request to the canary".into(),
+                )
+            };
+            a.record(key, status);
+        }
+        if let Some((key, cookie)) = a.parsed("canary-by-cookie", parse::cookie_name) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "cookie {cookie}=always sends a request to the canary, never keeps it away"
+                )),
+            );
+            c.cookie = Some(cookie);
+        }
+        self.canary = Some(c);
+    }
+
+    fn read_backend(&mut self, a: &mut Annotations<'_>) {
+        let cookie_names = [
+            "affinity-mode",
+            "affinity-canary-behavior",
+            "session-cookie-name",
+            "session-cookie-path",
+            "session-cookie-max-age",
+            "session-cookie-expires",
+            "session-cookie-samesite",
+            "session-cookie-secure",
+            "session-cookie-domain",
+            "session-cookie-conditional-samesite-none",
+            "session-cookie-change-on-failure",
+        ];
+        match a.take("affinity") {
+            Some((key, "cookie")) => {
+                let mut cookie = Affinity {
+                    name: "INGRESSCOOKIE".into(),
+                    ..Affinity::default()
+                };
+                if let Some((key, name)) = a.parsed("session-cookie-name", parse::cookie_name) {
+                    a.record(key, Status::Honoured(format!("the cookie is {name}")));
+                    cookie.name = name;
+                }
+                if let Some((key, path)) = a.parsed("session-cookie-path", parse::path) {
+                    a.record(
+                        key,
+                        Status::Honoured(format!("the cookie's Path is {path}")),
+                    );
+                    cookie.path = Some(path);
+                }
+                for name in ["session-cookie-max-age", "session-cookie-expires"] {
+                    if let Some((key, seconds)) =
+                        a.parsed(name, |v| parse::number(v, 1..=u64::from(u32::MAX)))
+                    {
+                        a.record(key, Status::Honoured(format!("the cookie lives {seconds} s (Max-Age; browsers prefer it to Expires)")));
+                        cookie.max_age = Some(cookie.max_age.map_or(seconds, |m| m.max(seconds)));
+                    }
+                }
+                if let Some((key, same_site)) =
+                    a.parsed("session-cookie-samesite", |v| match v.trim() {
+                        "None" | "Lax" | "Strict" => Ok(v.trim().to_owned()),
+                        other => Err(format!("{other:?} is not None, Lax or Strict")),
+                    })
+                {
+                    a.record(
+                        key,
+                        Status::Honoured(format!("the cookie's SameSite is {same_site}")),
+                    );
+                    cookie.same_site = Some(same_site);
+                }
+                if let Some((key, secure)) = a.parsed("session-cookie-secure", parse::boolean) {
+                    a.record(
+                        key,
+                        Status::Honoured(format!(
+                            "the cookie is {}Secure",
+                            if secure { "" } else { "not " }
+                        )),
+                    );
+                    cookie.secure = secure;
+                }
+                if let Some((key, domain)) = a.parsed("session-cookie-domain", |v| {
+                    parse::host(v.trim_start_matches('.'), false)
+                }) {
+                    a.record(
+                        key,
+                        Status::Honoured(format!("the cookie's Domain is {domain}")),
+                    );
+                    cookie.domain = Some(domain);
+                }
+                if let Some((key, mode)) = a.take("affinity-mode") {
+                    let status = match mode {
+                        "persistent" => Status::Honoured("a client stays on its pod while the pod serves".into()),
+                        "balanced" => Status::Differs("HAProxy keeps every pinned client on its pod (persistent); it does not move some to new pods when the Deployment scales up".into()),
+                        other => Status::Invalid(format!("{other:?} is not balanced or persistent")),
+                    };
+                    a.record(key, status);
+                }
+                if let Some((key, change)) =
+                    a.parsed("session-cookie-change-on-failure", parse::boolean)
+                {
+                    a.record(key, if change {
+                        Status::Honoured("a request whose pod fails is sent to another pod, which then sets the cookie (option redispatch)".into())
+                    } else {
+                        Status::Differs("base's option redispatch moves a client whose pod fails to another pod, as with true".into())
+                    });
+                }
+                a.record(key, Status::Honoured(format!("HAProxy inserts cookie {} (dynamic per pod, HttpOnly) and sends a client back to its pod while that pod serves", cookie.name)));
+                self.affinity = Some(cookie);
+            }
+            Some((key, other)) => {
+                a.record(
+                    key,
+                    Status::Invalid(format!("{other:?}: cookie is the only affinity")),
+                );
+            }
+            None => {}
+        }
+        if self.affinity.is_none() {
+            for name in cookie_names {
+                if let Some((key, _)) = a.take(name) {
+                    a.record(
+                        key,
+                        Status::NotHonoured("affinity is not cookie on this Ingress".into()),
+                    );
+                }
+            }
+        }
+        if let Some((key, balance)) = a.parsed("upstream-hash-by", upstream_hash) {
+            a.record(
+                key,
+                Status::Honoured(format!("consistent hashing: balance {balance}")),
+            );
+            self.balance = Some(format!("{balance}\n    hash-type consistent"));
+        }
+        if let Some((key, algorithm)) = a.take("load-balance") {
+            let (status, balance) = match algorithm.trim() {
+                "round_robin" => (Status::Honoured("balance roundrobin".into()), Some("roundrobin")),
+                "ewma" => (Status::Differs("balance leastconn: HAProxy picks the pod with the fewest connections, nginx's ewma the lowest moving average of latency".into()), Some("leastconn")),
+                other => (Status::Invalid(format!("{other:?} is not round_robin or ewma")), None),
+            };
+            if self.balance.is_some() && balance.is_some() {
+                a.record(
+                    key,
+                    Status::NotHonoured(
+                        "upstream-hash-by is set and wins, as in ingress-nginx".into(),
+                    ),
+                );
+            } else {
+                a.record(key, status);
+                self.balance = balance.map(str::to_owned);
+            }
+        }
+    }
+
+    /// The backend lines of the affinity and balancing settings (`None`
+    /// without any): they belong to the whole backend, so the first
+    /// Ingress to set them on a Service port decides.
+    pub fn backend_options(&self) -> Option<String> {
+        let mut out = String::new();
+        if let Some(balance) = &self.balance {
+            let _ = writeln!(out, "    balance {balance}");
+        }
+        if let Some(c) = &self.affinity {
+            let mut line = format!(
+                "    cookie {} insert indirect nocache dynamic httponly",
+                c.name
+            );
+            if c.secure {
+                line.push_str(" secure");
+            }
+            if let Some(domain) = &c.domain {
+                let _ = write!(line, " domain {domain}");
+            }
+            if let Some(same_site) = &c.same_site {
+                let _ = write!(line, " attr \"SameSite={same_site}\"");
+            }
+            if let Some(max_age) = c.max_age {
+                let _ = write!(line, " attr \"Max-Age={max_age}\"");
+            }
+            if let Some(path) = &c.path {
+                let _ = write!(line, " attr \"Path={path}\"");
+            }
+            let _ = writeln!(out, "{line}");
+            // Dynamic cookies hash the server's address with this key: no
+            // per-server `cookie` value on kubernetes-backends' lines, and
+            // a pod keeps its cookie across renders and reloads.
+            let _ = writeln!(out, "    dynamic-cookie-key haptic-ingress-nginx");
+        }
+        (!out.is_empty()).then_some(out)
     }
 
     fn read_paths(&mut self, a: &mut Annotations<'_>, paths: &[&str]) {
@@ -495,6 +806,57 @@ impl Policy {
         }
         out
     }
+}
+
+/// An HTTP header name (RFC 7230 token), lowercased.
+fn header_name(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$&*+-.^_`|~".contains(&b);
+    if text.is_empty() || !text.bytes().all(token) {
+        return Err(format!("{text:?} is not a header name"));
+    }
+    Ok(text.to_ascii_lowercase())
+}
+
+/// One word of printable ASCII without quotes or backslashes.
+fn plain_word(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'\\' | b'{' | b'}'))
+    {
+        return Err(format!(
+            "{text:?} is not a single word without quotes, braces or backslashes"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// `upstream-hash-by`'s nginx variable as a `balance` algorithm.
+fn upstream_hash(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    let named = |prefix: &str| {
+        text.strip_prefix(prefix)
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    };
+    Ok(match text {
+        "$request_uri" => "uri whole".to_owned(),
+        "$uri" => "uri".to_owned(),
+        "$remote_addr" | "$binary_remote_addr" => "source".to_owned(),
+        "$host" | "$http_host" => "hdr(host)".to_owned(),
+        _ => {
+            if let Some(header) = named("$http_") {
+                format!("hdr({})", header.replace('_', "-"))
+            } else if let Some(arg) = named("$arg_") {
+                format!("url_param {arg}")
+            } else {
+                return Err(format!(
+                    "{text:?}: haptic hashes by $request_uri, $uri, $remote_addr, $host, $http_<header> or $arg_<name>"
+                ));
+            }
+        }
+    })
 }
 
 /// The stick table of one limit of one Ingress.

@@ -36,6 +36,28 @@ pub fn path_regex(path: &str) -> Result<String, String> {
     Ok(body.to_owned())
 }
 
+/// A regex matched against a header value (`canary-by-header-pattern`):
+/// checked as a path regex is, without the leading `/`; anchored at both
+/// ends, as nginx's whole-value match.
+pub fn pattern(value: &str) -> Result<String, String> {
+    if value.is_empty()
+        || value.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '#' | '{' | '}')
+        })
+    {
+        return Err(format!(
+            "{value:?} holds whitespace, a quote, a brace or #, which haptic does not write into a regex"
+        ));
+    }
+    regex_syntax::Parser::new().parse(value).map_err(|error| {
+        format!(
+            "{value:?} is not a regular expression haptic accepts: {}",
+            first_line(&error.to_string())
+        )
+    })?;
+    Ok(format!("^(?:{value})$"))
+}
+
 fn first_line(text: &str) -> String {
     // regex-syntax's messages draw the pattern over several lines; the
     // last line says what is wrong.
