@@ -703,3 +703,6 @@ fn resolve(
 }
 
 haptic_sdk::export_library!(IngressNginx);
+
+#[cfg(test)]
+mod tests;

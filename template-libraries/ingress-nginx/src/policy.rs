@@ -901,7 +901,7 @@ mod tests {
                 ("limit-rps", "ten"),
                 ("configuration-snippet", "more_set_headers x;"),
                 ("no-such", "x"),
-                ("canary", "true"),
+                ("canary", "false"),
             ],
             &["/api(/|$)(.*)"],
         );
