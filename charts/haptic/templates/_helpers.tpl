@@ -239,8 +239,8 @@ directivePolicy:
 {{- /* ingress-nginx reads Ingresses and IngressClasses; it writes no Ingress status */}}
 {{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses" "ingressclasses") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
-{{- if eq (include "haptic.tlsEnabled" .) "true" }}
-{{- /* TLS Secrets: read only; the watch's field selector asks for type kubernetes.io/tls */}}
+{{- if or $nginx (eq (include "haptic.tlsEnabled" .) "true") }}
+{{- /* TLS Secrets (ingress) and Opaque ones (ingress-nginx auth-secret users): read only; the watches ask for type kubernetes.io/tls and Opaque only */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- if and $gate (or $backends $statusGate) }}

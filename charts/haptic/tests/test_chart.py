@@ -482,6 +482,7 @@ def ingress_nginx(t, chart):
         t.check(grants(rules, "networking.k8s.io", res, "watch"), f"ingress-nginx on: ClusterRole lacks {res}")
     t.check(not mentions(rules, "networking.k8s.io", "ingresses/status"), "ingress-nginx writes no Ingress status")
     t.check(grants(rules, "", "services", "watch"), "ingress-nginx on: ClusterRole lacks services")
+    t.check(grants(rules, "", "secrets", "watch"), "ingress-nginx on: ClusterRole lacks secrets (auth-secret)")
     ic = on.one("IngressClass", "haptic-nginx")
     t.equal(ic["spec"]["controller"], "haproxy-haptic.org/ingress-nginx", "ingress-nginx IngressClass controller")
     t.equal(values_file(on)["templateLibraries"]["ingressNginx"]["classNames"], ["haptic-nginx"], "classNames reach the values file")

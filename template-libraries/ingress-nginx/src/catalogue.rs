@@ -39,9 +39,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "enable-global-auth" => {
             "external authentication needs a subrequest per request, which HAProxy 2.6 cannot make without Lua (refused by haptic's directive policy)"
         }
-        "auth-type" | "auth-secret" | "auth-secret-type" | "auth-realm" => {
-            "basic authentication is not in this library yet (examples/basic-auth does it with haptic's own annotation)"
-        }
         "auth-tls-secret"
         | "auth-tls-verify-client"
         | "auth-tls-verify-depth"

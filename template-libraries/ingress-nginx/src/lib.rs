@@ -32,8 +32,9 @@ use std::fmt::Write as _;
 
 use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
 use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
+use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
-use haptic_sdk::names::map_line;
+use haptic_sdk::names::{map_line, sanitize};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
@@ -46,6 +47,8 @@ use crate::policy::{Annotations, Policy};
 pub const INGRESSES: &str = "ingresses";
 pub const INGRESS_CLASSES: &str = "ingressclasses";
 pub const SERVICES: &str = "services";
+/// Opaque Secrets: `auth-secret`'s users.
+pub const SECRETS: &str = "secrets";
 
 /// This library's routing maps (a file has one owner).
 pub const NGINX_MAPS: RouteMaps = RouteMaps {
@@ -132,6 +135,14 @@ impl Library for IngressNginx {
                 Watch::new(SERVICES, "v1", "Service")
                     .parse_as::<ServicePorts>()
                     .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
+            )
+            .watch(
+                // The API server filters: no TLS key or token Secret reaches
+                // haptic through this watch.
+                Watch::new(SECRETS, "v1", "Secret")
+                    .parse_as::<Secret>()
+                    .field_selector("type=Opaque")
+                    .ignore_fields(["metadata.managedFields"]),
             ))
     }
 
@@ -372,6 +383,20 @@ impl Routing {
                 Slot::RequestRules,
                 10,
                 rules,
+            )?;
+        }
+        if let Some(auth) = &policy.auth {
+            basic_auth(ctx, out, ingress, id, auth, frontend)?;
+        }
+        let responses = policy.response_rules(id);
+        if !responses.is_empty() {
+            out.snippet_keyed(
+                format!("ingress-nginx-responses:{id}"),
+                SectionKind::Frontend,
+                frontend,
+                Slot::ResponseRules,
+                10,
+                responses,
             )?;
         }
         for (name, body) in policy.limit_tables(id) {
@@ -659,6 +684,82 @@ impl Routing {
             "    http-request return status 503 content-type text/plain string 'Service Unavailable'\n",
         )
     }
+}
+
+/// `auth-type: basic`: a secret `userlist` of the Secret's usable users and
+/// the rule asking for them; without a usable user every request the
+/// Ingress routes is refused (fail closed).
+fn basic_auth(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    auth: &policy::BasicAuth,
+    frontend: &str,
+) -> Result<()> {
+    let namespace = ingress.key.namespace.as_str();
+    let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
+    let secret = ctx.get::<Secret>(SECRETS, namespace, &auth.secret)?;
+    let data = secret.as_ref().and_then(|s| s.value.data.as_ref());
+    let (users, refused) = match data {
+        Some(data) if auth.map => {
+            let pairs: Vec<(String, String)> = data
+                .iter()
+                .map(|(user, hash)| (user.clone(), String::from_utf8_lossy(&hash.0).into_owned()))
+                .collect();
+            haptic_sdk::crypt::users_of(pairs.iter().map(|(u, h)| (u.as_str(), h.as_str())))
+        }
+        Some(data) => haptic_sdk::crypt::htpasswd_users(
+            &data
+                .get("auth")
+                .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+                .unwrap_or_default(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    for (user, why) in refused {
+        out.warning(
+            Some(ingress.key),
+            "AuthUserLeftOut",
+            format!(
+                "Ingress {id:?}: user {user} of Secret {:?} is left out: {why}",
+                auth.secret
+            ),
+        )?;
+    }
+    let rule = if users.is_empty() {
+        out.warning(
+            Some(ingress.key),
+            "AuthSecretUnusable",
+            format!(
+                "Ingress {id:?}: Secret {:?} (type Opaque, in its namespace) is missing or holds no usable user; every request this Ingress routes is answered 401 until it does",
+                auth.secret
+            ),
+        )?;
+        format!("    http-request deny deny_status 401 if {acl}\n")
+    } else {
+        let userlist = format!("ingress-nginx.auth.{}", sanitize(&id.replace('/', ".")));
+        let body: String = users
+            .iter()
+            .map(|(user, hash)| format!("    user {user} password {hash}\n"))
+            .collect();
+        out.secret_section(SectionKind::Userlist, userlist.clone(), body)?;
+        let realm = if auth.realm.is_empty() {
+            String::new()
+        } else {
+            format!(" realm {}", haptic_sdk::names::quote(&auth.realm))
+        };
+        format!("    http-request auth{realm} if {acl} !{{ http_auth({userlist}) }}\n")
+    };
+    // After the source ranges (10), as nginx's access phase runs them.
+    out.snippet_keyed(
+        format!("ingress-nginx-auth:{id}"),
+        SectionKind::Frontend,
+        frontend,
+        Slot::RequestRules,
+        20,
+        rule,
+    )
 }
 
 /// A path that is not routed: a warning on the Ingress.

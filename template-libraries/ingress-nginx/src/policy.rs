@@ -116,6 +116,27 @@ pub struct Canary {
     pub total: u64,
 }
 
+/// `enable-cors` and its `cors-*`, ingress-nginx's defaults filled in.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Cors {
+    /// Allowed origins (`None`: any, `*`); a `*.` in one stands for a label.
+    pub origins: Option<Vec<String>>,
+    pub methods: String,
+    pub headers: String,
+    pub expose: Option<String>,
+    pub credentials: bool,
+    pub max_age: u64,
+}
+
+/// `auth-type: basic`: users from a Secret of the Ingress's namespace.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub secret: String,
+    /// `auth-map`: a key per user; else `auth-file`: htpasswd lines in `auth`.
+    pub map: bool,
+    pub realm: String,
+}
+
 /// `affinity: cookie` and its `session-cookie-*`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Affinity {
@@ -160,6 +181,8 @@ pub struct Policy {
     pub affinity: Option<Affinity>,
     /// A `balance` line (`load-balance`, `upstream-hash-by`).
     pub balance: Option<String>,
+    pub cors: Option<Cors>,
+    pub auth: Option<BasicAuth>,
 }
 
 impl Policy {
@@ -179,6 +202,8 @@ impl Policy {
             return p;
         }
         p.read_paths(a, paths);
+        p.read_cors(a);
+        p.read_auth(a);
         p.read_redirects(a);
         p.read_access(a);
         p.read_upstream(a);
@@ -454,6 +479,185 @@ impl Policy {
             let _ = writeln!(out, "    dynamic-cookie-key haptic-ingress-nginx");
         }
         (!out.is_empty()).then_some(out)
+    }
+
+    fn read_auth(&mut self, a: &mut Annotations<'_>) {
+        let names = ["auth-secret", "auth-secret-type", "auth-realm"];
+        match a.take("auth-type") {
+            Some((key, "basic")) => {
+                let secret = a.parsed("auth-secret", |v| {
+                    let name = v.trim();
+                    let good = !name.is_empty()
+                        && name.len() <= 253
+                        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+                    if good {
+                        Ok(name.to_owned())
+                    } else {
+                        Err(format!("{name:?} is not the name of a Secret in the Ingress's namespace (haptic reads no Secret of another namespace)"))
+                    }
+                });
+                let Some((secret_key, secret)) = secret else {
+                    a.record(key, Status::Invalid("auth-secret is missing or invalid: no users to check, so nothing is applied".into()));
+                    for name in &names[1..] {
+                        if let Some((key, _)) = a.take(name) {
+                            a.record(
+                                key,
+                                Status::NotHonoured("auth-secret is missing or invalid".into()),
+                            );
+                        }
+                    }
+                    return;
+                };
+                a.record(secret_key, Status::Differs(format!("the users of Secret {secret} (type Opaque), in a userlist; a hash HAProxy's crypt(3) cannot compute (htpasswd -m's $apr1$, which ingress-nginx accepts) leaves its user out with a warning: make hashes with htpasswd -B or mkpasswd -m sha-512")));
+                let mut map = false;
+                if let Some((key, kind)) = a.take("auth-secret-type") {
+                    let status = match kind.trim() {
+                        "auth-file" => Status::Honoured("htpasswd lines under the key auth".into()),
+                        "auth-map" => {
+                            map = true;
+                            Status::Honoured("one key per user, its value the hash".into())
+                        }
+                        other => Status::Invalid(format!(
+                            "{other:?} is not auth-file or auth-map; auth-file is used"
+                        )),
+                    };
+                    a.record(key, status);
+                }
+                let mut realm = String::new();
+                if let Some((key, text)) = a.take("auth-realm") {
+                    if text
+                        .chars()
+                        .any(|c| c.is_control() || c == '\'' || c == '"')
+                    {
+                        a.record(
+                            key,
+                            Status::Invalid(format!(
+                                "{text:?}: a realm without quotes or control characters"
+                            )),
+                        );
+                    } else {
+                        realm = text.trim().to_owned();
+                        a.record(key, Status::Honoured(format!("the realm is {realm:?}")));
+                    }
+                }
+                a.record(key, Status::Honoured("requests without valid credentials are answered 401 with WWW-Authenticate: Basic".into()));
+                self.auth = Some(BasicAuth { secret, map, realm });
+            }
+            Some((key, other)) => {
+                let why = if other == "digest" {
+                    "digest authentication has no HAProxy counterpart".to_owned()
+                } else {
+                    format!("{other:?} is not basic or digest")
+                };
+                a.record(key, Status::NotHonoured(why));
+                for name in names {
+                    if let Some((key, _)) = a.take(name) {
+                        a.record(key, Status::NotHonoured("auth-type is not basic".into()));
+                    }
+                }
+            }
+            None => {
+                for name in names {
+                    if let Some((key, _)) = a.take(name) {
+                        a.record(
+                            key,
+                            Status::NotHonoured(
+                                "auth-type is not set to basic on this Ingress".into(),
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_cors(&mut self, a: &mut Annotations<'_>) {
+        let names = [
+            "cors-allow-origin",
+            "cors-allow-methods",
+            "cors-allow-headers",
+            "cors-expose-headers",
+            "cors-allow-credentials",
+            "cors-max-age",
+        ];
+        let Some((key, true)) = a.parsed("enable-cors", parse::boolean) else {
+            for name in names {
+                if let Some((key, _)) = a.take(name) {
+                    a.record(
+                        key,
+                        Status::NotHonoured("enable-cors is not \"true\" on this Ingress".into()),
+                    );
+                }
+            }
+            return;
+        };
+        a.record(key, Status::Honoured("preflight OPTIONS requests from an allowed origin are answered 204 with the Access-Control-* headers, and other answers carry them".into()));
+        let mut c = Cors {
+            origins: None,
+            methods: "GET, PUT, POST, DELETE, PATCH, OPTIONS".into(),
+            headers: "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization".into(),
+            expose: None,
+            credentials: true,
+            max_age: 1_728_000,
+        };
+        if let Some((key, origins)) = a.parsed("cors-allow-origin", origins) {
+            a.record(
+                key,
+                Status::Honoured(match &origins {
+                    None => "any origin (*)".to_owned(),
+                    Some(list) => format!(
+                        "the request's Origin is echoed when it is one of {}",
+                        list.join(", ")
+                    ),
+                }),
+            );
+            c.origins = origins;
+        }
+        if let Some((key, methods)) = a.parsed("cors-allow-methods", |v| token_list(v, true)) {
+            a.record(
+                key,
+                Status::Honoured(format!("Access-Control-Allow-Methods: {methods}")),
+            );
+            c.methods = methods;
+        }
+        if let Some((key, headers)) = a.parsed("cors-allow-headers", |v| token_list(v, false)) {
+            a.record(
+                key,
+                Status::Honoured(format!("Access-Control-Allow-Headers: {headers}")),
+            );
+            c.headers = headers;
+        }
+        if let Some((key, expose)) = a.parsed("cors-expose-headers", |v| token_list(v, false)) {
+            a.record(
+                key,
+                Status::Honoured(format!("Access-Control-Expose-Headers: {expose}")),
+            );
+            c.expose = Some(expose);
+        }
+        if let Some((key, credentials)) = a.parsed("cors-allow-credentials", parse::boolean) {
+            a.record(
+                key,
+                Status::Honoured(format!(
+                    "Access-Control-Allow-Credentials is {}",
+                    if credentials {
+                        "sent (true)"
+                    } else {
+                        "not sent"
+                    }
+                )),
+            );
+            c.credentials = credentials;
+        }
+        if let Some((key, age)) = a.parsed("cors-max-age", |v| {
+            parse::number(v, 0..=u64::from(u32::MAX))
+        }) {
+            a.record(
+                key,
+                Status::Honoured(format!("Access-Control-Max-Age: {age}")),
+            );
+            c.max_age = age;
+        }
+        self.cors = Some(c);
     }
 
     fn read_paths(&mut self, a: &mut Annotations<'_>, paths: &[&str]) {
@@ -762,6 +966,27 @@ impl Policy {
                 "http-request deny deny_status 413 if {acl} {{ req.hdr_val(content-length) gt {bytes} }}"
             ));
         }
+        if let Some(c) = &self.cors {
+            let origin = match &c.origins {
+                None => "str(*)".to_owned(),
+                Some(_) => "req.hdr(origin)".to_owned(),
+            };
+            let allowed = match &c.origins {
+                None => String::new(),
+                Some(list) => format!(
+                    " {{ req.hdr(origin) -m reg -i {} }}",
+                    quote(&origin_regex(list))
+                ),
+            };
+            line(format!(
+                "http-request set-var(txn.ingress_nginx_cors) {origin} if {acl}{allowed}"
+            ));
+            let mut headers = cors_headers(c);
+            let _ = write!(headers, " hdr Access-Control-Max-Age {}", c.max_age);
+            line(format!(
+                "http-request return status 204 content-type text/plain{headers} if {acl} METH_OPTIONS {{ var(txn.ingress_nginx_cors) -m found }}"
+            ));
+        }
         if let Some(prefix) = &self.forwarded_prefix {
             line(format!(
                 "http-request set-header X-Forwarded-Prefix {} if {acl}",
@@ -770,6 +995,48 @@ impl Policy {
         }
         if let Some(host) = &self.upstream_vhost {
             line(format!("http-request set-header Host {host} if {acl}"));
+        }
+        out
+    }
+
+    /// The frontend response rules for the answers to the requests Ingress
+    /// `id` routes (CORS headers).
+    pub fn response_rules(&self, id: &str) -> String {
+        let Some(c) = &self.cors else {
+            return String::new();
+        };
+        let (namespace, name) = id.split_once('/').unwrap_or(("", id));
+        let acl = matched_ingress_acl(namespace, name);
+        let mut out = String::new();
+        let found = "{ var(txn.ingress_nginx_cors) -m found }";
+        let mut pairs = vec![
+            (
+                "Access-Control-Allow-Origin",
+                "%[var(txn.ingress_nginx_cors)]".to_owned(),
+            ),
+            (
+                "Access-Control-Allow-Methods",
+                quote(&log_format_literal(&c.methods)),
+            ),
+            (
+                "Access-Control-Allow-Headers",
+                quote(&log_format_literal(&c.headers)),
+            ),
+        ];
+        if c.credentials {
+            pairs.push(("Access-Control-Allow-Credentials", "true".to_owned()));
+        }
+        if let Some(expose) = &c.expose {
+            pairs.push((
+                "Access-Control-Expose-Headers",
+                quote(&log_format_literal(expose)),
+            ));
+        }
+        for (header, value) in pairs {
+            let _ = writeln!(
+                out,
+                "    http-response set-header {header} {value} if {acl} {found}"
+            );
         }
         out
     }
@@ -806,6 +1073,78 @@ impl Policy {
         }
         out
     }
+}
+
+/// The `hdr` arguments of a CORS answer (preflight).
+fn cors_headers(c: &Cors) -> String {
+    let mut out = format!(
+        " hdr Access-Control-Allow-Origin %[var(txn.ingress_nginx_cors)] hdr Access-Control-Allow-Methods {} hdr Access-Control-Allow-Headers {}",
+        quote(&log_format_literal(&c.methods)),
+        quote(&log_format_literal(&c.headers))
+    );
+    if c.credentials {
+        out.push_str(" hdr Access-Control-Allow-Credentials true");
+    }
+    out
+}
+
+/// `cors-allow-origin`: `*` (any: `None`) or a comma-separated list of
+/// `scheme://host[:port]` origins, `*.` standing for one label.
+fn origins(value: &str) -> Result<Option<Vec<String>>, String> {
+    let list: Vec<&str> = value
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if list.is_empty() || list.contains(&"*") {
+        return Ok(None);
+    }
+    for origin in &list {
+        let rest = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"))
+            .ok_or_else(|| format!("{origin:?} is not an origin (scheme://host[:port])"))?;
+        let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
+        parse::host(host, true)?;
+        if !port.is_empty() {
+            parse::number(port, 1..=65_535)?;
+        }
+    }
+    Ok(Some(list.into_iter().map(str::to_owned).collect()))
+}
+
+/// The checked origins as one anchored regex (`*.` matches one label).
+fn origin_regex(origins: &[String]) -> String {
+    let alternatives: Vec<String> = origins
+        .iter()
+        .map(|o| o.replace('.', "\\.").replace('*', "[a-z0-9-]+"))
+        .collect();
+    format!("^({})$", alternatives.join("|"))
+}
+
+/// A comma-separated list of tokens (methods: letters only), normalized to
+/// `A, B`.
+fn token_list(value: &str, methods: bool) -> Result<String, String> {
+    let items: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let good = |t: &&str| {
+        if methods {
+            t.bytes().all(|b| b.is_ascii_alphabetic())
+        } else {
+            t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'*')
+        }
+    };
+    if items.is_empty() || !items.iter().all(good) {
+        return Err(format!(
+            "{value:?} is not a comma-separated list of {}",
+            if methods { "methods" } else { "header names" }
+        ));
+    }
+    Ok(items.join(", "))
 }
 
 /// An HTTP header name (RFC 7230 token), lowercased.
