@@ -1,8 +1,6 @@
 //! Operators' tools that explain rather than act: `haptic status` (why a
 //! rollout waits, from the controller's `/debug` reports) and `haptic diff`
-//! (what a change of manifests or values would do to HAProxy) and `haptic
-//! migrate report` (what haptic does with ingress-nginx's annotations).
+//! (what a change of manifests or values would do to HAProxy).
 
 pub mod diff;
-pub mod migrate;
 pub mod status;

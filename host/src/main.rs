@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand};
 
 use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server, tls};
 use haptic::fixtures::{self, LibraryUnderTest};
-use haptic::inspect::migrate;
 use haptic::library::{LibraryRuntime, RuntimeConfig};
+use haptic::migrate;
 use haptic::offline::{self, Job};
 use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::validate::Validator;

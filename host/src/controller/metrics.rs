@@ -193,7 +193,7 @@ impl IngressNginxAnnotations {
     }
 
     /// Replaces the figures with those of a render's report.
-    pub fn set(&self, report: &crate::inspect::migrate::Report) {
+    pub fn set(&self, report: &crate::migrate::Report) {
         self.family.clear();
         for ((annotation, verdict), n) in report.counts() {
             self.family

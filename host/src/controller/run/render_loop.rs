@@ -130,7 +130,7 @@ pub(super) async fn run(
         state
             .metrics
             .ingress_nginx_annotations
-            .set(&crate::inspect::migrate::Report::of(&rendered));
+            .set(&crate::migrate::Report::of(&rendered));
         // Built once and shared: the candidate, the fleet and the next
         // render's comparison all hold this one copy.
         let next = Arc::new(bundle(&rendered));
@@ -244,7 +244,7 @@ fn report_new_warnings(
         let (library, _, warning) = planned;
         // An honoured annotation is a record (the metric and `haptic
         // migrate report` show it), not a problem to raise an Event for.
-        if crate::inspect::migrate::is_record(library, &warning.reason) {
+        if crate::migrate::is_record(library, &warning.reason) {
             tracing::debug!(library = %library, reason = %warning.reason, "{}", warning.message);
             continue;
         }
