@@ -3,11 +3,16 @@
 //! parser of their own, not the library's bookkeeping: every
 //! `nginx.ingress.kubernetes.io/*` annotation of every Ingress of class
 //! `nginx` is in the report exactly once, the totals add up to them, and
-//! the snippets are reported as never applied.
+//! the snippets are reported as never applied. The controller's metric
+//! (`haptic run`, the controller's render loop on the same manifests)
+//! counts the same annotations.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 const PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
@@ -110,4 +115,89 @@ fn the_report_covers_every_annotation_of_the_examples() {
             "{line}"
         );
     }
+}
+
+/// Ports of its own (tests run in parallel; `tests/run.rs` uses 28xxx).
+const HTTP_PORT: u16 = 29080;
+const LISTEN: &str = "127.0.0.1:29451";
+
+fn metrics() -> Option<String> {
+    let mut stream = TcpStream::connect(LISTEN).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Stops `haptic run` as Ctrl-C does when the test ends, passing or not.
+struct Stop(Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+    }
+}
+
+#[test]
+fn the_controllers_metric_counts_the_same_annotations() {
+    let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .arg("run")
+        .arg(examples())
+        .args(["--set", "templateLibraries.ingressNginx.enabled=true"])
+        .args(["--port", &HTTP_PORT.to_string(), "--listen", LISTEN])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haptic run starts");
+    let _stop = Stop(child);
+    let expected = annotations_in_the_manifests();
+    let total: usize = expected.values().map(BTreeSet::len).sum();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Some(text) = metrics() {
+            // haptic_ingress_nginx_annotations{annotation="x",verdict="y"} n
+            let mut by_annotation: BTreeMap<String, f64> = BTreeMap::new();
+            for line in text
+                .lines()
+                .filter(|l| l.starts_with("haptic_ingress_nginx_annotations{"))
+            {
+                let annotation = line
+                    .split("annotation=\"")
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    .unwrap_or_default()
+                    .to_owned();
+                let value: f64 = line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0);
+                *by_annotation.entry(annotation).or_default() += value;
+            }
+            let sum: f64 = by_annotation.values().sum();
+            if sum as usize == total {
+                for (id, names) in &expected {
+                    for name in names {
+                        assert!(
+                            by_annotation.contains_key(name),
+                            "Ingress {id}'s {name} has no series:\n{text}"
+                        );
+                    }
+                }
+                return;
+            }
+            last = text;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("the metric never counted the {total} annotations of the examples:\n{last}");
 }
