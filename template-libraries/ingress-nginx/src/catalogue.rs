@@ -87,8 +87,8 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "service-upstream" => {
             "haptic routes to endpoints (that is what makes readiness flips runtime changes); a ClusterIP backend is not offered"
         }
-        "proxy-next-upstream" | "proxy-next-upstream-timeout" | "proxy-next-upstream-tries" => {
-            "retries are base's defaults (retries, option redispatch), not per Ingress yet"
+        "proxy-next-upstream-timeout" => {
+            "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
         }
         "enable-cors"
         | "cors-allow-origin"

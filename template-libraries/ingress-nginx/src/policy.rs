@@ -183,6 +183,10 @@ pub struct Policy {
     pub balance: Option<String>,
     pub cors: Option<Cors>,
     pub auth: Option<BasicAuth>,
+    /// `retry-on` conditions (`proxy-next-upstream`).
+    pub retry_on: Option<String>,
+    /// `retries` (`proxy-next-upstream-tries` minus the first try).
+    pub retries: Option<u64>,
 }
 
 impl Policy {
@@ -417,6 +421,39 @@ impl Policy {
                 }
             }
         }
+        if let Some((key, (conditions, dropped))) = a.parsed("proxy-next-upstream", retry_on) {
+            let text = format!(
+                "HAProxy retries on another pod on: retry-on {conditions} (a request whose body outgrows HAProxy's buffer is not retried)"
+            );
+            a.record(
+                key,
+                if dropped.is_empty() {
+                    Status::Honoured(text)
+                } else {
+                    Status::Differs(format!(
+                        "{text}; HAProxy 2.6 cannot retry on {}",
+                        dropped.join(", ")
+                    ))
+                },
+            );
+            self.retry_on = Some(conditions);
+        }
+        if let Some((key, tries)) =
+            a.parsed("proxy-next-upstream-tries", |v| parse::number(v, 0..=100))
+        {
+            if tries == 0 {
+                a.record(
+                    key,
+                    Status::Differs("0 (no limit in nginx): HAProxy keeps base's retries".into()),
+                );
+            } else {
+                a.record(
+                    key,
+                    Status::Honoured(format!("at most {tries} tries: retries {}", tries - 1)),
+                );
+                self.retries = Some(tries - 1);
+            }
+        }
         if let Some((key, balance)) = a.parsed("upstream-hash-by", upstream_hash) {
             a.record(
                 key,
@@ -451,6 +488,12 @@ impl Policy {
         let mut out = String::new();
         if let Some(balance) = &self.balance {
             let _ = writeln!(out, "    balance {balance}");
+        }
+        if let Some(conditions) = &self.retry_on {
+            let _ = writeln!(out, "    retry-on {conditions}");
+        }
+        if let Some(retries) = self.retries {
+            let _ = writeln!(out, "    retries {retries}");
         }
         if let Some(c) = &self.affinity {
             let mut line = format!(
@@ -1150,7 +1193,8 @@ fn token_list(value: &str, methods: bool) -> Result<String, String> {
 /// An HTTP header name (RFC 7230 token), lowercased.
 fn header_name(value: &str) -> Result<String, String> {
     let text = value.trim();
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$&*+-.^_`|~".contains(&b);
+    // Without `#`: a comment outside quotes in haproxy.cfg.
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!$&*+-.^_|~".contains(&b);
     if text.is_empty() || !text.bytes().all(token) {
         return Err(format!("{text:?} is not a header name"));
     }
@@ -1170,6 +1214,48 @@ fn plain_word(value: &str) -> Result<String, String> {
         ));
     }
     Ok(text.to_owned())
+}
+
+/// `proxy-next-upstream`'s conditions as HAProxy's `retry-on` words, and
+/// the ones HAProxy 2.6 cannot retry on.
+fn retry_on(value: &str) -> Result<(String, Vec<String>), String> {
+    let mut words: Vec<&str> = Vec::new();
+    let mut dropped = Vec::new();
+    for condition in value.split_whitespace() {
+        let mapped: &[&str] = match condition {
+            "off" => &["none"],
+            "error" => &["conn-failure", "empty-response"],
+            "timeout" => &["conn-failure", "response-timeout"],
+            "invalid_header" => &["junk-response"],
+            "http_403" => &["403"],
+            "http_404" => &["404"],
+            "http_500" => &["500"],
+            "http_502" => &["502"],
+            "http_503" => &["503"],
+            "http_504" => &["504"],
+            "http_429" | "non_idempotent" => {
+                dropped.push(condition.to_owned());
+                &[]
+            }
+            other => {
+                return Err(format!(
+                    "{other:?} is not one of error, timeout, invalid_header, http_403, http_404, http_429, http_500, http_502, http_503, http_504, non_idempotent, off"
+                ));
+            }
+        };
+        for word in mapped {
+            if !words.contains(word) {
+                words.push(word);
+            }
+        }
+    }
+    if words.contains(&"none") {
+        words = vec!["none"];
+    }
+    if words.is_empty() {
+        return Err(format!("{value:?} names no condition HAProxy can retry on"));
+    }
+    Ok((words.join(" "), dropped))
 }
 
 /// `upstream-hash-by`'s nginx variable as a `balance` algorithm.
