@@ -265,7 +265,9 @@ fn enabled(
     let tree = values.library_tree(&defaults)?;
     let enabled = libraries
         .iter()
-        .filter(|library| values.is_enabled(&library.info().name))
+        .filter(|library| {
+            values.is_enabled_by_default(&library.info().name, &library.info().default_values)
+        })
         .cloned()
         .collect();
     Ok((enabled, tree))

@@ -35,6 +35,8 @@
 //!   agents and deploys to it).
 //! - [`inspect`]: `haptic status` (why a rollout waits) and `haptic diff`
 //!   (what a change would do), for operators.
+//! - [`migrate`]: the ingress-nginx migration report, read from a render's
+//!   library output (`haptic migrate report`, the controller's metric).
 
 pub mod agent;
 pub mod controller;
@@ -47,6 +49,7 @@ pub mod inspect;
 pub mod library;
 pub mod local;
 pub mod manifests;
+pub mod migrate;
 pub mod offline;
 pub mod owned;
 pub mod policy;

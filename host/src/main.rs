@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use haptic::agent::{self, api_tls, disk::ConfigDir, haproxy::Haproxy, server};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
+use haptic::migrate;
 use haptic::offline::{self, Job};
 use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::validate::Validator;
@@ -93,6 +94,9 @@ enum Command {
     /// only), the status patches that change, and whether the agents would
     /// apply it at runtime or need a reload. Exits 1 when anything differs.
     Diff(Box<DiffArgs>),
+    /// Moving off ingress-nginx.
+    #[command(subcommand)]
+    Migrate(MigrateCommand),
     /// Run a template library's fixture tests.
     #[command(after_long_help = fixtures::FORMAT)]
     Test {
@@ -188,6 +192,31 @@ struct StatusArgs {
     /// Print the reports as JSON instead.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum MigrateCommand {
+    /// Per Ingress the `ingress-nginx` library serves, each
+    /// nginx.ingress.kubernetes.io annotation as honoured, honoured with a
+    /// stated difference, not honoured (and why) or invalid, with totals:
+    /// the same library output the controller turns into Events and its
+    /// haptic_ingress_nginx_annotations metric. Renders (and validates)
+    /// exactly as `haptic render`, with the library enabled unless the
+    /// values say otherwise.
+    Report(Box<MigrateReportArgs>),
+}
+
+#[derive(Debug, clap::Args)]
+struct MigrateReportArgs {
+    /// Manifest files or directories (e.g. `kubectl get ingress,service,endpointslice,ingressclass -A -o yaml`).
+    #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
+    inputs: Vec<PathBuf>,
+    /// Read the objects from the cluster of the current kubeconfig context
+    /// instead (list only, what the enabled libraries watch; nothing is written).
+    #[arg(long)]
+    cluster: bool,
+    #[command(flatten)]
+    libraries: LibraryArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -381,6 +410,7 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Render { .. }
         | Command::Diff(_)
+        | Command::Migrate(_)
         | Command::Status(_)
         | Command::Test { .. }
         | Command::New { .. }
@@ -455,10 +485,20 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             for warning in &output.warnings {
                 eprintln!("haproxy warning: {warning}");
             }
+            let mut records = 0usize;
             for (library, _, warning) in &output.rendered.warnings {
+                if migrate::is_record(library, &warning.reason) {
+                    records += 1;
+                    continue;
+                }
                 eprintln!(
                     "warning from {library} ({}): {}",
                     warning.reason, warning.message
+                );
+            }
+            if records > 0 {
+                eprintln!(
+                    "{records} ingress-nginx annotation(s) honoured as ingress-nginx does (`haptic migrate report` lists every annotation)"
                 );
             }
             for warning in &output.self_loops {
@@ -494,6 +534,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Status(args) => status(&args),
         Command::Diff(args) => diff(&args),
+        Command::Migrate(MigrateCommand::Report(args)) => migrate_report(&args),
         Command::New {
             dir,
             name,
@@ -665,6 +706,42 @@ fn diff(args: &DiffArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn migrate_report(args: &MigrateReportArgs) -> Result<ExitCode> {
+    let runtime = args.libraries.runtime(true)?;
+    let mut values = args.libraries.values()?;
+    let library = migrate::LIBRARY;
+    let set_by_user = values
+        .template_libraries()
+        .get(&haptic::values::camel_case(library))
+        .is_some_and(|settings| settings.get("enabled").is_some());
+    if !set_by_user {
+        values.set("templateLibraries.ingressNginx.enabled", "true")?;
+    }
+    let job = Job {
+        inputs: args.inputs.clone(),
+        values,
+        custom_libraries: args.libraries.libraries.clone(),
+        validate: true,
+    };
+    let loaded = offline::load_libraries(&runtime, &job.custom_libraries)?;
+    let output = if args.cluster {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        offline::render_listed(&job, loaded, |targets| {
+            tokio.block_on(haptic::controller::watch::list_once(targets))
+        })?
+    } else {
+        offline::render(&job, loaded)?
+    };
+    print!("{}", migrate::Report::of(&output.rendered));
+    if let Some(by) = &output.validated_by {
+        eprintln!("the configuration behind this report was validated by {by}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_local(args: RunArgs) -> Result<ExitCode> {

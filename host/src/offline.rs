@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::controller::watch::WatchTarget;
 use crate::engine::{self, Engine, EngineError};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
@@ -62,6 +63,9 @@ pub enum JobError {
     /// A library asked for an owned object the host could not apply.
     #[error(transparent)]
     Owned(#[from] crate::owned::OwnedError),
+    /// The objects could not be listed from the cluster.
+    #[error("listing the cluster's objects: {0}")]
+    Listing(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<EngineError> for JobError {
@@ -98,15 +102,43 @@ pub fn render(job: &Job, libraries: Vec<LoadedLibrary>) -> Result<JobOutput, Job
     // Configuring first tells which kinds the libraries watch, so manifests
     // of those kinds (custom resources too) are accepted, trimmed as the
     // controller's watch trims them.
-    let mut engine = Engine::new(libraries, job.values.clone())?;
+    let engine = Engine::new(libraries, job.values.clone())?;
     let manifests = manifests::load_paths(&job.inputs, &engine.ingest_trims())?;
     let changes = manifests
         .iter()
         .map(|manifest| ClusterChange::Applied(manifest.object.clone()))
         .collect();
+    finish(job, engine, changes, &manifests)
+}
 
+/// Renders `job` with the objects `list` returns for the watch targets of
+/// the enabled libraries (as the controller would watch them) instead of
+/// manifest files: `haptic migrate report --cluster`.
+pub fn render_listed<E>(
+    job: &Job,
+    libraries: Vec<LoadedLibrary>,
+    list: impl FnOnce(&[WatchTarget]) -> Result<Vec<ClusterChange>, E>,
+) -> Result<JobOutput, JobError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let engine = Engine::new(libraries, job.values.clone())?;
+    let targets = crate::controller::watch::targets(
+        engine.watches().map(|(_, watch)| watch),
+        &engine.ingest_trims(),
+    );
+    let changes = list(&targets).map_err(|error| JobError::Listing(Box::new(error)))?;
+    finish(job, engine, changes, &[])
+}
+
+fn finish(
+    job: &Job,
+    mut engine: Engine,
+    changes: Vec<ClusterChange>,
+    manifests: &[Manifest],
+) -> Result<JobOutput, JobError> {
     let rendered = engine.render(changes).map_err(|error| JobError::Engine {
-        source_hint: source_hint(&error, &manifests),
+        source_hint: source_hint(&error, manifests),
         error: Box::new(error),
     })?;
     let (warnings, validated_by) = if job.validate {

@@ -152,10 +152,19 @@ impl Values {
 
     /// `templateLibraries.<camelCase name>.enabled`, true unless set false.
     pub fn is_enabled(&self, library_name: &str) -> bool {
+        self.is_enabled_by_default(library_name, &Value::Null)
+    }
+
+    /// `templateLibraries.<camelCase name>.enabled`; when the user did not
+    /// set it, the `enabled` of the library's own `defaults` (a library off
+    /// by default, such as `ingress-nginx`, says `"enabled": false`), else
+    /// true.
+    pub fn is_enabled_by_default(&self, library_name: &str, defaults: &Value) -> bool {
         self.template_libraries()
             .get(&camel_case(library_name))
             .and_then(|library| library.get("enabled"))
             .and_then(Value::as_bool)
+            .or_else(|| defaults.get("enabled").and_then(Value::as_bool))
             .unwrap_or(true)
     }
 
@@ -192,7 +201,7 @@ impl Values {
         }
         let mut tree = Map::new();
         for (name, defaults) in libraries {
-            if !self.is_enabled(name) {
+            if !self.is_enabled_by_default(name, defaults) {
                 continue;
             }
             let key = camel_case(name);

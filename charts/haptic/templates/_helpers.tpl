@@ -185,6 +185,7 @@ directivePolicy:
 {{- end }}
 {{- $names := dict }}
 {{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true }}
+{{- $_ := set $known "ingressNginx" true }}
 {{- $bundled := deepCopy $known }}
 {{- range .Values.controller.customLibraries }}
 {{- if hasKey $bundled (include "haptic.camelCase" .name) }}
@@ -198,7 +199,7 @@ directivePolicy:
 {{- end }}
 {{- range $key, $_ := .Values.controller.templateLibraries }}
 {{- if not (hasKey $known $key) }}
-{{- fail (printf "controller.templateLibraries.%s: no such library. Bundled: base, ingress, kubernetesBackends, statusPatches150PodReadinessGate; a custom library's values need its entry in controller.customLibraries (key: the camelCase of its name)" $key) }}
+{{- fail (printf "controller.templateLibraries.%s: no such library. Bundled: %s; a custom library's values need its entry in controller.customLibraries (key: the camelCase of its name)" $key (keys $bundled | sortAlpha | join ", ")) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -219,11 +220,12 @@ directivePolicy:
 {{- $backends := eq (include "haptic.libEnabled" (dict "root" . "name" "kubernetesBackends")) "true" }}
 {{- $statusGate := eq (include "haptic.libEnabled" (dict "root" . "name" "statusPatches150PodReadinessGate")) "true" }}
 {{- $gate := eq (include "haptic.gateEnabled" .) "true" }}
+{{- $nginx := eq (include "haptic.libEnabled" (dict "root" . "name" "ingressNginx")) "true" }}
 {{- $rules := list }}
 {{- /* Events go on the object a library blamed, in that object's namespace */}}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io" "") "resources" (list "events") "verbs" (list "create" "patch")) }}
-{{- if or $ingress $backends }}
-{{- /* ingress resolves named Service ports; kubernetes-backends renders Services */}}
+{{- if or $ingress $backends $nginx }}
+{{- /* ingress and ingress-nginx resolve named Service ports; kubernetes-backends renders Services */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- if $backends }}
@@ -233,8 +235,12 @@ directivePolicy:
 {{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses" "ingressclasses") "verbs" (list "get" "list" "watch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses/status") "verbs" (list "patch")) }}
 {{- end }}
-{{- if eq (include "haptic.tlsEnabled" .) "true" }}
-{{- /* TLS Secrets: read only; the watch's field selector asks for type kubernetes.io/tls */}}
+{{- if and $nginx (not $ingress) }}
+{{- /* ingress-nginx reads Ingresses and IngressClasses; it writes no Ingress status */}}
+{{- $rules = append $rules (dict "apiGroups" (list "networking.k8s.io") "resources" (list "ingresses" "ingressclasses") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if or $nginx (eq (include "haptic.tlsEnabled" .) "true") }}
+{{- /* TLS Secrets (ingress) and Opaque ones (ingress-nginx auth-secret users): read only; the watches ask for type kubernetes.io/tls and Opaque only */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- if and $gate (or $backends $statusGate) }}

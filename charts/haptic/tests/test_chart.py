@@ -491,6 +491,34 @@ def ingress_disabled(t, chart):
 
 
 @case
+def ingress_nginx(t, chart):
+    off = chart.render(sets=["controller.templateLibraries.ingress.enabled=false"])
+    t.check(not mentions(cluster_rules(off), "networking.k8s.io", "ingresses"), "ingress-nginx off by default: ClusterRole has ingresses")
+    t.equal(values_file(off)["templateLibraries"]["ingressNginx"]["enabled"], False, "ingress-nginx off in the values file")
+    sets = [
+        "controller.templateLibraries.ingress.enabled=false",
+        "controller.templateLibraries.ingressNginx.enabled=true",
+        "controller.templateLibraries.ingressNginx.classNames={haptic-nginx}",
+        "controller.templateLibraries.ingressNginx.controller=haproxy-haptic.org/ingress-nginx",
+        "ingressClass.ingressNginx.create=true",
+    ]
+    on = chart.render(sets=sets)
+    rules = cluster_rules(on)
+    for res in ("ingresses", "ingressclasses"):
+        t.check(grants(rules, "networking.k8s.io", res, "watch"), f"ingress-nginx on: ClusterRole lacks {res}")
+    t.check(not mentions(rules, "networking.k8s.io", "ingresses/status"), "ingress-nginx writes no Ingress status")
+    t.check(grants(rules, "", "services", "watch"), "ingress-nginx on: ClusterRole lacks services")
+    t.check(grants(rules, "", "secrets", "watch"), "ingress-nginx on: ClusterRole lacks secrets (auth-secret)")
+    ic = on.one("IngressClass", "haptic-nginx")
+    t.equal(ic["spec"]["controller"], "haproxy-haptic.org/ingress-nginx", "ingress-nginx IngressClass controller")
+    t.equal(values_file(on)["templateLibraries"]["ingressNginx"]["classNames"], ["haptic-nginx"], "classNames reach the values file")
+    err = chart.render_error(sets=sets[:2] + ["ingressClass.ingressNginx.create=true"])
+    t.check("must be one of" in err, f"an IngressClass the library would not serve is not refused:\n{err}")
+    err = chart.render_error(sets=["controller.templateLibraries.ingressNginx.unsupportedAnnotations=ignore"])
+    t.check("unsupportedAnnotations" in err, f"a bad unsupportedAnnotations passes the schema:\n{err}")
+
+
+@case
 def ingress_class(t, chart):
     objs = chart.render(sets=["ingressClass.default=true", "controller.templateLibraries.ingress.className=edge"])
     ic = objs.one("IngressClass", "edge")

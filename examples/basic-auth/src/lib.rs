@@ -149,8 +149,9 @@ impl Library for BasicAuth {
     }
 }
 
-/// The usable `user:hash` lines of the Secret's `auth` key; a user whose
-/// hash HAProxy would never match is left out with a warning.
+/// The usable `user:hash` lines of the Secret's `auth` key
+/// ([`haptic_sdk::crypt::htpasswd_users`]); a user whose hash HAProxy would
+/// never match is left out with a warning.
 fn users(secret: &Secret, ingress: &ObjectKey, out: &mut Output) -> Result<Vec<(String, String)>> {
     let text = secret
         .data
@@ -158,26 +159,13 @@ fn users(secret: &Secret, ingress: &ObjectKey, out: &mut Output) -> Result<Vec<(
         .and_then(|data| data.get("auth"))
         .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
         .unwrap_or_default();
-    let mut users = Vec::new();
-    for line in text.lines().map(str::trim).filter(|line| !line.is_empty()) {
-        let Some((user, hash)) = line.split_once(':') else {
-            continue;
-        };
-        let safe_user = !user.is_empty()
-            && user
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
-        if !safe_user {
-            continue;
-        }
-        match haptic_sdk::crypt::check_password_hash(hash) {
-            Ok(_) => users.push((user.to_owned(), hash.to_owned())),
-            Err(why) => out.warning(
-                Some(ingress),
-                "BasicAuthHashUnusable",
-                format!("user {user} is left out: {why}"),
-            )?,
-        }
+    let (users, refused) = haptic_sdk::crypt::htpasswd_users(&text);
+    for (user, why) in refused {
+        out.warning(
+            Some(ingress),
+            "BasicAuthHashUnusable",
+            format!("user {user} is left out: {why}"),
+        )?;
     }
     Ok(users)
 }

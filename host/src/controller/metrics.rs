@@ -77,6 +77,8 @@ pub struct Metrics {
     pub gates: GateWaits,
     /// When each certificate in the deployed bundle expires.
     pub certificates: CertificateExpiry,
+    /// What haptic does with the ingress-nginx annotations of the cluster.
+    pub ingress_nginx_annotations: IngressNginxAnnotations,
     /// Where the memory is (set after each render; resident memory when
     /// scraped).
     pub memory: MemoryGauges,
@@ -160,6 +162,46 @@ impl CertificateExpiry {
                     file: file.to_owned(),
                 })
                 .set(not_after);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AnnotationLabels {
+    /// Without its prefix: `rewrite-target`.
+    pub annotation: String,
+    /// `honoured`, `differs`, `not-honoured` or `invalid`.
+    pub verdict: &'static str,
+}
+
+/// `haptic_ingress_nginx_annotations{annotation, verdict}`: how many
+/// Ingresses served by the `ingress-nginx` library carry each annotation,
+/// by what haptic does with it, from the same library output as
+/// `haptic migrate report` and the Events.
+#[derive(Debug, Default)]
+pub struct IngressNginxAnnotations {
+    family: Family<AnnotationLabels, Gauge>,
+}
+
+impl IngressNginxAnnotations {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "ingress_nginx_annotations",
+            "Ingresses served by the ingress-nginx library carrying each annotation, by verdict (honoured, differs, not-honoured, invalid)",
+            self.family.clone(),
+        );
+    }
+
+    /// Replaces the figures with those of a render's report.
+    pub fn set(&self, report: &crate::migrate::Report) {
+        self.family.clear();
+        for ((annotation, verdict), n) in report.counts() {
+            self.family
+                .get_or_create(&AnnotationLabels {
+                    annotation,
+                    verdict: verdict.label(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 }
@@ -329,12 +371,15 @@ impl Default for Metrics {
         gates.register(&mut registry);
         let certificates = CertificateExpiry::default();
         certificates.register(&mut registry);
+        let ingress_nginx_annotations = IngressNginxAnnotations::default();
+        ingress_nginx_annotations.register(&mut registry);
         let memory = MemoryGauges::default();
         memory.register(&mut registry);
         Self {
             fleet_failed_pods,
             gates,
             certificates,
+            ingress_nginx_annotations,
             memory,
             registry,
             renders,

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
+use thiserror::Error;
 use tokio::sync::mpsc;
 
 use crate::library::types::{Kind, Watch};
@@ -229,6 +230,76 @@ async fn run(
             return;
         }
     }
+}
+
+/// Why [`list_once`] failed.
+#[derive(Debug, Error)]
+pub enum ListError {
+    /// No Kubernetes client (kubeconfig or in-cluster account).
+    #[error("connecting to the Kubernetes API (KUBECONFIG or the in-cluster service account): {0}")]
+    Client(#[source] kube::Error),
+    /// A kind the libraries watch is unknown to the API server.
+    #[error("resolving {kind}: {source} (is its CRD installed?)")]
+    Resolve {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing a kind failed.
+    #[error("listing {watch}: {source} (a 403 means your account may not list them)")]
+    List {
+        watch: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Lists every target once, as a watch's first list sees it, for a one-off
+/// render of a live cluster (`haptic migrate report --cluster`): read only.
+pub async fn list_once(targets: &[WatchTarget]) -> Result<Vec<ClusterChange>, ListError> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(ListError::Client)?;
+    let mut changes = Vec::new();
+    for target in targets {
+        let (group, version) = match target.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", target.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &target.kind);
+        let (resource, _) =
+            kube::discovery::pinned_kind(&client, &gvk)
+                .await
+                .map_err(|source| ListError::Resolve {
+                    kind: target.describe(),
+                    source,
+                })?;
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let mut params = kube::api::ListParams::default();
+        if let Some(selector) = &target.label_selector {
+            params = params.labels(selector);
+        }
+        if let Some(selector) = &target.field_selector {
+            params = params.fields(selector);
+        }
+        let list = api.list(&params).await.map_err(|source| ListError::List {
+            watch: target.describe(),
+            source,
+        })?;
+        changes.push(ClusterChange::Relisted {
+            api_version: target.api_version.clone(),
+            kind: target.kind.clone(),
+            objects: list
+                .items
+                .into_iter()
+                .filter_map(|object| stored(target, &resource, object))
+                .collect(),
+        });
+    }
+    Ok(changes)
 }
 
 /// The stored form: apiVersion and kind set (list items come without them),

@@ -69,6 +69,21 @@ fn disabled_libraries_are_left_out_and_enabled_defaults_to_true() {
 }
 
 #[test]
+fn a_library_off_by_default_stays_off_until_the_user_enables_it() {
+    let off = json!({"enabled": false, "classNames": ["nginx"]});
+    let libraries = [("ingress-nginx".to_owned(), off.clone())];
+    let values = Values::default();
+    assert!(!values.is_enabled_by_default("ingress-nginx", &off));
+    let tree = values.library_tree(&libraries).expect("known");
+    assert!(tree.get("ingressNginx").is_none(), "{tree}");
+    let values =
+        from_yaml("templateLibraries:\n  ingressNginx:\n    enabled: true\n").expect("valid");
+    assert!(values.is_enabled_by_default("ingress-nginx", &off));
+    let tree = values.library_tree(&libraries).expect("known");
+    assert_eq!(tree["ingressNginx"]["classNames"], json!(["nginx"]));
+}
+
+#[test]
 fn the_charts_layout_is_accepted_and_the_top_level_wins() {
     let values = from_yaml(
         "controller:\n  replicaCount: 2\n  templateLibraries:\n    kubernetesBackends:\n      balance: leastconn\n      \

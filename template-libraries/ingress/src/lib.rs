@@ -4,7 +4,7 @@
 //! - Which Ingresses: see [`haptic_sdk::ingress::Classes`] (class `haptic`, controller
 //!   `haproxy-haptic.org/controller`, the default-class annotation and the
 //!   legacy `kubernetes.io/ingress.class` annotation).
-//! - How requests match: see [`routes`] (exact and wildcard hosts, Exact
+//! - How requests match: see [`haptic_sdk::ingress::routes`] (exact and wildcard hosts, Exact
 //!   and Prefix paths with Kubernetes semantics, via two map files so 800
 //!   Ingresses stay a handful of config lines).
 //! - Where they go: the backend of the Service port by the shared naming
@@ -20,13 +20,11 @@
 //!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
 //!   Ingresses of another class get nothing.
 
-pub mod routes;
 pub mod tls;
 
 use std::collections::HashSet;
 
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
-use haptic_sdk::names::backend_name;
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
@@ -34,11 +32,9 @@ use haptic_sdk::{
 };
 use serde::Deserialize;
 
-use crate::routes::{
-    EXACT_MAP, EXACT_ROUTES_MAP, PREFIX_MAP, PREFIX_ROUTES_MAP, PathKind, RouteTable,
-};
 use crate::tls::{CertificateCache, TlsRender, TlsValues};
-use haptic_sdk::ingress::Classes;
+use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
+use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -236,23 +232,23 @@ impl Library for IngressLibrary {
             }
         }
 
-        out.file(EXACT_MAP, table.exact_map())?;
-        out.file(PREFIX_MAP, table.prefix_map())?;
-        out.file(EXACT_ROUTES_MAP, table.exact_routes_map())?;
-        out.file(PREFIX_ROUTES_MAP, table.prefix_routes_map())?;
+        out.file(INGRESS_MAPS.exact, table.exact_map())?;
+        out.file(INGRESS_MAPS.prefix, table.prefix_map())?;
+        out.file(INGRESS_MAPS.exact_routes, table.exact_routes_map())?;
+        out.file(INGRESS_MAPS.prefix_routes, table.prefix_routes_map())?;
         out.snippet(
             SectionKind::Frontend,
             &v.frontend,
             Slot::RequestRules,
             0,
-            routes::request_rules(),
+            routes::request_rules(&INGRESS_MAPS),
         )?;
         out.snippet(
             SectionKind::Frontend,
             &v.frontend,
             Slot::Routing,
             0,
-            routes::routing_rules(),
+            routes::routing_rules(&INGRESS_MAPS),
         )?;
         if let Some(backend) = default_backend {
             out.snippet(
@@ -325,32 +321,16 @@ fn resolve(
     backend: &IngressServiceBackend,
     warn: &dyn Fn(String),
 ) -> Result<String> {
-    let service = ctx.get::<ServicePorts>(SERVICES, namespace, &backend.name)?;
-    let ports = service.map(|s| &s.value.spec.ports);
-    let wanted = backend.port.as_ref();
-    let number = ports.and_then(|ports| {
-        ports.iter().find_map(|p| {
-            let matches = match wanted {
-                Some(w) if w.number.is_some() => w.number == Some(p.port),
-                Some(w) => w.name.is_some() && w.name == p.name,
-                None => ports.len() == 1,
-            };
-            matches.then_some(p.port)
-        })
-    });
-    match number {
-        Some(port) => Ok(backend_name(namespace, &backend.name, port)),
-        None => {
-            let port = wanted
-                .and_then(|w| w.number.map(|n| n.to_string()).or_else(|| w.name.clone()))
-                .unwrap_or_default();
-            warn(format!(
-                "ingress {namespace}/{}: Service {namespace}/{} has no port {port:?} (or does not exist); routing to {UNAVAILABLE_BACKEND} (503)",
-                ingress.key.name, backend.name
-            ));
-            Ok(UNAVAILABLE_BACKEND.to_owned())
-        }
+    if let Some(name) = service_port_backend(ctx, SERVICES, namespace, backend)? {
+        return Ok(name);
     }
+    warn(format!(
+        "ingress {namespace}/{}: Service {namespace}/{} has no port {:?} (or does not exist); routing to {UNAVAILABLE_BACKEND} (503)",
+        ingress.key.name,
+        backend.name,
+        port_text(backend)
+    ));
+    Ok(UNAVAILABLE_BACKEND.to_owned())
 }
 
 haptic_sdk::export_library!(IngressLibrary);

@@ -97,14 +97,14 @@ fn routes_of_served_ingresses_go_into_the_maps() {
     );
     h.render().unwrap();
     assert_eq!(
-        map_lines(&h, EXACT_MAP),
+        map_lines(&h, INGRESS_MAPS.exact),
         [
             "*.example.com/exact default_web_9000",
             "a.example.com/api default_web_80"
         ]
     );
     assert_eq!(
-        map_lines(&h, PREFIX_MAP),
+        map_lines(&h, INGRESS_MAPS.prefix),
         ["a.example.com/api/ default_web_80"]
     );
     assert!(
@@ -141,7 +141,7 @@ fn a_missing_service_or_port_routes_to_the_unavailable_backend() {
     );
     h.render().unwrap();
     assert_eq!(
-        map_lines(&h, EXACT_MAP),
+        map_lines(&h, INGRESS_MAPS.exact),
         [
             "a.example.com/x haptic.unavailable",
             "a.example.com/y haptic.unavailable"
@@ -150,7 +150,9 @@ fn a_missing_service_or_port_routes_to_the_unavailable_backend() {
     // The Service appears with the port: the route follows.
     h.apply(SERVICES, &json!({"metadata": {"namespace": "default", "name": "web"}, "spec": {"ports": [{"name": "grpc", "port": 50051}]}}));
     h.render().unwrap();
-    assert!(map_lines(&h, EXACT_MAP).contains(&"a.example.com/y default_web_50051".to_owned()));
+    assert!(
+        map_lines(&h, INGRESS_MAPS.exact).contains(&"a.example.com/y default_web_50051".to_owned())
+    );
 }
 
 #[test]
@@ -206,7 +208,7 @@ fn served_ingresses_get_the_published_address_and_others_nothing() {
 
 #[test]
 fn the_routing_lines_read_the_maps_in_precedence_order() {
-    let rules = routes::routing_rules();
+    let rules = routes::routing_rules(&INGRESS_MAPS);
     let lines: Vec<&str> = rules.lines().map(str::trim).collect();
     assert_eq!(lines.len(), 6);
     assert!(

@@ -41,3 +41,42 @@ pub fn check_password_hash(hash: &str) -> Result<PasswordHash, String> {
         )
     }
 }
+
+/// Users HAProxy will match (`(user, hash)`), and the others with why
+/// (`(user, reason)`, never the hash).
+pub type Users = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// The users of htpasswd text (`user:hash` lines) that HAProxy will match,
+/// each hash checked with [`check_password_hash`]; the others come back
+/// as `(user, why)` (never the hash), for a warning. A line whose user
+/// name holds anything but `[A-Za-z0-9._@-]` cannot be a `userlist` word
+/// and is left out as well.
+pub fn htpasswd_users(text: &str) -> Users {
+    users_of(text.lines().filter_map(|line| line.trim().split_once(':')))
+}
+
+/// [`htpasswd_users`] for pairs (`auth-map` Secrets: a key per user).
+pub fn users_of<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Users {
+    let mut usable = Vec::new();
+    let mut refused = Vec::new();
+    for (user, hash) in pairs {
+        let user = user.trim();
+        let hash = hash.trim();
+        let safe_user = !user.is_empty()
+            && user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
+        if !safe_user {
+            refused.push((
+                user.escape_debug().to_string(),
+                "the user name may hold only letters, digits and . _ @ -".to_owned(),
+            ));
+            continue;
+        }
+        match check_password_hash(hash) {
+            Ok(_) => usable.push((user.to_owned(), hash.to_owned())),
+            Err(why) => refused.push((user.to_owned(), why)),
+        }
+    }
+    (usable, refused)
+}

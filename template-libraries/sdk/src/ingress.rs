@@ -12,13 +12,16 @@
 //! one that only an Ingress's `spec.defaultBackend` serves).
 
 mod classes;
+pub mod routes;
 
 use serde::Deserialize;
 
 pub use classes::{Classes, DEFAULT_CLASS_ANNOTATION, LEGACY_ANNOTATION};
 
-use crate::Values;
-use crate::k8s::api::networking::v1::{Ingress, IngressClass};
+use crate::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
+use crate::names::backend_name;
+use crate::slim::ServicePorts;
+use crate::{Context, Result, Values};
 
 /// The class name the `ingress` library serves by default.
 pub const DEFAULT_CLASS_NAME: &str = "haptic";
@@ -63,6 +66,43 @@ impl ClassRules {
     pub fn is_served(&self, ingress: &Ingress, classes: &Classes) -> bool {
         classes.serves(ingress, &self.class_name)
     }
+}
+
+/// The backend of the Service port an Ingress backend names (the
+/// `kubernetes-backends` naming rule), or `None` when the Service (watched
+/// as [`ServicePorts`] under `services_watch`) or the port does not exist.
+/// A port given by name is resolved through the Service; no port at all
+/// means the Service's only port.
+pub fn service_port_backend(
+    ctx: &Context<'_>,
+    services_watch: &str,
+    namespace: &str,
+    backend: &IngressServiceBackend,
+) -> Result<Option<String>> {
+    let service = ctx.get::<ServicePorts>(services_watch, namespace, &backend.name)?;
+    let ports = service.map(|s| &s.value.spec.ports);
+    let wanted = backend.port.as_ref();
+    let number = ports.and_then(|ports| {
+        ports.iter().find_map(|p| {
+            let matches = match wanted {
+                Some(w) if w.number.is_some() => w.number == Some(p.port),
+                Some(w) => w.name.is_some() && w.name == p.name,
+                None => ports.len() == 1,
+            };
+            matches.then_some(p.port)
+        })
+    });
+    Ok(number.map(|port| backend_name(namespace, &backend.name, port)))
+}
+
+/// How an Ingress backend names its port, for messages: the number, the
+/// name, or empty.
+pub fn port_text(backend: &IngressServiceBackend) -> String {
+    backend
+        .port
+        .as_ref()
+        .and_then(|w| w.number.map(|n| n.to_string()).or_else(|| w.name.clone()))
+        .unwrap_or_default()
 }
 
 /// The variable naming the matched Ingress, `namespace/name`.

@@ -132,6 +132,10 @@ pub(super) async fn run(
             }
         };
         report_new_warnings(&engine, &rendered, &mut warned, &failures);
+        state
+            .metrics
+            .ingress_nginx_annotations
+            .set(&crate::migrate::Report::of(&rendered));
         // Built once and shared: the candidate, the fleet and the next
         // render's comparison all hold this one copy.
         let next = Arc::new(bundle(&rendered));
@@ -243,6 +247,12 @@ fn report_new_warnings(
     let current: HashSet<PlannedWarning> = rendered.warnings.iter().cloned().collect();
     for planned in rendered.warnings.iter().filter(|w| !warned.contains(*w)) {
         let (library, _, warning) = planned;
+        // An honoured annotation is a record (the metric and `haptic
+        // migrate report` show it), not a problem to raise an Event for.
+        if crate::migrate::is_record(library, &warning.reason) {
+            tracing::debug!(library = %library, reason = %warning.reason, "{}", warning.message);
+            continue;
+        }
         let object = warning
             .object
             .as_ref()

@@ -56,6 +56,16 @@ impl Classes {
         index
     }
 
+    /// Whether an IngressClass of this name has our controller.
+    pub fn is_ours(&self, class_name: &str) -> bool {
+        self.ours.contains(class_name)
+    }
+
+    /// Whether one of our IngressClasses is the cluster's default.
+    pub fn default_is_ours(&self) -> bool {
+        self.default_is_ours
+    }
+
     /// Why `ingress` is not ours, for the log; `None` when it is.
     pub fn not_served_because(&self, ingress: &Ingress, class_name: &str) -> Option<String> {
         if self.serves(ingress, class_name) {

@@ -1,12 +1,14 @@
-//! The routing table: Ingress paths turned into two HAProxy map files and
-//! the lookups that give them Kubernetes semantics.
+//! The routing table: Ingress paths turned into HAProxy map files and the
+//! lookups that give them Kubernetes semantics. The bundled `ingress`
+//! library and `ingress-nginx` route with it, each under its own map names
+//! ([`RouteMaps`]): one routing engine for every Ingress library.
 //!
 //! Keys are `<host><path>`: the exact host (`a.example.com/foo`), the
 //! wildcard (`*.example.com/foo`) or no host (`/foo`).
 //!
-//! - `maps/ingress-exact.map` (`map_str`, whole-key match): `Exact` paths,
+//! - the exact map (`maps/ingress-exact.map` for `ingress`, `map_str`, whole-key match): `Exact` paths,
 //!   and each `Prefix` path itself (`/foo` for Prefix `/foo`).
-//! - `maps/ingress-prefix.map` (`map_beg`, longest matching prefix): each
+//! - the prefix map (`maps/ingress-prefix.map`, `map_beg`, longest matching prefix): each
 //!   `Prefix` path with a trailing slash (`/foo/`), so `/foo` matches
 //!   `/foo`, `/foo/` and `/foo/bar` but not `/foobar` (element-wise, as the
 //!   Ingress spec says). A trailing slash on the Ingress path is ignored.
@@ -25,17 +27,31 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use haptic_sdk::names::map_line;
+use crate::names::map_line;
 
-/// Path of the exact-match map, relative to haproxy.cfg.
-pub const EXACT_MAP: &str = "maps/ingress-exact.map";
-/// Path of the prefix map.
-pub const PREFIX_MAP: &str = "maps/ingress-prefix.map";
-/// The same keys as [`EXACT_MAP`], valued with the Ingress (`namespace/name`)
-/// that owns the route: where `txn.haptic_ingress` comes from.
-pub const EXACT_ROUTES_MAP: &str = "maps/ingress-exact-routes.map";
-/// The same keys as [`PREFIX_MAP`], valued with the Ingress.
-pub const PREFIX_ROUTES_MAP: &str = "maps/ingress-prefix-routes.map";
+/// The map files one library routes with, paths relative to haproxy.cfg.
+/// A file has one owner, so each Ingress library has its own set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteMaps {
+    /// `<key> <backend>`, whole-key match.
+    pub exact: &'static str,
+    /// `<key>/ <backend>`, longest prefix match.
+    pub prefix: &'static str,
+    /// The exact map's keys valued with the Ingress (`namespace/name`) that
+    /// owns the route: where `txn.haptic_ingress` comes from.
+    pub exact_routes: &'static str,
+    /// The prefix map's keys valued with the Ingress.
+    pub prefix_routes: &'static str,
+}
+
+/// The bundled `ingress` library's maps (public names, see
+/// [`crate::extending`]).
+pub const INGRESS_MAPS: RouteMaps = RouteMaps {
+    exact: "maps/ingress-exact.map",
+    prefix: "maps/ingress-prefix.map",
+    exact_routes: "maps/ingress-exact-routes.map",
+    prefix_routes: "maps/ingress-prefix-routes.map",
+};
 
 /// How a path matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,23 +234,38 @@ pub fn wildcard_of(host: &str) -> String {
 /// `txn.haptic_ingress`: the Ingress whose route the request takes, found
 /// by the routing's lookups in the routing's order (the first that finds
 /// one sets it; a request no Ingress route matches leaves it unset).
-pub fn request_rules() -> String {
-    let mut out = [
+pub fn request_rules(maps: &RouteMaps) -> String {
+    let mut out = host_variable_rules();
+    out.push_str(&ingress_variable_rules(maps));
+    out
+}
+
+/// The four lines that set `txn.haptic_host`, `txn.haptic_wildcard` and the
+/// two lookup keys. Every Ingress library emits them (setting a variable
+/// twice to the same value costs nothing), so each works alone.
+pub fn host_variable_rules() -> String {
+    [
         "    http-request set-var(txn.haptic_host) req.hdr(host),field(1,:),lower",
         "    http-request set-var(txn.haptic_wildcard) var(txn.haptic_host),regsub(^[^.]+,*)",
         "    http-request set-var-fmt(txn.haptic_key_host) \"%[var(txn.haptic_host)]%[path]\"",
         "    http-request set-var-fmt(txn.haptic_key_wildcard) \"%[var(txn.haptic_wildcard)]%[path]\"",
         "",
     ]
-    .join("\n");
+    .join("\n")
+}
+
+/// The six lines that set `txn.haptic_ingress` from `maps`' routes maps,
+/// unless an earlier lookup set it.
+pub fn ingress_variable_rules(maps: &RouteMaps) -> String {
+    let mut out = String::new();
     for sample in [
         "var(txn.haptic_key_host)",
         "var(txn.haptic_key_wildcard)",
         "path",
     ] {
         for (converter, map) in [
-            ("map_str", EXACT_ROUTES_MAP),
-            ("map_beg", PREFIX_ROUTES_MAP),
+            ("map_str", maps.exact_routes),
+            ("map_beg", maps.prefix_routes),
         ] {
             let _ = writeln!(
                 out,
@@ -246,14 +277,14 @@ pub fn request_rules() -> String {
 }
 
 /// The `frontend http` lines that route by the maps, in precedence order.
-pub fn routing_rules() -> String {
+pub fn routing_rules(maps: &RouteMaps) -> String {
     let mut out = String::new();
     for sample in [
         "var(txn.haptic_key_host)",
         "var(txn.haptic_key_wildcard)",
         "path",
     ] {
-        for (converter, map) in [("map_str", EXACT_MAP), ("map_beg", PREFIX_MAP)] {
+        for (converter, map) in [("map_str", maps.exact), ("map_beg", maps.prefix)] {
             let lookup = format!("{sample},{converter}({map})");
             let _ = writeln!(
                 out,

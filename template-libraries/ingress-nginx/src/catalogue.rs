@@ -1,0 +1,188 @@
+//! ingress-nginx's annotations that haptic does not apply, each with the
+//! reason the report gives. The ones it applies are read by [`crate::policy`];
+//! whatever neither knows is reported as unknown. `docs/ingress-nginx.md`
+//! is the same list for people, with the HAProxy mechanism of each.
+
+/// The nginx code annotations: never applied (they were the door of the
+/// 2025 ingress-nginx CVEs), always reported.
+pub const SNIPPETS: &[&str] = &[
+    "configuration-snippet",
+    "server-snippet",
+    "auth-snippet",
+    "stream-snippet",
+    "modsecurity-snippet",
+];
+
+const SNIPPET_WHY: &str = "it is nginx configuration code, which haptic never applies (it was the door of the 2025 ingress-nginx CVEs); write what it does as an annotation haptic honours or as a template library";
+
+/// Why haptic does not apply a known annotation, `None` for one it does not
+/// know.
+pub fn not_honoured(annotation: &str) -> Option<&'static str> {
+    if SNIPPETS.contains(&annotation) {
+        return Some(SNIPPET_WHY);
+    }
+    Some(match annotation {
+        "auth-url"
+        | "auth-method"
+        | "auth-signin"
+        | "auth-signin-redirect-param"
+        | "auth-response-headers"
+        | "auth-request-redirect"
+        | "auth-cache-key"
+        | "auth-cache-duration"
+        | "auth-proxy-set-headers"
+        | "auth-keepalive"
+        | "auth-keepalive-share-vars"
+        | "auth-keepalive-requests"
+        | "auth-keepalive-timeout"
+        | "auth-always-set-cookie"
+        | "enable-global-auth" => {
+            "external authentication needs a subrequest per request, which HAProxy 2.6 cannot make without Lua (refused by haptic's directive policy)"
+        }
+        "auth-tls-secret"
+        | "auth-tls-verify-client"
+        | "auth-tls-verify-depth"
+        | "auth-tls-error-page"
+        | "auth-tls-pass-certificate-to-upstream"
+        | "auth-tls-match-cn" => "client certificate authentication is not in this library yet",
+        "backend-protocol"
+        | "proxy-ssl-secret"
+        | "proxy-ssl-ciphers"
+        | "proxy-ssl-name"
+        | "proxy-ssl-protocols"
+        | "proxy-ssl-verify"
+        | "proxy-ssl-verify-depth"
+        | "proxy-ssl-server-name" => {
+            "the protocol to the backend is a server option of kubernetes-backends' servers, which this library does not set yet"
+        }
+        "canary"
+        | "canary-by-header"
+        | "canary-by-header-value"
+        | "canary-by-header-pattern"
+        | "canary-by-cookie"
+        | "canary-weight"
+        | "canary-weight-total" => {
+            "canary Ingresses are not in this library yet; the canary Ingress's paths are not routed"
+        }
+        "affinity"
+        | "affinity-mode"
+        | "affinity-canary-behavior"
+        | "session-cookie-name"
+        | "session-cookie-path"
+        | "session-cookie-domain"
+        | "session-cookie-expires"
+        | "session-cookie-max-age"
+        | "session-cookie-secure"
+        | "session-cookie-samesite"
+        | "session-cookie-conditional-samesite-none"
+        | "session-cookie-change-on-failure" => {
+            "session affinity is a backend setting of kubernetes-backends, which this library does not set yet"
+        }
+        "upstream-hash-by"
+        | "upstream-hash-by-subset"
+        | "upstream-hash-by-subset-size"
+        | "load-balance" => {
+            "the balancing algorithm is kubernetes-backends' (templateLibraries.kubernetesBackends.balance), one per backend"
+        }
+        "service-upstream" => {
+            "haptic routes to endpoints (that is what makes readiness flips runtime changes); a ClusterIP backend is not offered"
+        }
+        "proxy-next-upstream-timeout" => {
+            "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
+        }
+        "enable-cors"
+        | "cors-allow-origin"
+        | "cors-allow-methods"
+        | "cors-allow-headers"
+        | "cors-expose-headers"
+        | "cors-allow-credentials"
+        | "cors-max-age" => "CORS is not in this library yet",
+        "custom-headers" => "it names a ConfigMap, which this library does not watch yet",
+        "default-backend" | "custom-http-errors" | "disable-proxy-intercept-errors" => {
+            "error pages from a default backend are not in this library yet"
+        }
+        "ssl-passthrough" => {
+            "TLS passthrough needs a TCP frontend with SNI routing, not in this library yet"
+        }
+        "limit-rate" | "limit-rate-after" => {
+            "HAProxy 2.6 has no per-connection bandwidth limit for responses"
+        }
+        "limit-burst-multiplier" => {
+            "HAProxy counts requests over a sliding window; there is no burst allowance to size"
+        }
+        "global-rate-limit"
+        | "global-rate-limit-window"
+        | "global-rate-limit-key"
+        | "global-rate-limit-ignored-cidrs" => {
+            "the global rate limit needs memcached; HAProxy's limits are per HAProxy pod (see limit-rps)"
+        }
+        "client-body-buffer-size"
+        | "proxy-buffering"
+        | "proxy-buffers-number"
+        | "proxy-buffer-size"
+        | "proxy-max-temp-file-size"
+        | "proxy-request-buffering" => {
+            "nginx's buffer tuning has no per-Ingress HAProxy counterpart (HAProxy streams; tune.bufsize is global)"
+        }
+        "proxy-cookie-domain"
+        | "proxy-cookie-path"
+        | "proxy-redirect-from"
+        | "proxy-redirect-to" => {
+            "rewriting Set-Cookie and Location of responses is not in this library yet"
+        }
+        "proxy-http-version" => "HAProxy speaks HTTP/1.1 to backends; 1.0 is not offered",
+        "connection-proxy-header" => "HAProxy manages the Connection header to the backend itself",
+        "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
+            "ciphers are set for the whole HTTPS bind, not per Ingress"
+        }
+        "preserve-trailing-slash" => {
+            "the HTTPS redirect keeps the path and query unchanged, as with preserve-trailing-slash: true"
+        }
+        "http2-push-preload" => "HTTP/2 server push is gone from browsers and from HAProxy",
+        "enable-access-log" | "enable-rewrite-log" => {
+            "logging is base's (defaults.httpLog), not per Ingress"
+        }
+        "enable-opentracing"
+        | "opentracing-trust-incoming-span"
+        | "enable-opentelemetry"
+        | "opentelemetry-trust-incoming-span"
+        | "opentelemetry-operation-name" => {
+            "tracing is not built into HAProxy 2.6 without modules haptic does not load"
+        }
+        "enable-influxdb"
+        | "influxdb-measurement"
+        | "influxdb-port"
+        | "influxdb-host"
+        | "influxdb-server-name" => "use haptic's Prometheus metrics instead",
+        "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
+            "ModSecurity is an nginx module; HAProxy 2.6 would need an SPOE agent"
+        }
+        "mirror-request-body" | "mirror-target" | "mirror-host" => {
+            "request mirroring needs an SPOE agent in HAProxy 2.6"
+        }
+        "satisfy" => "it combines auth-url with source ranges; auth-url is not honoured",
+        "proxy-connect-timeout" => {
+            "HAProxy 2.6 sets the connect timeout per backend, not per request; base's defaults.timeouts.connect applies"
+        }
+        "add-base-url"
+        | "base-url-scheme"
+        | "secure-backends"
+        | "grpc-backend"
+        | "secure-verify-ca-secret"
+        | "ssl-redirect-code" => "removed from ingress-nginx before its last release",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_are_known_and_never_honoured() {
+        for snippet in SNIPPETS {
+            assert!(not_honoured(snippet).is_some_and(|why| why.contains("never")));
+        }
+        assert_eq!(not_honoured("no-such-annotation"), None);
+    }
+}

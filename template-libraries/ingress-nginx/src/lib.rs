@@ -1,0 +1,809 @@
+//! `ingress-nginx`: serves Ingresses written for ingress-nginx, their
+//! `nginx.ingress.kubernetes.io/*` annotations in HAProxy terms, and says
+//! for every annotation what it did ([`report`]).
+//!
+//! - Which Ingresses: `spec.ingressClassName` in `classNames` (default
+//!   `nginx`) or naming an IngressClass whose controller is `controller`
+//!   (default `k8s.io/ingress-nginx`, so the existing IngressClass of a
+//!   cluster moving off ingress-nginx is taken over); the legacy
+//!   `kubernetes.io/ingress.class` annotation in `classNames`; class-less
+//!   Ingresses when `watchIngressWithoutClass` is set or one of those
+//!   IngressClasses is the default. The SDK's IngressClass index
+//!   ([`haptic_sdk::ingress::Classes`]) decides what is ours.
+//! - Routing: the SDK's routing table ([`haptic_sdk::ingress::routes`],
+//!   the bundled `ingress` library's engine) under this library's map
+//!   names, plus a regex map for `use-regex` / `rewrite-target` paths
+//!   ([`regex`]). Backends are `kubernetes-backends`' (one server per
+//!   endpoint, named after its pod), so readiness flips stay runtime
+//!   changes and the readiness gate holds for these Ingresses too.
+//! - Annotations: typed ([`parse`]) before any reaches the configuration
+//!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
+//!   annotations are never applied. `unsupportedAnnotations: refuse`
+//!   leaves an Ingress with an annotation haptic does not honour unserved.
+
+pub mod catalogue;
+pub mod parse;
+pub mod policy;
+pub mod regex;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
+use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
+use haptic_sdk::k8s::api::core::v1::Secret;
+use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
+use haptic_sdk::names::{map_line, sanitize};
+use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
+use haptic_sdk::{
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
+};
+use serde::Deserialize;
+
+use crate::policy::{Annotations, Policy};
+
+/// Watch names.
+pub const INGRESSES: &str = "ingresses";
+pub const INGRESS_CLASSES: &str = "ingressclasses";
+pub const SERVICES: &str = "services";
+/// Opaque Secrets: `auth-secret`'s users.
+pub const SECRETS: &str = "secrets";
+
+/// This library's routing maps (a file has one owner).
+pub const NGINX_MAPS: RouteMaps = RouteMaps {
+    exact: "maps/ingress-nginx-exact.map",
+    prefix: "maps/ingress-nginx-prefix.map",
+    exact_routes: "maps/ingress-nginx-exact-routes.map",
+    prefix_routes: "maps/ingress-nginx-prefix-routes.map",
+};
+/// `map_reg` keys of regex paths -> backend, in nginx's order.
+pub const REGEX_MAP: &str = "maps/ingress-nginx-regex.map";
+/// The same keys -> the Ingress.
+pub const REGEX_ROUTES_MAP: &str = "maps/ingress-nginx-regex-routes.map";
+/// Answers 503 for routes whose Service or port does not exist.
+pub const UNAVAILABLE_BACKEND: &str = "ingress-nginx.unavailable";
+
+/// What happens to an Ingress carrying an annotation haptic does not
+/// honour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unsupported {
+    /// Served without it; reported.
+    #[default]
+    Warn,
+    /// Not served at all; reported.
+    Refuse,
+}
+
+/// Values under `templateLibraries.ingressNginx`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NginxValues {
+    pub class_names: Vec<String>,
+    pub controller: String,
+    pub watch_ingress_without_class: bool,
+    pub unsupported_annotations: Unsupported,
+    pub annotation_prefix: String,
+    pub frontend: String,
+}
+
+/// Default values (the library itself is off unless enabled).
+pub fn defaults() -> serde_json::Value {
+    serde_json::json!({
+        "enabled": false,
+        "classNames": ["nginx"],
+        "controller": "k8s.io/ingress-nginx",
+        "watchIngressWithoutClass": false,
+        "unsupportedAnnotations": "warn",
+        "annotationPrefix": "nginx.ingress.kubernetes.io",
+        "frontend": "http",
+    })
+}
+
+/// The `ingress-nginx` library.
+#[derive(Debug, Default)]
+pub struct IngressNginx {
+    values: NginxValues,
+}
+
+impl Library for IngressNginx {
+    fn info(&self) -> Info {
+        // After `ingress` (200): its route lookups run first, and the two
+        // classes' hosts normally differ.
+        Info::new("ingress-nginx", env!("CARGO_PKG_VERSION"))
+            .order(210)
+            .defaults(defaults())
+    }
+
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        self.values = values.get()?;
+        Ok(Plan::default()
+            .watch(
+                Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
+                    .parse_as::<Ingress>()
+                    .ignore_fields([
+                        "status",
+                        "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+                    ]),
+            )
+            .watch(
+                Watch::new(INGRESS_CLASSES, "networking.k8s.io/v1", "IngressClass")
+                    .parse_as::<IngressClass>(),
+            )
+            .watch(
+                Watch::new(SERVICES, "v1", "Service")
+                    .parse_as::<ServicePorts>()
+                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
+            )
+            .watch(
+                // The API server filters: no TLS key or token Secret reaches
+                // haptic through this watch.
+                Watch::new(SECRETS, "v1", "Secret")
+                    .parse_as::<Secret>()
+                    .field_selector("type=Opaque")
+                    .ignore_fields(["metadata.managedFields"]),
+            ))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let v = &self.values;
+        let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
+        let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
+        let mut served: Vec<Entry<'_, Ingress>> = ctx
+            .objects::<Ingress>(INGRESSES)?
+            .filter(|ingress| serves(v, &classes, ingress))
+            .collect();
+        // Older Ingresses win conflicts, as in ingress-nginx.
+        served.sort_by(|a, b| {
+            let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
+            (created(a), a.key).cmp(&(created(b), b.key))
+        });
+
+        let mut routing = Routing::default();
+        let mut canaries = Vec::new();
+        for ingress in &served {
+            let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
+            let Some(spec) = ingress.spec.as_ref() else {
+                continue;
+            };
+            let empty = BTreeMap::new();
+            let mut annotations = Annotations::new(
+                ingress.metadata.annotations.as_ref().unwrap_or(&empty),
+                &v.annotation_prefix,
+            );
+            let paths: Vec<&str> = spec
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|r| r.http.iter().flat_map(|h| &h.paths))
+                .map(|p| p.path.as_deref().unwrap_or("/"))
+                .collect();
+            let policy = Policy::read(&mut annotations, &paths);
+            let findings = annotations.finish();
+            let refused = v.unsupported_annotations == Unsupported::Refuse
+                && findings.iter().any(|f| f.status.is_unsupported());
+            report::emit(out, ingress.key, &v.annotation_prefix, &findings, refused)?;
+            if refused {
+                continue;
+            }
+            if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
+                out.warning(
+                    Some(ingress.key),
+                    "TLSCertificateNotServed",
+                    format!(
+                        "Ingress {id:?} has spec.tls, but the ingress-nginx library does not serve its certificates yet: HTTPS requests for its hosts get the default certificate"
+                    ),
+                )?;
+            }
+            if policy.canary.is_some() {
+                // After every main Ingress: a canary joins their routes.
+                canaries.push((ingress, id, policy));
+                continue;
+            }
+            routing.add_ingress(ctx, out, ingress, &id, &policy, &v.frontend)?;
+        }
+        for (ingress, id, policy) in &canaries {
+            routing.add_canary(ctx, out, ingress, id, policy)?;
+        }
+        routing.finish(&v.frontend, out)
+    }
+}
+
+/// Whether `ingress` is ours by these values (see the crate docs).
+fn serves(v: &NginxValues, classes: &Classes, ingress: &Ingress) -> bool {
+    let named = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref());
+    if let Some(name) = named {
+        return classes.is_ours(name) || v.class_names.iter().any(|c| c == name);
+    }
+    let legacy = ingress
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_ANNOTATION));
+    match legacy {
+        Some(value) => v.class_names.iter().any(|c| c == value),
+        None => v.watch_ingress_without_class || classes.default_is_ours(),
+    }
+}
+
+/// The routes and rules of every served Ingress, being built.
+#[derive(Default)]
+struct Routing {
+    table: RouteTable,
+    /// Regex routes in nginx's order: (key, backend, Ingress).
+    regex: Vec<(String, String, String)>,
+    /// Request rules per backend (rewrites), by backend.
+    backend_rules: BTreeMap<String, String>,
+    rewrites: usize,
+    default_backend: Option<String>,
+    /// Main routes by host and path text, for canaries: (Ingress, backend).
+    mains: BTreeMap<(String, String), (String, String)>,
+    /// The backend request rules each main Ingress asked for, copied to
+    /// its canaries' backends (the main's annotations apply to them).
+    ingress_backend_rules: BTreeMap<String, String>,
+    /// Backend options (affinity, balance) by backend: (Ingress, lines).
+    options: BTreeMap<String, (String, String)>,
+    /// Canary rules for the frontend: (request rules, routing rules).
+    canary_rules: (String, String),
+    canaries: usize,
+}
+
+impl Routing {
+    fn add_ingress(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+        frontend: &str,
+    ) -> Result<()> {
+        let Some(spec) = ingress.spec.as_ref() else {
+            return Ok(());
+        };
+        if self.default_backend.is_none()
+            && let Some(service) = spec
+                .default_backend
+                .as_ref()
+                .and_then(|b| b.service.as_ref())
+        {
+            self.default_backend = Some(resolve(ctx, out, ingress, id, service)?);
+        }
+        let mut hosts: Vec<String> = Vec::new();
+        let mut regex_routes: Vec<(String, String, String)> = Vec::new();
+        let mut backends: Vec<String> = Vec::new();
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
+            let rule_hosts: Vec<String> = std::iter::once(host.clone())
+                .chain(policy.aliases.iter().filter(|_| !host.is_empty()).cloned())
+                .collect();
+            for h in &rule_hosts {
+                if !h.is_empty() && !hosts.contains(h) {
+                    hosts.push(h.clone());
+                }
+            }
+            for path in rule.http.iter().flat_map(|h| &h.paths) {
+                let path_text = path.path.as_deref().unwrap_or("/");
+                let Some(service) = path.backend.service.as_ref() else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "a backend without a Service is not supported",
+                    )?;
+                    continue;
+                };
+                let backend = resolve(ctx, out, ingress, id, service)?;
+                if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
+                    backends.push(backend.clone());
+                }
+                for h in &rule_hosts {
+                    self.mains
+                        .entry((h.clone(), path_text.to_owned()))
+                        .or_insert_with(|| (id.to_owned(), backend.clone()));
+                }
+                if policy.regex_paths {
+                    let regex = match regex::path_regex(path_text) {
+                        Ok(regex) => regex,
+                        Err(why) => {
+                            skipped(out, ingress, id, path_text, &host, &why)?;
+                            continue;
+                        }
+                    };
+                    for h in &rule_hosts {
+                        regex_routes.push((
+                            regex::route_key(h, &regex),
+                            backend.clone(),
+                            id.to_owned(),
+                        ));
+                    }
+                    if let Some(replacement) = &policy.rewrite
+                        && backend != UNAVAILABLE_BACKEND
+                    {
+                        self.add_rewrite(&backend, id, &regex, replacement);
+                    }
+                    continue;
+                }
+                let Some(kind) = PathKind::from_path_type(&path.path_type) else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "pathType is not Exact, Prefix or ImplementationSpecific",
+                    )?;
+                    continue;
+                };
+                for h in &rule_hosts {
+                    if let Err(why) = self.table.add(h, path_text, kind, &backend, id) {
+                        skipped(out, ingress, id, path_text, h, &format!("{why:?}"))?;
+                    }
+                }
+            }
+        }
+        let rules = policy.backend_rules(id);
+        if !rules.is_empty() {
+            for backend in &backends {
+                self.backend_rules
+                    .entry(backend.clone())
+                    .or_default()
+                    .push_str(&rules);
+            }
+            self.ingress_backend_rules
+                .entry(id.to_owned())
+                .or_default()
+                .push_str(&rules);
+        }
+        self.add_options(out, ingress, id, policy, &backends)?;
+        // nginx orders regex locations longest first.
+        regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
+        self.regex.extend(regex_routes);
+
+        let tls_hosts: Vec<String> = spec
+            .tls
+            .iter()
+            .flatten()
+            .flat_map(|t| t.hosts.iter().flatten())
+            .map(|h| h.to_ascii_lowercase())
+            .filter(|h| parse::host(h, true).is_ok())
+            .collect();
+        let rules = policy.frontend_rules(id, &tls_hosts, &hosts);
+        if !rules.is_empty() {
+            out.snippet_keyed(
+                format!("ingress-nginx-rules:{id}"),
+                SectionKind::Frontend,
+                frontend,
+                Slot::RequestRules,
+                10,
+                rules,
+            )?;
+        }
+        if let Some(auth) = &policy.auth {
+            basic_auth(ctx, out, ingress, id, auth, frontend)?;
+        }
+        let responses = policy.response_rules(id);
+        if !responses.is_empty() {
+            out.snippet_keyed(
+                format!("ingress-nginx-responses:{id}"),
+                SectionKind::Frontend,
+                frontend,
+                Slot::ResponseRules,
+                10,
+                responses,
+            )?;
+        }
+        for (name, body) in policy.limit_tables(id) {
+            out.section(SectionKind::Backend, &name, body)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the path of the requests Ingress `id` sends to `backend`
+    /// through the path `regex`: the first path of the Ingress that
+    /// matches marks the request, so one rewrite applies at most.
+    fn add_rewrite(&mut self, backend: &str, id: &str, regex: &str, replacement: &str) {
+        self.rewrites += 1;
+        let mark = self.rewrites;
+        let (namespace, name) = id.split_once('/').unwrap_or(("", id));
+        let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+        let lines = format!(
+            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i '^{regex}' }}\n    http-request replace-path '(?i)^{regex}' '{replacement}' if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}\n"
+        );
+        self.backend_rules
+            .entry(backend.to_owned())
+            .or_default()
+            .push_str(&lines);
+        self.ingress_backend_rules
+            .entry(id.to_owned())
+            .or_default()
+            .push_str(&lines);
+    }
+
+    /// Affinity and balancing belong to a whole backend: the first Ingress
+    /// to set them on a Service port decides; a later one that differs is
+    /// told.
+    fn add_options(
+        &mut self,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+        backends: &[String],
+    ) -> Result<()> {
+        let Some(lines) = policy.backend_options() else {
+            return Ok(());
+        };
+        for backend in backends {
+            match self.options.get(backend) {
+                None => {
+                    self.options
+                        .insert(backend.clone(), (id.to_owned(), lines.clone()));
+                }
+                Some((owner, theirs)) if *theirs != lines => {
+                    out.warning(
+                        Some(ingress.key),
+                        "BackendSettingsConflict",
+                        format!(
+                            "Ingress {id:?}: its affinity or balancing annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
+                        ),
+                    )?;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A canary Ingress: for each of its paths, the main route of the same
+    /// host and path sends the requests the canary rules select to the
+    /// canary's backend.
+    fn add_canary(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+    ) -> Result<()> {
+        let Some(canary) = &policy.canary else {
+            return Ok(());
+        };
+        let Some(spec) = ingress.spec.as_ref() else {
+            return Ok(());
+        };
+        let mut backends = Vec::new();
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
+            for path in rule.http.iter().flat_map(|h| &h.paths) {
+                let path_text = path.path.as_deref().unwrap_or("/");
+                let Some(service) = path.backend.service.as_ref() else {
+                    skipped(
+                        out,
+                        ingress,
+                        id,
+                        path_text,
+                        &host,
+                        "a backend without a Service is not supported",
+                    )?;
+                    continue;
+                };
+                let Some((main, main_backend)) = self
+                    .mains
+                    .get(&(host.clone(), path_text.to_owned()))
+                    .cloned()
+                else {
+                    out.warning(
+                        Some(ingress.key),
+                        "CanaryWithoutMain",
+                        format!(
+                            "Ingress {id:?} is a canary, but no served Ingress routes host {host:?} path {path_text:?}: create the main Ingress first (the canary never takes requests alone, as in ingress-nginx)"
+                        ),
+                    )?;
+                    continue;
+                };
+                let backend = resolve(ctx, out, ingress, id, service)?;
+                if backend == main_backend {
+                    continue;
+                }
+                self.canaries += 1;
+                let mark = self.canaries;
+                let (namespace, name) = main.split_once('/').unwrap_or(("", main.as_str()));
+                let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+                let (request, routing) = &mut self.canary_rules;
+                let route = format!("{{ var(txn.ingress_nginx_canary_route) -m int {mark} }}");
+                let undecided = "!{ var(txn.ingress_nginx_canary) -m found }";
+                // The main Ingress's request for the backend of this path
+                // (ingress-nginx merges the canary into that upstream).
+                let _ = writeln!(
+                    request,
+                    "    http-request set-var(txn.ingress_nginx_canary_route) int({mark}) if {acl} {{ var(txn.ingress_nginx_backend) -m str {main_backend} }} !{{ var(txn.ingress_nginx_canary_route) -m found }}"
+                );
+                let mut decide = |verdict: &str, when: String| {
+                    let _ = writeln!(
+                        request,
+                        "    http-request set-var(txn.ingress_nginx_canary) str({verdict}) if {route} {undecided} {when}"
+                    );
+                };
+                if let Some(header) = &canary.header {
+                    let fetch = format!("req.hdr({header})");
+                    if let Some(value) = &canary.header_value {
+                        decide("yes", format!("{{ {fetch} -m str {value} }}"));
+                    } else if let Some(pattern) = &canary.header_pattern {
+                        decide(
+                            "yes",
+                            format!("{{ {fetch} -m reg {} }}", haptic_sdk::names::quote(pattern)),
+                        );
+                    } else {
+                        decide("no", format!("{{ {fetch} -m str never }}"));
+                        decide("yes", format!("{{ {fetch} -m str always }}"));
+                    }
+                }
+                if let Some(cookie) = &canary.cookie {
+                    decide("no", format!("{{ req.cook({cookie}) -m str never }}"));
+                    decide("yes", format!("{{ req.cook({cookie}) -m str always }}"));
+                }
+                if canary.weight > 0 {
+                    decide(
+                        "yes",
+                        format!("{{ rand({}) -m int lt {} }}", canary.total, canary.weight),
+                    );
+                }
+                let _ = writeln!(
+                    routing,
+                    "    use_backend {backend} if {route} {{ var(txn.ingress_nginx_canary) -m str yes }}"
+                );
+                if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
+                    backends.push(backend.clone());
+                    if let Some(rules) = self.ingress_backend_rules.get(&main).cloned() {
+                        self.backend_rules
+                            .entry(backend.clone())
+                            .or_default()
+                            .push_str(&rules);
+                    }
+                }
+            }
+        }
+        self.add_options(out, ingress, id, policy, &backends)
+    }
+
+    fn finish(self, frontend: &str, out: &mut Output) -> Result<()> {
+        out.file(NGINX_MAPS.exact, self.table.exact_map())?;
+        out.file(NGINX_MAPS.prefix, self.table.prefix_map())?;
+        out.file(NGINX_MAPS.exact_routes, self.table.exact_routes_map())?;
+        out.file(NGINX_MAPS.prefix_routes, self.table.prefix_routes_map())?;
+        let mut regex_map = String::from(
+            "# haptic ingress-nginx: ^<host>(?i)<path regex> -> backend, first match\n",
+        );
+        let mut regex_routes = String::from(
+            "# haptic ingress-nginx: ^<host>(?i)<path regex> -> namespace/name of the Ingress\n",
+        );
+        for (key, backend, ingress) in &self.regex {
+            if let (Some(a), Some(b)) = (map_line(key, backend), map_line(key, ingress)) {
+                regex_map.push_str(&a);
+                regex_routes.push_str(&b);
+            }
+        }
+        out.file(REGEX_MAP, regex_map)?;
+        out.file(REGEX_ROUTES_MAP, regex_routes)?;
+
+        let samples = [
+            "var(txn.haptic_key_host)",
+            "var(txn.haptic_key_wildcard)",
+            "path",
+        ];
+        let mut request = routes::host_variable_rules();
+        for sample in samples {
+            let _ = writeln!(
+                request,
+                "    http-request set-var(txn.haptic_ingress) {sample},map_reg({REGEX_ROUTES_MAP}) if !{{ var(txn.haptic_ingress) -m found }}"
+            );
+        }
+        request.push_str(&routes::ingress_variable_rules(&NGINX_MAPS));
+        out.snippet(
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            0,
+            request,
+        )?;
+        let (mut canary_request, canary_routing) = self.canary_rules;
+        if !canary_request.is_empty() {
+            // The backend this library's routing will pick, by the same
+            // lookups in the same order, for the canaries to compare.
+            let mut lookups = String::new();
+            for sample in samples {
+                let _ = writeln!(
+                    lookups,
+                    "    http-request set-var(txn.ingress_nginx_backend) {sample},map_reg({REGEX_MAP}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
+                );
+            }
+            for sample in samples {
+                for (converter, map) in [
+                    ("map_str", NGINX_MAPS.exact),
+                    ("map_beg", NGINX_MAPS.prefix),
+                ] {
+                    let _ = writeln!(
+                        lookups,
+                        "    http-request set-var(txn.ingress_nginx_backend) {sample},{converter}({map}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
+                    );
+                }
+            }
+            canary_request.insert_str(0, &lookups);
+            // After txn.haptic_ingress (0), before the policies (10).
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::RequestRules,
+                5,
+                canary_request,
+            )?;
+            // Before every map lookup, so a selected request goes there.
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::Routing,
+                -10,
+                canary_routing,
+            )?;
+        }
+        let mut routing = String::new();
+        for sample in samples {
+            let lookup = format!("{sample},map_reg({REGEX_MAP})");
+            let _ = writeln!(
+                routing,
+                "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
+            );
+        }
+        routing.push_str(&routes::routing_rules(&NGINX_MAPS));
+        out.snippet(SectionKind::Frontend, frontend, Slot::Routing, 0, routing)?;
+        if let Some(backend) = self.default_backend {
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::Routing,
+                1000,
+                format!("    use_backend {backend}\n"),
+            )?;
+        }
+        for (backend, rules) in self.backend_rules {
+            out.snippet(SectionKind::Backend, &backend, Slot::RequestRules, 0, rules)?;
+        }
+        for (backend, (_, lines)) in self.options {
+            out.snippet(SectionKind::Backend, &backend, Slot::Other, 0, lines)?;
+        }
+        out.section(
+            SectionKind::Backend,
+            UNAVAILABLE_BACKEND,
+            "    http-request return status 503 content-type text/plain string 'Service Unavailable'\n",
+        )
+    }
+}
+
+/// `auth-type: basic`: a secret `userlist` of the Secret's usable users and
+/// the rule asking for them; without a usable user every request the
+/// Ingress routes is refused (fail closed).
+fn basic_auth(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    auth: &policy::BasicAuth,
+    frontend: &str,
+) -> Result<()> {
+    let namespace = ingress.key.namespace.as_str();
+    let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
+    let secret = ctx.get::<Secret>(SECRETS, namespace, &auth.secret)?;
+    let data = secret.as_ref().and_then(|s| s.value.data.as_ref());
+    let (users, refused) = match data {
+        Some(data) if auth.map => {
+            let pairs: Vec<(String, String)> = data
+                .iter()
+                .map(|(user, hash)| (user.clone(), String::from_utf8_lossy(&hash.0).into_owned()))
+                .collect();
+            haptic_sdk::crypt::users_of(pairs.iter().map(|(u, h)| (u.as_str(), h.as_str())))
+        }
+        Some(data) => haptic_sdk::crypt::htpasswd_users(
+            &data
+                .get("auth")
+                .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+                .unwrap_or_default(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    for (user, why) in refused {
+        out.warning(
+            Some(ingress.key),
+            "AuthUserLeftOut",
+            format!(
+                "Ingress {id:?}: user {user} of Secret {:?} is left out: {why}",
+                auth.secret
+            ),
+        )?;
+    }
+    let rule = if users.is_empty() {
+        out.warning(
+            Some(ingress.key),
+            "AuthSecretUnusable",
+            format!(
+                "Ingress {id:?}: Secret {:?} (type Opaque, in its namespace) is missing or holds no usable user; every request this Ingress routes is answered 401 until it does",
+                auth.secret
+            ),
+        )?;
+        format!("    http-request deny deny_status 401 if {acl}\n")
+    } else {
+        let userlist = format!("ingress-nginx.auth.{}", sanitize(&id.replace('/', ".")));
+        let body: String = users
+            .iter()
+            .map(|(user, hash)| format!("    user {user} password {hash}\n"))
+            .collect();
+        out.secret_section(SectionKind::Userlist, userlist.clone(), body)?;
+        let realm = if auth.realm.is_empty() {
+            String::new()
+        } else {
+            format!(" realm {}", haptic_sdk::names::quote(&auth.realm))
+        };
+        format!("    http-request auth{realm} if {acl} !{{ http_auth({userlist}) }}\n")
+    };
+    // After the source ranges (10), as nginx's access phase runs them.
+    out.snippet_keyed(
+        format!("ingress-nginx-auth:{id}"),
+        SectionKind::Frontend,
+        frontend,
+        Slot::RequestRules,
+        20,
+        rule,
+    )
+}
+
+/// A path that is not routed: a warning on the Ingress.
+fn skipped(
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    path: &str,
+    host: &str,
+    why: &str,
+) -> Result<()> {
+    out.warning(
+        Some(ingress.key),
+        "PathSkipped",
+        // Quoted: the strings reach here unchecked offline.
+        format!("Ingress {id:?}: path {path:?} of host {host:?} skipped: {why}"),
+    )
+}
+
+/// The backend of a Service port, or [`UNAVAILABLE_BACKEND`] (with a
+/// warning) when it does not exist.
+fn resolve(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    backend: &IngressServiceBackend,
+) -> Result<String> {
+    if let Some(name) = service_port_backend(ctx, SERVICES, &ingress.key.namespace, backend)? {
+        return Ok(name);
+    }
+    out.warning(
+        Some(ingress.key),
+        "ServicePortMissing",
+        format!(
+            "Ingress {id:?}: Service {:?} has no port {:?} (or does not exist); its paths answer 503 until it does",
+            backend.name,
+            port_text(backend)
+        ),
+    )?;
+    Ok(UNAVAILABLE_BACKEND.to_owned())
+}
+
+haptic_sdk::export_library!(IngressNginx);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! Regex paths (`use-regex`, `rewrite-target`) and rewrite targets, checked
+//! before they reach HAProxy.
+//!
+//! ingress-nginx writes such a path as `location ~* "^<path>"`: matched
+//! case-insensitively from the start of the URI path, not anchored at its
+//! end. HAProxy compiles regexes with PCRE2; a pattern is accepted here only
+//! when `regex-syntax` (the parser of Rust's `regex` crate, whose syntax is
+//! the common ground of PCRE2 and RE2, the dialect nginx users write for)
+//! parses it and it holds nothing a map key or a quoted config word cannot
+//! carry. Lookaround and backreferences, which PCRE2 has and `regex-syntax`
+//! refuses, are therefore reported invalid rather than guessed at;
+//! `haproxy -c` compiles what is accepted, with the real PCRE2, before any
+//! render is deployed.
+
+/// A path regex as written in the Ingress, checked; its leading `^` (which
+/// ingress-nginx adds itself) removed.
+pub fn path_regex(path: &str) -> Result<String, String> {
+    let body = path.strip_prefix('^').unwrap_or(path);
+    if !body.starts_with('/') {
+        return Err(format!("{path:?} does not start with /"));
+    }
+    if body
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '#'))
+    {
+        return Err(format!(
+            "{path:?} holds whitespace, a quote or #, which haptic does not write into a regex"
+        ));
+    }
+    regex_syntax::Parser::new().parse(body).map_err(|error| {
+        format!(
+            "{path:?} is not a regular expression haptic accepts: {}",
+            first_line(&error.to_string())
+        )
+    })?;
+    Ok(body.to_owned())
+}
+
+/// A regex matched against a header value (`canary-by-header-pattern`):
+/// checked as a path regex is, without the leading `/`; anchored at both
+/// ends, as nginx's whole-value match.
+pub fn pattern(value: &str) -> Result<String, String> {
+    if value.is_empty()
+        || value.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '#' | '{' | '}')
+        })
+    {
+        return Err(format!(
+            "{value:?} holds whitespace, a quote, a brace or #, which haptic does not write into a regex"
+        ));
+    }
+    regex_syntax::Parser::new().parse(value).map_err(|error| {
+        format!(
+            "{value:?} is not a regular expression haptic accepts: {}",
+            first_line(&error.to_string())
+        )
+    })?;
+    Ok(format!("^(?:{value})$"))
+}
+
+fn first_line(text: &str) -> String {
+    // regex-syntax's messages draw the pattern over several lines; the
+    // last line says what is wrong.
+    text.lines()
+        .rev()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or(text)
+        .trim_start_matches("error: ")
+        .to_owned()
+}
+
+/// The number of capture groups of a checked regex.
+pub fn capture_groups(regex: &str) -> usize {
+    regex_syntax::Parser::new()
+        .parse(regex)
+        .map(|hir| hir.properties().explicit_captures_len())
+        .unwrap_or(0)
+}
+
+/// A rewrite target (`/$2`, `/api/$1`) as HAProxy's `replace-path`
+/// replacement: `$n` becomes `\n`, `%` is doubled (the replacement is a
+/// log-format string). `$` must be followed by a group number no larger
+/// than `groups`; nginx variables (`$host`) are refused.
+pub fn rewrite_target(target: &str, groups: usize) -> Result<String, String> {
+    if target.is_empty()
+        || target
+            .bytes()
+            .any(|b| !b.is_ascii_graphic() || matches!(b, b'\'' | b'"' | b'\\'))
+    {
+        return Err(format!(
+            "{target:?} is not a path haptic can write (no spaces, quotes or backslashes)"
+        ));
+    }
+    let mut out = String::new();
+    let mut chars = target.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                    digits.push(d);
+                    chars.next();
+                }
+                let group: usize = digits.parse().map_err(|_| {
+                    format!("{target:?}: only capture groups ($1, $2, ...) can follow $; nginx variables are not available")
+                })?;
+                if group > groups.min(9) {
+                    return Err(format!(
+                        "{target:?} names group ${group}, but the path has {groups} capture group(s)"
+                    ));
+                }
+                out.push('\\');
+                out.push_str(&digits);
+            }
+            '%' => out.push_str("%%"),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// A map_reg key for `host` (empty: any host) and a checked path regex:
+/// the host literally, then the path case-insensitively, as nginx's `~*`.
+/// Keys are matched against `<host><path>` (or the path alone for no
+/// host), so one map serves all three lookups.
+pub fn route_key(host: &str, regex: &str) -> String {
+    let mut key = String::from("^");
+    for c in host.chars() {
+        if matches!(c, '.' | '*' | '-') {
+            key.push('\\');
+        }
+        key.push(c);
+    }
+    key.push_str("(?i)");
+    key.push_str(regex);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rewrite_example_of_ingress_nginx() {
+        let regex = path_regex("/something(/|$)(.*)").unwrap();
+        assert_eq!(capture_groups(&regex), 2);
+        assert_eq!(rewrite_target("/$2", 2), Ok("/\\2".into()));
+        assert_eq!(
+            route_key("rewrite.bar.com", &regex),
+            "^rewrite\\.bar\\.com(?i)/something(/|$)(.*)"
+        );
+        assert_eq!(route_key("", "/x"), "^(?i)/x");
+    }
+
+    #[test]
+    fn bad_regexes_and_targets_are_refused() {
+        assert!(path_regex("/a(").is_err());
+        assert!(path_regex("/(?=x)").is_err(), "lookaround");
+        assert!(path_regex("/a b").is_err());
+        assert!(path_regex("a").is_err());
+        assert!(path_regex("/a'").is_err());
+        assert!(rewrite_target("/$3", 2).is_err());
+        assert!(rewrite_target("/$host", 2).is_err());
+        assert!(rewrite_target("/a b", 0).is_err());
+        assert_eq!(rewrite_target("/100%", 0), Ok("/100%%".into()));
+    }
+}
