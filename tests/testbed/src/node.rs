@@ -149,6 +149,8 @@ impl NodeBed {
         let mut archives = images::archives()?;
         // haptic's own image when `make image` has built it (the chart runs it).
         archives.extend(images::haptic_archive());
+        // The Gateway API suite's images when they were built (`make gateway-conformance`).
+        archives.extend(images::gateway_archives().unwrap_or_default());
         cleanup::sweep();
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
@@ -223,6 +225,12 @@ impl NodeBed {
     /// Whether haptic's image (`make image`) was found and imported.
     pub fn has_haptic_image() -> bool {
         images::haptic_archive().is_some()
+    }
+
+    /// Whether the Gateway API conformance suite's images were found and
+    /// imported (`make testbed-images` with the suite built).
+    pub fn has_gateway_conformance_images() -> bool {
+        images::gateway_archives().is_some()
     }
 
     /// An admin client.
