@@ -11,7 +11,6 @@
 //! and helm (`$HELM`, else `charts/scripts/install-helm.sh`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -38,26 +37,6 @@ const HELD_MS: u64 = 15_000;
 /// Load: at least this many requests must succeed during the rollout.
 const MIN_OK: u64 = 100;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn helm() -> anyhow::Result<PathBuf> {
-    if let Some(helm) = std::env::var_os("HELM") {
-        return Ok(PathBuf::from(helm));
-    }
-    let out = std::process::Command::new("bash")
-        .arg(repo().join("charts/scripts/install-helm.sh"))
-        .output()
-        .context("running charts/scripts/install-helm.sh")?;
-    ensure!(
-        out.status.success(),
-        "install-helm.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_failed_request()
 -> anyhow::Result<()> {
@@ -69,8 +48,8 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     let bed = NodeBed::start().await?;
     let client = bed.client();
     let began = Instant::now();
-    let chart = repo().join("charts/haptic");
-    let out = tokio::process::Command::new(helm()?)
+    let chart = haptic_testbed::helm::chart_dir();
+    let out = tokio::process::Command::new(haptic_testbed::helm::bin()?)
         .args(["install", "haptic"])
         .arg(&chart)
         .args([

@@ -1,0 +1,452 @@
+//! The Gateway API conformance suite (`sigs.k8s.io/gateway-api/conformance`,
+//! the release tests/testbed/gateway-conformance pins) against haptic on the
+//! real node: the chart with the image `make image` built and the
+//! `gateway-api` library on, GatewayClass `haptic`, then the suite's own
+//! binary (`go test -c`) with `--gateway-class=haptic
+//! --conformance-profiles=GATEWAY-HTTP` and `--supported-features` read from
+//! what the GatewayClass declares. The oracle is the suite itself: its
+//! requests go to each Gateway's LoadBalancer address on the bed's network,
+//! its backends are its own echo-basic pods.
+//!
+//! Two selections, by `HAPTIC_GATEWAY_CONFORMANCE`:
+//! - unset or `subset`: [`CI_SUBSET`], what `make test` runs (the report goes
+//!   to the target directory);
+//! - `all` (`make gateway-conformance`): every test of the profile, the
+//!   report written to `docs/conformance/` with the date and commit.
+//!
+//! Needs root, `make testbed-binaries testbed-node-setup testbed-images
+//! image` (IMAGE_PROFILE=dev is enough) and helm.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use haptic_testbed::kubelet::bed::{init_tracing, wait_for};
+use haptic_testbed::node::NodeBed;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+
+const NAMESPACE: &str = "haptic";
+const GATEWAY_CLASS: &str = "haptic";
+const CONTROLLER_NAME: &str = "haproxy-haptic.org/gateway-controller";
+const PROFILE: &str = "GATEWAY-HTTP";
+const WAIT: Duration = Duration::from_secs(180);
+
+/// What the chart needs on this bed for the suite: Gateways get
+/// LoadBalancer Services (the bed's allocator gives them addresses), and the
+/// `gateway-api` library is on.
+const CHART_VALUES: &[&str] = &["controller.templateLibraries.gatewayApi.enabled=true"];
+
+/// The core tests `make test` runs: one per mechanism the rest build on
+/// (attachment and status, a route reaching a backend, matching,
+/// cross-namespace grants, a Gateway of its own address), a few minutes on
+/// two cores. `make gateway-conformance` runs all of them.
+const CI_SUBSET: &[&str] = &[
+    "GatewayClassObservedGenerationBump",
+    "HTTPRouteSimpleSameNamespace",
+    "HTTPRouteMatching",
+    "HTTPRouteCrossNamespace",
+    "HTTPRouteReferenceGrant",
+    "HTTPRouteMultipleGateways",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_the_gateway_api_conformance_suite_passes_on_the_real_node() -> anyhow::Result<()> {
+    init_tracing();
+    let selection = Selection::from_env()?;
+    let suite = Suite::find()?;
+    ensure!(
+        NodeBed::has_haptic_image(),
+        "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
+    );
+    ensure!(
+        NodeBed::has_gateway_conformance_images(),
+        "the conformance suite's images (echo-basic, dns) are not built: run `make testbed-images`"
+    );
+    let bed = NodeBed::start().await?;
+    let client = bed.client();
+    let kubeconfig = bed.control_plane().kubeconfig_path().to_owned();
+    let kubectl = bed.control_plane().bin_dir().join("kubectl");
+
+    let began = Instant::now();
+    run(
+        &kubectl,
+        &[
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "apply".as_ref(),
+            "--server-side".as_ref(),
+            "-f".as_ref(),
+            suite.crds.as_os_str(),
+        ],
+    )
+    .await
+    .context("installing the Gateway API CRDs")?;
+    install_chart(&kubeconfig).await?;
+    let features = gateway_class_features(&client).await?;
+    eprintln!(
+        "haptic installed with GatewayClass {GATEWAY_CLASS} accepted in {:?}; it declares: {}",
+        began.elapsed(),
+        features.join(",")
+    );
+
+    let out_dir = selection.report_dir();
+    std::fs::create_dir_all(&out_dir)?;
+    let report = out_dir.join(selection.report_name(&suite.version));
+    let log = out_dir.join(format!("gateway-conformance-{}.log", selection.name()));
+    let ran = Instant::now();
+    let status = suite
+        .run(&kubeconfig, &features, &selection, &report, &log)
+        .await?;
+    let results = parse_results(&std::fs::read_to_string(&log)?);
+    eprintln!(
+        "Gateway API {} {PROFILE} ({}): {} in {:?}; suite log {}, report {}",
+        suite.version,
+        selection.name(),
+        summary(&results),
+        ran.elapsed(),
+        log.display(),
+        report.display()
+    );
+    for (test, result) in &results {
+        eprintln!("  {result:<4} {test}");
+    }
+    if let Selection::All = selection {
+        stamp_report(&report)?;
+    }
+    ensure!(
+        status.success(),
+        "the conformance suite failed ({status}): {}; see {}",
+        summary(&results),
+        log.display()
+    );
+    match selection {
+        Selection::Subset => {
+            let missing: Vec<&&str> = CI_SUBSET
+                .iter()
+                .filter(|t| results.get(**t).map(String::as_str) != Some("PASS"))
+                .collect();
+            ensure!(missing.is_empty(), "not passed: {missing:?}");
+        }
+        // The suite's own verdict: core and every declared extended feature
+        // `success`, no core test skipped.
+        Selection::All => check_report(&std::fs::read_to_string(&report)?)?,
+    }
+    bed.stop().await;
+    Ok(())
+}
+
+/// Which tests run.
+enum Selection {
+    Subset,
+    All,
+}
+
+impl Selection {
+    fn from_env() -> anyhow::Result<Self> {
+        match std::env::var("HAPTIC_GATEWAY_CONFORMANCE").as_deref() {
+            Err(_) | Ok("" | "subset") => Ok(Self::Subset),
+            Ok("all") => Ok(Self::All),
+            Ok(other) => bail!("HAPTIC_GATEWAY_CONFORMANCE={other}: say `subset` or `all`"),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Subset => "subset",
+            Self::All => "all",
+        }
+    }
+
+    /// The full run's report is committed; the subset's stays in the target dir.
+    fn report_dir(&self) -> PathBuf {
+        match self {
+            Self::Subset => target_dir().join("gateway-conformance"),
+            Self::All => haptic_testbed::helm::repo_root().join("docs/conformance"),
+        }
+    }
+
+    fn report_name(&self, version: &str) -> String {
+        format!("gateway-api-{version}-{PROFILE}-{}.yaml", self.name())
+    }
+
+    /// `go test` arguments that select the tests.
+    fn test_run(&self) -> String {
+        match self {
+            Self::Subset => format!("^TestConformance$/^({})$", CI_SUBSET.join("|")),
+            Self::All => "^TestConformance$".to_owned(),
+        }
+    }
+}
+
+/// The suite's binary and the CRDs of the same release.
+struct Suite {
+    version: String,
+    binary: PathBuf,
+    crds: PathBuf,
+}
+
+impl Suite {
+    fn find() -> anyhow::Result<Self> {
+        let module_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway-conformance");
+        let go_mod = std::fs::read_to_string(module_dir.join("go.mod"))?;
+        let version = go_mod
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("sigs.k8s.io/gateway-api/conformance ")
+                    .map(|v| v.trim().to_owned())
+            })
+            .context("tests/testbed/gateway-conformance/go.mod pins no conformance release")?;
+        let cache = std::env::var_os("HAPTIC_TESTBED_CACHE").map_or_else(
+            || {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/haptic-testbed")
+            },
+            PathBuf::from,
+        );
+        let binary = cache
+            .join(format!("gateway-api-{version}"))
+            .join("conformance.test");
+        ensure!(
+            binary.is_file(),
+            "no {}: run `make gateway-conformance-binaries`",
+            binary.display()
+        );
+        // The CRDs of the release the suite checks against, from the Go module cache
+        // (the build script downloaded the module).
+        let out = std::process::Command::new("go")
+            .args(["mod", "download", "-json"])
+            .arg(format!("sigs.k8s.io/gateway-api@{version}"))
+            .current_dir(&module_dir)
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-mod=mod")
+            .output()
+            .context("running `go mod download` for the Gateway API CRDs")?;
+        ensure!(
+            out.status.success(),
+            "go mod download sigs.k8s.io/gateway-api@{version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let dir = info["Dir"]
+            .as_str()
+            .context("go mod download gave no Dir for sigs.k8s.io/gateway-api")?;
+        let crds = Path::new(dir).join("config/crd/standard");
+        ensure!(crds.is_dir(), "no {}", crds.display());
+        Ok(Self {
+            version,
+            binary,
+            crds,
+        })
+    }
+
+    /// Runs the suite against the bed, its output (`-test.v`) into `log`.
+    async fn run(
+        &self,
+        kubeconfig: &Path,
+        features: &[String],
+        selection: &Selection,
+        report: &Path,
+        log: &Path,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let log_file = std::fs::File::create(log)?;
+        let mut command = tokio::process::Command::new(&self.binary);
+        command
+            .arg("-test.v")
+            .arg(format!("-test.run={}", selection.test_run()))
+            .arg("-test.timeout=90m")
+            .arg(format!("--gateway-class={GATEWAY_CLASS}"))
+            .arg(format!("--conformance-profiles={PROFILE}"))
+            .arg(format!("--supported-features={}", features.join(",")))
+            .arg(format!("--report-output={}", report.display()))
+            .arg("--organization=haptic")
+            .arg("--project=haptic")
+            .arg("--url=https://github.com/haproxy-haptic/haptic")
+            .arg(format!("--version={}", implementation_version()))
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .kill_on_drop(true);
+        Ok(command.status().await?)
+    }
+}
+
+/// The chart with haptic's image and the `gateway-api` library on.
+async fn install_chart(kubeconfig: &Path) -> anyhow::Result<()> {
+    let mut args: Vec<std::ffi::OsString> = ["install", "haptic"].map(Into::into).to_vec();
+    args.push(haptic_testbed::helm::chart_dir().into());
+    args.extend(
+        [
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+            "--kubeconfig",
+        ]
+        .map(Into::into),
+    );
+    args.push(kubeconfig.into());
+    for value in CHART_VALUES {
+        args.extend(["--set".into(), (*value).into()]);
+    }
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    run(&haptic_testbed::helm::bin()?, &args)
+        .await
+        .context("helm install")?;
+    Ok(())
+}
+
+/// Creates GatewayClass `haptic` unless the chart did, waits for the
+/// library to accept it, and returns the features it declares.
+async fn gateway_class_features(client: &kube::Client) -> anyhow::Result<Vec<String>> {
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "GatewayClass");
+    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    if classes.get_opt(GATEWAY_CLASS).await?.is_none() {
+        let class: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": GATEWAY_CLASS},
+            "spec": {"controllerName": CONTROLLER_NAME},
+        }))?;
+        classes.create(&PostParams::default(), &class).await?;
+    }
+    let features = wait_for(
+        "GatewayClass haptic Accepted, with its supportedFeatures",
+        WAIT,
+        || async {
+            let class = classes
+                .get(GATEWAY_CLASS)
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = &class.data["status"];
+            let accepted = status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Accepted" && c["status"] == "True");
+            let features: Vec<String> = status["supportedFeatures"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["name"].as_str().map(str::to_owned))
+                .collect();
+            if accepted && !features.is_empty() {
+                Ok(features)
+            } else {
+                Err(format!("status: {status}"))
+            }
+        },
+    )
+    .await?;
+    Ok(features)
+}
+
+/// `--- PASS: TestConformance/<Test>` lines of the suite's log: the result
+/// of each test of the profile (subtests of a test are not counted).
+fn parse_results(log: &str) -> BTreeMap<String, String> {
+    log.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let rest = line.strip_prefix("--- ")?;
+            let (result, rest) = rest.split_once(": ")?;
+            let test = rest.strip_prefix("TestConformance/")?;
+            let test = test.split_whitespace().next()?;
+            (!test.contains('/')).then(|| (test.to_owned(), result.to_owned()))
+        })
+        .collect()
+}
+
+/// Fails unless the report's GATEWAY-HTTP profile says `success` for core
+/// (with no skipped test) and for the extended features declared.
+fn check_report(report: &str) -> anyhow::Result<()> {
+    let report: serde_json::Value = serde_yaml_ng::from_str(report)?;
+    let profile = report["profiles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == PROFILE)
+        .with_context(|| format!("the report has no {PROFILE} profile"))?;
+    let core = &profile["core"];
+    ensure!(
+        core["result"] == "success" && core["statistics"]["Skipped"].as_u64() == Some(0),
+        "{PROFILE} core: {core}"
+    );
+    let extended = &profile["extended"];
+    ensure!(
+        extended.is_null() || extended["result"] == "success",
+        "{PROFILE} extended: {extended}"
+    );
+    Ok(())
+}
+
+fn summary(results: &BTreeMap<String, String>) -> String {
+    let count = |r: &str| results.values().filter(|v| *v == r).count();
+    format!(
+        "{} passed, {} failed, {} skipped",
+        count("PASS"),
+        count("FAIL"),
+        count("SKIP")
+    )
+}
+
+/// haptic's version and the commit the run tested.
+fn implementation_version() -> String {
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(haptic_testbed::helm::repo_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    format!("{}+{commit}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The committed report says when and on what it ran, above the suite's YAML.
+fn stamp_report(report: &Path) -> anyhow::Result<()> {
+    let body = std::fs::read_to_string(report)
+        .with_context(|| format!("the suite wrote no report at {}", report.display()))?;
+    let header = format!(
+        "# Gateway API conformance, haptic {} on the real-node test bed (make gateway-conformance)\n",
+        implementation_version()
+    );
+    std::fs::write(report, header + &body)?;
+    Ok(())
+}
+
+/// The cargo target directory of the running test.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.pop();
+    dir
+}
+
+/// Runs a program to completion; its stdout, or an error with all it printed.
+async fn run(program: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .await
+        .with_context(|| format!("starting {}", program.display()))?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    ensure!(
+        out.status.success(),
+        "{} failed ({}):\n{stdout}\n{stderr}",
+        program.display(),
+        out.status
+    );
+    Ok(stdout)
+}
