@@ -266,6 +266,7 @@ impl Suite {
             .arg("--project=haptic")
             .arg("--url=https://github.com/haproxy-haptic/haptic")
             .arg(format!("--version={}", implementation_version()))
+            .arg("--contact=https://github.com/haproxy-haptic/haptic/issues")
             .env("KUBECONFIG", kubeconfig)
             .stdout(log_file.try_clone()?)
             .stderr(log_file)
