@@ -118,8 +118,9 @@ async fn e2e_the_gateway_api_conformance_suite_passes_on_the_real_node() -> anyh
     }
     ensure!(
         status.success(),
-        "the conformance suite failed ({status}): {}; see {}",
+        "the conformance suite failed ({status}): {}; its errors:\n{}\n(all of it in {})",
         summary(&results),
+        suite_errors(&std::fs::read_to_string(&log)?),
         log.display()
     );
     match selection {
@@ -383,6 +384,33 @@ fn check_report(report: &str) -> anyhow::Result<()> {
         "{PROFILE} extended: {extended}"
     );
     Ok(())
+}
+
+/// The suite's own error messages (testify's `Error:` and `Messages:`
+/// lines, with the test they belong to), at most 40 lines.
+fn suite_errors(log: &str) -> String {
+    let mut out = Vec::new();
+    let mut lines = log.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("Error:")
+            || trimmed.starts_with("Messages:")
+            || trimmed.starts_with("Test:")
+        {
+            out.push(trimmed.to_owned());
+            // testify continues a message on lines with no `Name:` prefix.
+            while let Some(next) = lines.peek() {
+                let next = next.trim();
+                if next.is_empty() || next.contains(":\t") || next.starts_with("---") {
+                    break;
+                }
+                out.push(format!("  {next}"));
+                lines.next();
+            }
+        }
+    }
+    out.truncate(40);
+    out.join("\n")
 }
 
 fn summary(results: &BTreeMap<String, String>) -> String {
