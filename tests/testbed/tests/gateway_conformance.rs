@@ -386,27 +386,25 @@ fn check_report(report: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The suite's own error messages (testify's `Error:` and `Messages:`
-/// lines, with the test they belong to), at most 40 lines.
+/// The suite's own error messages: testify's `Error:`, `Test:` and
+/// `Messages:` fields (`\t<label>\t<value>`, a continued value has an empty
+/// label), at most 40 lines.
 fn suite_errors(log: &str) -> String {
     let mut out = Vec::new();
-    let mut lines = log.lines().peekable();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("Error:")
-            || trimmed.starts_with("Messages:")
-            || trimmed.starts_with("Test:")
-        {
-            out.push(trimmed.to_owned());
-            // testify continues a message on lines with no `Name:` prefix.
-            while let Some(next) = lines.peek() {
-                let next = next.trim();
-                if next.is_empty() || next.contains(":\t") || next.starts_with("---") {
-                    break;
-                }
-                out.push(format!("  {next}"));
-                lines.next();
+    let mut capturing = false;
+    for line in log.lines() {
+        let mut fields = line.split('\t').skip(1);
+        let (Some(label), Some(value)) = (fields.next(), fields.next()) else {
+            capturing = false;
+            continue;
+        };
+        match label.trim() {
+            "" if capturing => out.push(format!("    {}", value.trim())),
+            label @ ("Error:" | "Test:" | "Messages:") => {
+                capturing = true;
+                out.push(format!("{label} {}", value.trim()));
             }
+            _ => capturing = false,
         }
     }
     out.truncate(40);
