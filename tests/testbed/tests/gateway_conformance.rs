@@ -34,10 +34,14 @@ const CONTROLLER_NAME: &str = "haproxy-haptic.org/gateway-controller";
 const PROFILE: &str = "GATEWAY-HTTP";
 const WAIT: Duration = Duration::from_secs(180);
 
-/// What the chart needs on this bed for the suite: Gateways get
-/// LoadBalancer Services (the bed's allocator gives them addresses), and the
-/// `gateway-api` library is on.
-const CHART_VALUES: &[&str] = &["controller.templateLibraries.gatewayApi.enabled=true"];
+/// The chart's values for the suite: the `gateway-api` library on and the
+/// Gateway API CRDs the chart vendors (the release the suite checks). Each
+/// Gateway gets a LoadBalancer Service (the library's default), which the
+/// bed's allocator gives an address on the bed's network.
+const CHART_VALUES: &[&str] = &[
+    "controller.templateLibraries.gatewayApi.enabled=true",
+    "gatewayAPI.installCRDs=true",
+];
 
 /// The core tests `make test` runs: one per mechanism the rest build on
 /// (attachment and status, a route reaching a backend, matching,
@@ -68,22 +72,8 @@ async fn e2e_the_gateway_api_conformance_suite_passes_on_the_real_node() -> anyh
     let bed = NodeBed::start().await?;
     let client = bed.client();
     let kubeconfig = bed.control_plane().kubeconfig_path().to_owned();
-    let kubectl = bed.control_plane().bin_dir().join("kubectl");
 
     let began = Instant::now();
-    run(
-        &kubectl,
-        &[
-            "--kubeconfig".as_ref(),
-            kubeconfig.as_os_str(),
-            "apply".as_ref(),
-            "--server-side".as_ref(),
-            "-f".as_ref(),
-            suite.crds.as_os_str(),
-        ],
-    )
-    .await
-    .context("installing the Gateway API CRDs")?;
     install_chart(&kubeconfig).await?;
     let features = gateway_class_features(&client).await?;
     eprintln!(
@@ -182,11 +172,10 @@ impl Selection {
     }
 }
 
-/// The suite's binary and the CRDs of the same release.
+/// The suite's binary and its release.
 struct Suite {
     version: String,
     binary: PathBuf,
-    crds: PathBuf,
 }
 
 impl Suite {
@@ -216,32 +205,7 @@ impl Suite {
             "no {}: run `make gateway-conformance-binaries`",
             binary.display()
         );
-        // The CRDs of the release the suite checks against, from the Go module cache
-        // (the build script downloaded the module).
-        let out = std::process::Command::new("go")
-            .args(["mod", "download", "-json"])
-            .arg(format!("sigs.k8s.io/gateway-api@{version}"))
-            .current_dir(&module_dir)
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-mod=mod")
-            .output()
-            .context("running `go mod download` for the Gateway API CRDs")?;
-        ensure!(
-            out.status.success(),
-            "go mod download sigs.k8s.io/gateway-api@{version}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let info: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        let dir = info["Dir"]
-            .as_str()
-            .context("go mod download gave no Dir for sigs.k8s.io/gateway-api")?;
-        let crds = Path::new(dir).join("config/crd/standard");
-        ensure!(crds.is_dir(), "no {}", crds.display());
-        Ok(Self {
-            version,
-            binary,
-            crds,
-        })
+        Ok(Self { version, binary })
     }
 
     /// Runs the suite against the bed, its output (`-test.v`) into `log`.
