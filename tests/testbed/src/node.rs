@@ -27,6 +27,7 @@ mod kubelet;
 mod load_balancer;
 mod lock;
 pub mod network;
+pub mod rollout;
 mod scheduler;
 
 use std::path::PathBuf;
