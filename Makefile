@@ -172,9 +172,9 @@ e2e-test: testbed-binaries testbed-images
 # The whole Gateway API conformance suite (profile GATEWAY-HTTP, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
 # gateway-api library on the real node; the report goes to docs/conformance/.
-# `make e2e-test` runs a named subset of it (tests/testbed/tests/gateway_conformance.rs).
+# `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
 gateway-conformance: testbed-binaries testbed-images image
-	HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test gateway_conformance -- --nocapture
+	HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- conformance --nocapture
 
 # helm lint/template with assertions on the rendered objects, and promtool
 # checks and unit tests of the alert rules (helm and promtool are built once

@@ -278,6 +278,15 @@ impl Drop for NodeBed {
     }
 }
 
+/// Where the kubelet keeps a pod's `emptyDir` volume `volume` on the host
+/// (so a test reads, say, the HAProxy master socket a pod created there).
+pub fn empty_dir_path(pod_uid: &str, volume: &str) -> PathBuf {
+    host::node_path("kubelet/root/pods")
+        .join(pod_uid)
+        .join("volumes/kubernetes.io~empty-dir")
+        .join(volume)
+}
+
 /// Polls the Node until its Ready condition is True.
 async fn wait_node_ready(client: &kube::Client, processes: &mut [Component]) -> Result<(), Error> {
     let nodes: Api<Node> = Api::all(client.clone());

@@ -1,4 +1,7 @@
-//! The Gateway API conformance suite (`sigs.k8s.io/gateway-api/conformance`,
+//! Gateway API on the real node, with the chart, the image `make image`
+//! built and the `gateway-api` library on.
+//!
+//! The conformance suite (`sigs.k8s.io/gateway-api/conformance`,
 //! the release tests/testbed/gateway-conformance pins) against haptic on the
 //! real node: the chart with the image `make image` built and the
 //! `gateway-api` library on, GatewayClass `haptic`, then the suite's own
@@ -14,6 +17,14 @@
 //! - `all` (`make gateway-conformance`): every test of the profile, the
 //!   report written to `docs/conformance/` with the date and commit.
 //!
+//!
+//! The gated rollout behind an HTTPRoute: a single-replica echo Deployment
+//! with the readiness gate, behind a Gateway and an HTTPRoute, restarted
+//! [`RESTARTS`] times under load through the Gateway's LoadBalancer address:
+//! no request may fail, and each time a new pod's gate turns True every
+//! worker of every HAProxy pod must already route to it, in HAProxy's own
+//! words (the master CLI, [`haptic_testbed::oracle`]).
+//!
 //! Needs root, `make testbed-binaries testbed-node-setup testbed-images
 //! image` (IMAGE_PROFILE=dev is enough) and helm.
 
@@ -22,10 +33,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use haptic_testbed::kubelet::bed::{init_tracing, wait_for};
-use haptic_testbed::node::NodeBed;
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use futures::StreamExt as _;
+use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::node::rollout::{self, Load};
+use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, ResourceExt as _};
 use serde_json::json;
 
 const NAMESPACE: &str = "haptic";
@@ -43,6 +59,19 @@ const CHART_VALUES: &[&str] = &[
     "gatewayAPI.installCRDs=true",
 ];
 
+/// The readiness gate's condition (`kubernetes-backends`' gate library).
+const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
+const GATE_VALUE: &str =
+    "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true";
+const APP_NAMESPACE: &str = "shop";
+const HOST: &str = "web.example.com";
+const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
+/// Restarts of the gated Deployment under load.
+const RESTARTS: usize = 10;
+/// The fewest successful requests per second of load (2 clients, one
+/// request per connection, 20 ms apart) that show it ran throughout.
+const MIN_OK_PER_SECOND: f64 = 5.0;
+
 /// The core tests `make test` runs: one per mechanism the rest build on
 /// (attachment and status, a route reaching a backend, matching,
 /// cross-namespace grants, a Gateway of its own address), a few minutes on
@@ -57,7 +86,7 @@ const CI_SUBSET: &[&str] = &[
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn e2e_the_gateway_api_conformance_suite_passes_on_the_real_node() -> anyhow::Result<()> {
+async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyhow::Result<()> {
     init_tracing();
     let selection = Selection::from_env()?;
     let suite = Suite::find()?;
@@ -74,7 +103,7 @@ async fn e2e_the_gateway_api_conformance_suite_passes_on_the_real_node() -> anyh
     let kubeconfig = bed.control_plane().kubeconfig_path().to_owned();
 
     let began = Instant::now();
-    install_chart(&kubeconfig).await?;
+    install_chart(&kubeconfig, &[]).await?;
     let features = gateway_class_features(&client).await?;
     eprintln!(
         "haptic installed with GatewayClass {GATEWAY_CLASS} accepted in {:?}; it declares: {}",
@@ -241,7 +270,7 @@ impl Suite {
 }
 
 /// The chart with haptic's image and the `gateway-api` library on.
-async fn install_chart(kubeconfig: &Path) -> anyhow::Result<()> {
+async fn install_chart(kubeconfig: &Path, extra: &[&str]) -> anyhow::Result<()> {
     let mut args: Vec<std::ffi::OsString> = ["install", "haptic"].map(Into::into).to_vec();
     args.push(haptic_testbed::helm::chart_dir().into());
     args.extend(
@@ -257,7 +286,7 @@ async fn install_chart(kubeconfig: &Path) -> anyhow::Result<()> {
         .map(Into::into),
     );
     args.push(kubeconfig.into());
-    for value in CHART_VALUES {
+    for value in CHART_VALUES.iter().chain(extra) {
         args.extend(["--set".into(), (*value).into()]);
     }
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
@@ -440,4 +469,264 @@ async fn run(program: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<String
         out.status
     );
     Ok(stdout)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_never_leads_haproxy()
+-> anyhow::Result<()> {
+    init_tracing();
+    ensure!(
+        NodeBed::has_haptic_image(),
+        "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
+    );
+    let bed = NodeBed::start().await?;
+    let client = bed.client();
+    install_chart(bed.control_plane().kubeconfig_path(), &[GATE_VALUE]).await?;
+    gateway_class_features(&client).await?;
+    create_gated_app(&client).await?;
+    let gateway = gateway_address(&client).await?;
+    wait_for("web routed through the Gateway", WAIT, || async {
+        match haptic_testbed::kubelet::http::get(
+            gateway,
+            Some(HOST),
+            "/",
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        {
+            Ok(r) if r.status == 200 && r.body.contains("pod=web-") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await?;
+
+    let proxies = haproxy_sockets(&client).await?;
+    let checker = GateOrder::start(&client, proxies).await?;
+    let load = Load::start(gateway, HOST, 2);
+    let mut rollouts = Vec::new();
+    for _ in 0..RESTARTS {
+        rollouts
+            .push(rollout::restart_and_wait(&client, APP_NAMESPACE, "web", "app=web", WAIT).await?);
+    }
+    // The last new pod's gate is seen by the checker before the load stops.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    let (checked, violations) = checker.stop().await;
+    let slowest = rollouts.iter().max().copied().unwrap_or_default();
+    let minimum = (seen.elapsed.as_secs_f64() * MIN_OK_PER_SECOND) as u64;
+    eprintln!(
+        "{RESTARTS} gated rollouts behind an HTTPRoute on the real node: {} ok, {} failed over {:?} \
+         (minimum {minimum}); slowest rollout {slowest:?}; gate checked on {} new pods",
+        seen.ok,
+        seen.failed,
+        seen.elapsed,
+        checked.len()
+    );
+    ensure!(
+        seen.failed == 0,
+        "{} requests failed: {:#?}",
+        seen.failed,
+        seen.errors
+    );
+    ensure!(
+        seen.ok >= minimum,
+        "only {} requests succeeded (want >= {minimum})",
+        seen.ok
+    );
+    ensure!(
+        violations.is_empty(),
+        "the gate came ahead of HAProxy: {violations:#?}"
+    );
+    ensure!(
+        checked.len() >= RESTARTS,
+        "the gate was checked on {} new pods, want {RESTARTS}: {checked:?}",
+        checked.len()
+    );
+    bed.stop().await;
+    Ok(())
+}
+
+/// The gated echo Deployment (one replica, surge 1), its Service, a Gateway
+/// of class `haptic` with one HTTP listener and an HTTPRoute for [`HOST`].
+async fn create_gated_app(client: &kube::Client) -> anyhow::Result<()> {
+    namespace(client, APP_NAMESPACE).await?;
+    create::<Deployment>(
+        client,
+        APP_NAMESPACE,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 10,
+                        "readinessGates": [{"conditionType": GATE}],
+                        "containers": [{
+                            "name": "app", "image": ECHO_IMAGE,
+                            "ports": [{"containerPort": 8080, "name": "http"}],
+                            // Serve on after SIGTERM while HAProxy takes the pod out.
+                            "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "2"}],
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                        }],
+                    },
+                },
+            }
+        }),
+    )
+    .await?;
+    create::<Service>(
+        client,
+        APP_NAMESPACE,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+        }),
+    )
+    .await?;
+    for object in [
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "web", "namespace": APP_NAMESPACE},
+            "spec": {"gatewayClassName": GATEWAY_CLASS,
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+        }),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": APP_NAMESPACE},
+            "spec": {"parentRefs": [{"name": "web"}], "hostnames": [HOST],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]},
+        }),
+    ] {
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", &kind);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), APP_NAMESPACE, &ApiResource::from_gvk(&gvk));
+        api.create(&PostParams::default(), &serde_json::from_value(object)?)
+            .await
+            .with_context(|| format!("creating {kind} {APP_NAMESPACE}/web"))?;
+    }
+    Ok(())
+}
+
+/// The Gateway's address (`status.addresses`, from its LoadBalancer
+/// Service) and its listener's port.
+async fn gateway_address(client: &kube::Client) -> anyhow::Result<std::net::SocketAddr> {
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "Gateway");
+    let gateways: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), APP_NAMESPACE, &ApiResource::from_gvk(&gvk));
+    Ok(wait_for("the Gateway's address", WAIT, || async {
+        let gateway = gateways.get("web").await.map_err(|e| e.to_string())?;
+        let status = &gateway.data["status"];
+        status["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|a| format!("{}:80", a["value"].as_str()?).parse().ok())
+            .ok_or_else(|| format!("status: {status}"))
+    })
+    .await?)
+}
+
+/// Each HAProxy pod's name and master socket (in its `config` emptyDir on
+/// the host).
+async fn haproxy_sockets(client: &kube::Client) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = pods.list(&ListParams::default().labels(HAPROXY)).await?;
+    ensure!(!list.items.is_empty(), "no HAProxy pod");
+    Ok(list
+        .items
+        .iter()
+        .map(|pod| {
+            let uid = pod.uid().unwrap_or_default();
+            (
+                pod.name_any(),
+                haptic_testbed::node::empty_dir_path(&uid, "config").join("master.sock"),
+            )
+        })
+        .collect())
+}
+
+/// Watches the app's pods; the first time a pod's gate is seen True, asks
+/// every live worker of every HAProxy pod whether it routes [`HOST`] to the
+/// pod's address. Its findings are the pods checked and the violations.
+struct GateOrder {
+    task: tokio::task::JoinHandle<()>,
+    found: std::sync::Arc<std::sync::Mutex<(Vec<String>, Vec<String>)>>,
+}
+
+impl GateOrder {
+    /// Starts the watch; returns once it has listed the pods that exist
+    /// (whose gates were set before and are not checked).
+    async fn start(client: &kube::Client, proxies: Vec<(String, PathBuf)>) -> anyhow::Result<Self> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), APP_NAMESPACE);
+        let found = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new())));
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
+        let record = found.clone();
+        let task = tokio::spawn(async move {
+            let mut listed = Some(listed);
+            let mut seen = std::collections::BTreeSet::new();
+            let stream =
+                watcher(pods, watcher::Config::default().labels("app=web")).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                let (pod, initial) = match event {
+                    Ok(watcher::Event::InitApply(pod)) => (pod, true),
+                    Ok(watcher::Event::Apply(pod)) => (pod, false),
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(listed) = listed.take() {
+                            let _ = listed.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let name = pod.name_any();
+                if gate_status(&pod) != Some("True") || !seen.insert(name.clone()) || initial {
+                    continue;
+                }
+                let ip = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.clone())
+                    .unwrap_or_default();
+                let mut violations = Vec::new();
+                for (proxy, socket) in &proxies {
+                    if let Err(error) =
+                        haptic_testbed::oracle::every_worker_routes(socket, HOST, &ip, 8080).await
+                    {
+                        violations.push(format!("gate set on {name} ({ip}) but {proxy}: {error}"));
+                    }
+                }
+                if let Ok(mut found) = record.lock() {
+                    found.0.push(name);
+                    found.1.extend(violations);
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), is_listed)
+            .await
+            .context("the gate-order checker's pod watch did not list within 30 s")?
+            .context("the gate-order checker stopped")?;
+        Ok(Self { task, found })
+    }
+
+    async fn stop(self) -> (Vec<String>, Vec<String>) {
+        self.task.abort();
+        let _ = self.task.await;
+        self.found.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+}
+
+fn gate_status(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == GATE)
+        .map(|c| c.status.as_str())
 }
