@@ -70,7 +70,7 @@ const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
 const RESTARTS: usize = 10;
 /// The fewest successful requests per second of load (2 clients, one
 /// request per connection, 20 ms apart) that show it ran throughout.
-const MIN_OK_PER_SECOND: f64 = 5.0;
+const MIN_OK_PER_SECOND: f64 = 10.0;
 
 /// The core tests `make test` runs: one per mechanism the rest build on
 /// (attachment and status, a route reaching a backend, matching,
