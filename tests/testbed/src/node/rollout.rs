@@ -51,6 +51,7 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
         let clients = (0..clients)
             .map(|_| {
                 let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
@@ -63,7 +64,7 @@ impl Load {
                                 ok.fetch_add(1, Ordering::Relaxed);
                             }
                             other => {
-                                errors.push(format!("{other:?}"));
+                                errors.push(format!("at {:?}: {other:?}", started.elapsed()));
                                 failed.fetch_add(1, Ordering::Relaxed);
                             }
                         }
@@ -78,7 +79,7 @@ impl Load {
             ok,
             failed,
             clients,
-            started: Instant::now(),
+            started,
         }
     }
 
