@@ -256,7 +256,10 @@ fn enabled(
     let tree = values.library_tree(&defaults)?;
     let enabled = libraries
         .iter()
-        .filter(|library| values.is_enabled(&library.info().name))
+        .filter(|library| {
+            let info = library.info();
+            values.is_enabled_over(&info.name, &info.default_values)
+        })
         .cloned()
         .collect();
     Ok((enabled, tree))

@@ -152,10 +152,18 @@ impl Values {
 
     /// `templateLibraries.<camelCase name>.enabled`, true unless set false.
     pub fn is_enabled(&self, library_name: &str) -> bool {
+        self.is_enabled_over(library_name, &Value::Null)
+    }
+
+    /// [`Self::is_enabled`] for a library whose default values may say
+    /// `enabled: false` (an opt-in library such as `gateway-api`): the
+    /// user's setting wins, then the library's default, then true.
+    pub fn is_enabled_over(&self, library_name: &str, defaults: &Value) -> bool {
         self.template_libraries()
             .get(&camel_case(library_name))
             .and_then(|library| library.get("enabled"))
             .and_then(Value::as_bool)
+            .or_else(|| defaults.get("enabled").and_then(Value::as_bool))
             .unwrap_or(true)
     }
 
@@ -192,7 +200,7 @@ impl Values {
         }
         let mut tree = Map::new();
         for (name, defaults) in libraries {
-            if !self.is_enabled(name) {
+            if !self.is_enabled_over(name, defaults) {
                 continue;
             }
             let key = camel_case(name);

@@ -132,6 +132,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- $_ := set $ingress "tls" $tls }}
 {{- $_ := set $libs "ingress" $ingress }}
 {{- end }}
+{{- $gateway := get $libs "gatewayApi" | default dict }}
+{{- if and (kindIs "map" $gateway) $gateway.enabled }}
+{{- $service := get $gateway "service" | default dict }}
+{{- if not (get $service "selector") }}
+{{- $_ := set $service "selector" (include "haptic.selectorLabels" (dict "root" $ "component" "haproxy") | fromYaml) }}
+{{- $_ := set $gateway "service" $service }}
+{{- end }}
+{{- end }}
 templateLibraries:
 {{- if $libs }}
 {{ toYaml $libs | indent 2 }}
@@ -184,7 +192,7 @@ directivePolicy:
 {{- fail "agent.tls.enabled=true needs agent.tls.secretName: a Secret with ca.crt, tls.crt and tls.key" }}
 {{- end }}
 {{- $names := dict }}
-{{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true }}
+{{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true "gatewayApi" true }}
 {{- $bundled := deepCopy $known }}
 {{- range .Values.controller.customLibraries }}
 {{- if hasKey $bundled (include "haptic.camelCase" .name) }}
@@ -198,7 +206,7 @@ directivePolicy:
 {{- end }}
 {{- range $key, $_ := .Values.controller.templateLibraries }}
 {{- if not (hasKey $known $key) }}
-{{- fail (printf "controller.templateLibraries.%s: no such library. Bundled: base, ingress, kubernetesBackends, statusPatches150PodReadinessGate; a custom library's values need its entry in controller.customLibraries (key: the camelCase of its name)" $key) }}
+{{- fail (printf "controller.templateLibraries.%s: no such library. Bundled: base, ingress, kubernetesBackends, statusPatches150PodReadinessGate, gatewayApi; a custom library's values need its entry in controller.customLibraries (key: the camelCase of its name)" $key) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -242,6 +250,14 @@ directivePolicy:
 {{- end }}
 {{- if and $gate $statusGate }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/status") "verbs" (list "patch")) }}
+{{- end }}
+{{- if eq (include "haptic.libEnabled" (dict "root" . "name" "gatewayApi")) "true" }}
+{{- /* gateway-api: its kinds, their status, Namespaces (allowedRoutes
+     selectors), TLS Secrets (certificateRefs) and a Service per Gateway */}}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses" "gateways" "httproutes" "referencegrants") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses/status" "gateways/status" "httproutes/status") "verbs" (list "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces" "secrets") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
 {{- end }}
 {{- range .Values.controller.customLibraries }}
 {{- range .rbac }}

@@ -69,6 +69,22 @@ fn disabled_libraries_are_left_out_and_enabled_defaults_to_true() {
 }
 
 #[test]
+fn a_library_off_by_default_is_enabled_only_when_asked() {
+    let opt_in = json!({"enabled": false, "port": 1});
+    assert!(!Values::default().is_enabled_over("gateway-api", &opt_in));
+    let on = from_yaml("templateLibraries:\n  gatewayApi:\n    enabled: true\n").expect("valid");
+    assert!(on.is_enabled_over("gateway-api", &opt_in));
+    let tree = on
+        .library_tree(&[("gateway-api".to_owned(), opt_in.clone())])
+        .expect("known");
+    assert_eq!(tree["gatewayApi"], json!({"enabled": true, "port": 1}));
+    let off = Values::default()
+        .library_tree(&[("gateway-api".to_owned(), opt_in)])
+        .expect("known");
+    assert_eq!(off, json!({}));
+}
+
+#[test]
 fn the_charts_layout_is_accepted_and_the_top_level_wins() {
     let values = from_yaml(
         "controller:\n  replicaCount: 2\n  templateLibraries:\n    kubernetesBackends:\n      balance: leastconn\n      \

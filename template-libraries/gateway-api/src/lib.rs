@@ -1,0 +1,700 @@
+//! `gateway-api`: the Gateway API (`gateway.networking.k8s.io`, v1.6
+//! standard channel) on HAProxy: GatewayClass, Gateway, HTTPRoute and
+//! ReferenceGrant. Off by default (`templateLibraries.gatewayApi.enabled`).
+//!
+//! - Which objects: GatewayClasses whose `controllerName` is ours
+//!   (`haproxy-haptic.org/gateway-controller`), their Gateways, and the
+//!   HTTPRoutes whose parentRefs name those Gateways.
+//! - Each Gateway its own address: a Service per Gateway (an owned object,
+//!   contract 0.3.0) selecting the HAProxy pods, mapping each listener port
+//!   to a port HAProxy binds for that Gateway only ([`ports`]);
+//!   `status.addresses` is that Service's load balancer address.
+//! - Routing: one frontend per Gateway port ([`frontend`]): listener by
+//!   host, rule by match ([`matches`]), filters ([`filters`]), backends of
+//!   `kubernetes-backends` (`<namespace>_<service>_<port>`), so endpoint
+//!   flips stay runtime changes and the readiness gate holds behind routes.
+//! - Status: every condition the spec names, with its reasons
+//!   ([`listeners`], [`routes`]), `rendered` for GatewayClasses, `deployed`
+//!   (once every HAProxy pod runs the render) for Gateways and routes.
+
+pub mod api;
+pub mod conditions;
+pub mod filters;
+pub mod frontend;
+pub mod grants;
+pub mod hostnames;
+pub mod listeners;
+pub mod matches;
+pub mod ports;
+pub mod routes;
+pub mod tls;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use haptic_sdk::names::sanitize;
+use haptic_sdk::{
+    Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind,
+    StatusVariant, Values, Watch,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{GROUP, Gateway, GatewayClass, HttpRoute, Namespace, ReferenceGrant, Service};
+use crate::conditions::Condition;
+use crate::frontend::{Frontend, MatchEntry, PortListener, RuleOutput};
+use crate::grants::Grants;
+use crate::listeners::{CheckedListener, Protocol};
+use crate::routes::{Cluster, INTERNAL_ERROR_BACKEND};
+use crate::tls::Certificates;
+
+/// Watch names.
+pub const GATEWAY_CLASSES: &str = "gatewayclasses";
+pub const GATEWAYS: &str = "gateways";
+pub const HTTP_ROUTES: &str = "httproutes";
+pub const REFERENCE_GRANTS: &str = "referencegrants";
+pub const NAMESPACES: &str = "gateway-namespaces";
+pub const SERVICES: &str = "gateway-services";
+
+/// The label the host puts on owned objects; the library finds its own
+/// Services' load balancer addresses by it.
+const OWNED_BY: &str = "haproxy-haptic.org/owned-by";
+
+/// The features `status.supportedFeatures` of our GatewayClasses lists:
+/// what this library implements and the conformance suite checks.
+/// Sorted, as the list is a map keyed by name.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "HTTPRoute",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
+
+/// Values under `templateLibraries.gatewayApi`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GatewayValues {
+    /// `spec.controllerName` of our GatewayClasses.
+    pub controller_name: String,
+    /// The Service made for each Gateway.
+    pub service: ServiceValues,
+    /// The ports HAProxy binds for Gateway listeners.
+    pub ports: ports::PortRange,
+    /// The address part of each Gateway bind (empty: all addresses).
+    pub bind_address: String,
+    /// Fixed `status.addresses` (IPs or hostnames) instead of the Services'
+    /// load balancer addresses: for `haptic run`, or a fixed VIP.
+    pub addresses: Vec<String>,
+}
+
+/// `service`: the Service per Gateway.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceValues {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Labels of the HAProxy pods (the chart fills them in).
+    pub selector: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Default values.
+pub fn defaults() -> Value {
+    json!({
+        "enabled": false,
+        "controllerName": "haproxy-haptic.org/gateway-controller",
+        "service": {"type": "LoadBalancer", "selector": {}, "annotations": {}, "labels": {}},
+        "ports": {"from": 20000, "to": 29999},
+        "bindAddress": "",
+        "addresses": []
+    })
+}
+
+/// The `gateway-api` library.
+#[derive(Debug, Default)]
+pub struct GatewayApi {
+    values: GatewayValues,
+}
+
+impl Library for GatewayApi {
+    fn info(&self) -> Info {
+        Info::new("gateway-api", env!("CARGO_PKG_VERSION"))
+            .order(210)
+            .defaults(defaults())
+    }
+
+    fn plan(&mut self, values: &Values) -> Result<Plan> {
+        let parsed: GatewayValues = values.get()?;
+        check_values(&parsed)?;
+        self.values = parsed;
+        let trimmed = [
+            "metadata.managedFields",
+            "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+        ];
+        Ok(Plan::default()
+            .watch(
+                Watch::new(GATEWAY_CLASSES, format!("{GROUP}/v1"), "GatewayClass")
+                    .parse_as::<GatewayClass>()
+                    .ignore_fields(trimmed.iter().copied().chain(["status"])),
+            )
+            .watch(
+                Watch::new(GATEWAYS, format!("{GROUP}/v1"), "Gateway")
+                    .parse_as::<Gateway>()
+                    .ignore_fields(trimmed.iter().copied().chain(["status"])),
+            )
+            .watch(
+                Watch::new(HTTP_ROUTES, format!("{GROUP}/v1"), "HTTPRoute")
+                    .parse_as::<HttpRoute>()
+                    .ignore_fields(trimmed.iter().copied().chain(["status"])),
+            )
+            .watch(
+                Watch::new(
+                    REFERENCE_GRANTS,
+                    format!("{GROUP}/v1beta1"),
+                    "ReferenceGrant",
+                )
+                .parse_as::<ReferenceGrant>()
+                .ignore_fields(trimmed.iter().copied()),
+            )
+            .watch(
+                Watch::new(NAMESPACES, "v1", "Namespace")
+                    .parse_as::<Namespace>()
+                    .ignore_fields(trimmed.iter().copied().chain(["spec", "status"])),
+            )
+            .watch(
+                Watch::new(SERVICES, "v1", "Service")
+                    .parse_as::<Service>()
+                    .ignore_fields(trimmed.iter().copied().chain([
+                        "spec.selector",
+                        "spec.clusterIPs",
+                        "spec.ipFamilies",
+                        "metadata.annotations",
+                    ])),
+            )
+            .watch(tls::secrets_watch())
+            .patches_status_of(&format!("{GROUP}/v1"), "GatewayClass")
+            .patches_status_of(&format!("{GROUP}/v1"), "Gateway")
+            .patches_status_of(&format!("{GROUP}/v1"), "HTTPRoute")
+            .applies("v1", "Service"))
+    }
+
+    fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        render(&self.values, ctx, out)
+    }
+}
+
+fn check_values(v: &GatewayValues) -> Result<()> {
+    if v.controller_name.is_empty() {
+        return Err(Error::msg(
+            "templateLibraries.gatewayApi.controllerName is empty; set it to haproxy-haptic.org/gateway-controller or your own controller name",
+        ));
+    }
+    if v.bind_address
+        .contains(|c: char| c.is_whitespace() || c.is_control())
+    {
+        return Err(Error::msg(
+            "templateLibraries.gatewayApi.bindAddress holds whitespace; give one address such as 127.0.0.1",
+        ));
+    }
+    v.ports.check().map_err(Error::msg)?;
+    Ok(())
+}
+
+/// A Gateway of one of our classes, with its checked listeners.
+struct GatewayModel<'a> {
+    entry: Entry<'a, Gateway>,
+    listeners: Vec<CheckedListener>,
+}
+
+impl GatewayModel<'_> {
+    fn key(&self) -> (&str, &str) {
+        (&self.entry.key.namespace, &self.entry.key.name)
+    }
+}
+
+fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+    let api_version = format!("{GROUP}/v1");
+    // Classes.
+    let mut our_classes = BTreeSet::new();
+    for class in ctx.objects::<GatewayClass>(GATEWAY_CLASSES)? {
+        if class.spec.controller_name != v.controller_name {
+            continue;
+        }
+        our_classes.insert(class.key.name.clone());
+        let status = json!({
+            "conditions": conditions::list(&[Condition::new("Accepted", true, "Accepted", "haptic serves this class")], class.metadata.generation),
+            "supportedFeatures": SUPPORTED_FEATURES.iter().map(|f| json!({"name": f})).collect::<Vec<_>>(),
+        });
+        out.status_patch(
+            StatusVariant::Rendered,
+            &api_version,
+            "GatewayClass",
+            "",
+            &class.key.name,
+            &status,
+        )?;
+    }
+    if our_classes.is_empty() {
+        return Ok(());
+    }
+
+    let grants_list: Vec<_> = ctx.objects::<ReferenceGrant>(REFERENCE_GRANTS)?.collect();
+    let grants = Grants::new(grants_list.iter().map(|g| g.value));
+    let namespaces: BTreeMap<String, BTreeMap<String, String>> = ctx
+        .objects::<Namespace>(NAMESPACES)?
+        .map(|n| (n.key.name.clone(), n.metadata.labels.clone()))
+        .collect();
+    let mut services = BTreeMap::new();
+    let mut owned_addresses: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
+    for service in ctx.objects::<Service>(SERVICES)? {
+        let key = (service.key.namespace.clone(), service.key.name.clone());
+        let ports = service
+            .spec
+            .ports
+            .iter()
+            .filter(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"))
+            .map(|p| p.port)
+            .collect();
+        services.insert(key.clone(), ports);
+        if service
+            .metadata
+            .labels
+            .get(OWNED_BY)
+            .is_some_and(|l| l == "gateway-api")
+        {
+            let addresses = service
+                .status
+                .load_balancer
+                .ingress
+                .iter()
+                .filter_map(|i| match (&i.ip, &i.hostname) {
+                    (Some(ip), _) if !ip.is_empty() => {
+                        Some(json!({"type": "IPAddress", "value": ip}))
+                    }
+                    (_, Some(h)) if !h.is_empty() => Some(json!({"type": "Hostname", "value": h})),
+                    _ => None,
+                })
+                .collect();
+            owned_addresses.insert(key, addresses);
+        }
+    }
+    let cluster = Cluster {
+        grants: &grants,
+        namespaces: &namespaces,
+        services: &services,
+    };
+    let mut certificates = Certificates::load(ctx)?;
+
+    // Gateways, oldest first (they keep their HAProxy ports).
+    let mut gateways: Vec<GatewayModel<'_>> = Vec::new();
+    for gateway in ctx.objects::<Gateway>(GATEWAYS)? {
+        if !our_classes.contains(&gateway.spec.gateway_class_name) {
+            continue;
+        }
+        let listeners = listeners::check(&gateway, &grants, &mut certificates);
+        gateways.push(GatewayModel {
+            entry: gateway,
+            listeners,
+        });
+    }
+    gateways.sort_by(|a, b| {
+        (&a.entry.metadata.creation_timestamp, a.key())
+            .cmp(&(&b.entry.metadata.creation_timestamp, b.key()))
+    });
+    let index: BTreeMap<(String, String), usize> = gateways
+        .iter()
+        .enumerate()
+        .map(|(i, g)| ((g.entry.key.namespace.clone(), g.entry.key.name.clone()), i))
+        .collect();
+    let allocation = ports::allocate(
+        &v.ports,
+        gateways.iter().map(|g| {
+            let ports: BTreeSet<i32> = g
+                .listeners
+                .iter()
+                .filter(|l| l.valid)
+                .map(|l| l.port)
+                .collect();
+            (
+                format!("{}/{}", g.entry.key.namespace, g.entry.key.name),
+                ports,
+            )
+        }),
+    );
+
+    // Frontends per (gateway index, port).
+    let mut frontends: BTreeMap<(usize, i32), Frontend> = BTreeMap::new();
+    for (i, g) in gateways.iter().enumerate() {
+        let id = format!("{}/{}", g.entry.key.namespace, g.entry.key.name);
+        for l in g.listeners.iter().filter(|l| l.valid) {
+            let (Some(protocol), Some(haproxy_port)) =
+                (l.protocol, allocation.get(&(id.clone(), l.port)))
+            else {
+                continue;
+            };
+            let name = format!(
+                "gateway.{}.{}.{}",
+                g.entry.key.namespace, g.entry.key.name, l.port
+            );
+            let frontend = frontends.entry((i, l.port)).or_insert_with(|| Frontend {
+                bind: format!("{}:{haproxy_port}", v.bind_address),
+                protocol,
+                crt_list: (protocol == Protocol::Https)
+                    .then(|| format!("certs/gateway/{}.crt-list", sanitize(&name))),
+                name,
+                listeners: Vec::new(),
+                entries: Vec::new(),
+                rules: BTreeMap::new(),
+            });
+            frontend.listeners.push(PortListener {
+                name: l.name.clone(),
+                hostname: l.hostname.clone(),
+            });
+        }
+    }
+
+    // Routes.
+    let mut routes: Vec<Entry<'_, HttpRoute>> = ctx.objects::<HttpRoute>(HTTP_ROUTES)?.collect();
+    routes.sort_by(|a, b| {
+        (&a.metadata.creation_timestamp, a.key).cmp(&(&b.metadata.creation_timestamp, b.key))
+    });
+    let mut attached_count: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    for route in &routes {
+        let route_ns = route.key.namespace.as_str();
+        let mut parents = Vec::new();
+        // Backends and filters are the same for every parent.
+        let mut problem: Option<Condition> = None;
+        let backends: Vec<routes::Backends> = route
+            .spec
+            .rules
+            .iter()
+            .map(|rule| {
+                routes::resolve_backends(route_ns, &rule.backend_refs, &cluster, &mut problem)
+            })
+            .collect();
+        for parent in &route.spec.parent_refs {
+            if parent.group.as_deref().unwrap_or(GROUP) != GROUP
+                || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+            {
+                continue;
+            }
+            let gw_ns = parent.namespace.as_deref().unwrap_or(route_ns);
+            let Some(&gi) = index.get(&(gw_ns.to_owned(), parent.name.clone())) else {
+                continue;
+            };
+            let g = &gateways[gi];
+            let accepted = match routes::attach(route, parent, gw_ns, &g.listeners, &cluster) {
+                Err(condition) => condition,
+                Ok(attachments) => {
+                    let mut unsupported: Option<String> = None;
+                    for attachment in &attachments {
+                        *attached_count
+                            .entry((gi, attachment.listener.clone()))
+                            .or_default() += 1;
+                        let Some(listener) =
+                            g.listeners.iter().find(|l| l.name == attachment.listener)
+                        else {
+                            continue;
+                        };
+                        let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
+                            continue;
+                        };
+                        let why = add_route(frontend, route, listener, attachment, &backends);
+                        if unsupported.is_none() {
+                            unsupported = why;
+                        }
+                    }
+                    match unsupported {
+                        Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
+                        None => {
+                            Condition::new("Accepted", true, "Accepted", "the route is attached")
+                        }
+                    }
+                }
+            };
+            let resolved = problem.clone().unwrap_or_else(|| {
+                Condition::new(
+                    "ResolvedRefs",
+                    true,
+                    "ResolvedRefs",
+                    "all references resolved",
+                )
+            });
+            parents.push(routes::parent_status(
+                parent,
+                &v.controller_name,
+                &[accepted, resolved],
+                route.metadata.generation,
+            ));
+        }
+        if !parents.is_empty() {
+            out.status_patch(
+                StatusVariant::Deployed,
+                &api_version,
+                "HTTPRoute",
+                route_ns,
+                &route.key.name,
+                &json!({"parents": parents}),
+            )?;
+        }
+    }
+
+    // Sections, files, Services and Gateway status.
+    let mut crt_lists: BTreeMap<String, String> = BTreeMap::new();
+    for ((gi, _), frontend) in &mut frontends {
+        let g = &gateways[*gi];
+        if let Some(list) = &frontend.crt_list {
+            let mut text = String::new();
+            let mut listeners: Vec<&CheckedListener> = g
+                .listeners
+                .iter()
+                .filter(|l| l.valid && frontend.listeners.iter().any(|p| p.name == l.name))
+                .collect();
+            listeners
+                .sort_by_key(|l| std::cmp::Reverse(hostnames::specificity(l.hostname.as_deref())));
+            for l in listeners {
+                for file in &l.certificates {
+                    match &l.hostname {
+                        Some(h) => text.push_str(&format!("{file} {h}\n")),
+                        None => text.push_str(&format!("{file}\n")),
+                    }
+                }
+            }
+            crt_lists.insert(list.clone(), text);
+        }
+        out.section(
+            SectionKind::Frontend,
+            frontend.name.clone(),
+            frontend.body(),
+        )?;
+    }
+    for (path, pem) in &certificates.files {
+        out.secret_file(path.clone(), pem.clone())?;
+    }
+    for (path, text) in crt_lists {
+        out.file(path, text)?;
+    }
+    if !gateways.is_empty() {
+        out.section(
+            SectionKind::Backend,
+            INTERNAL_ERROR_BACKEND,
+            "    http-request return status 500 content-type text/plain string 'Internal Server Error'\n",
+        )?;
+    }
+
+    for (gi, g) in gateways.iter_mut().enumerate() {
+        for l in &mut g.listeners {
+            l.attached_routes = attached_count
+                .get(&(gi, l.name.clone()))
+                .copied()
+                .unwrap_or(0);
+        }
+        let id = format!("{}/{}", g.entry.key.namespace, g.entry.key.name);
+        let owner = ObjectKey {
+            watch: GATEWAYS.to_owned(),
+            namespace: g.entry.key.namespace.clone(),
+            name: g.entry.key.name.clone(),
+        };
+        let service_name = ports::service_name(&g.entry.key.name);
+        let service_ports: Vec<Value> = g
+            .listeners
+            .iter()
+            .filter(|l| l.valid)
+            .map(|l| l.port)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|port| {
+                let target = allocation.get(&(id.clone(), port))?;
+                Some(json!({"name": format!("port-{port}"), "port": port, "targetPort": target, "protocol": "TCP"}))
+            })
+            .collect();
+        if !service_ports.is_empty() {
+            let mut labels = v.service.labels.clone();
+            labels.insert(
+                "gateway.networking.k8s.io/gateway-name".to_owned(),
+                g.entry.key.name.clone(),
+            );
+            out.owned_object(
+                &owner,
+                "v1",
+                "Service",
+                service_name.clone(),
+                &json!({
+                    "metadata": {"labels": labels, "annotations": v.service.annotations},
+                    "spec": {"type": v.service.type_, "selector": v.service.selector, "ports": service_ports},
+                }),
+            )?;
+        }
+        let addresses: Vec<Value> = if v.addresses.is_empty() {
+            owned_addresses
+                .get(&(g.entry.key.namespace.clone(), service_name.clone()))
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            v.addresses
+                .iter()
+                .map(|a| {
+                    let kind = if a.parse::<std::net::IpAddr>().is_ok() {
+                        "IPAddress"
+                    } else {
+                        "Hostname"
+                    };
+                    json!({"type": kind, "value": a})
+                })
+                .collect()
+        };
+        let status = gateway_status(g, &addresses);
+        out.status_patch(
+            StatusVariant::Deployed,
+            &api_version,
+            "Gateway",
+            &g.entry.key.namespace,
+            &g.entry.key.name,
+            &status,
+        )?;
+    }
+    Ok(())
+}
+
+/// Adds one route's rules to a frontend for one listener; returns why a
+/// rule could not be served, if one could not.
+fn add_route(
+    frontend: &mut Frontend,
+    route: &Entry<'_, HttpRoute>,
+    listener: &CheckedListener,
+    attachment: &routes::Attachment,
+    backends: &[routes::Backends],
+) -> Option<String> {
+    let mut unsupported = None;
+    let protocol = listener.protocol.unwrap_or(Protocol::Http);
+    let hosts: Vec<Option<String>> = if attachment.hostnames.is_empty() {
+        vec![None]
+    } else {
+        attachment.hostnames.iter().cloned().map(Some).collect()
+    };
+    for (ri, rule) in route.spec.rules.iter().enumerate() {
+        let id = format!("{}/{}/{ri}", route.key.namespace, route.key.name);
+        let default_match = [api::HttpMatch::default()];
+        let rule_matches: &[api::HttpMatch] = if rule.matches.is_empty() {
+            &default_match
+        } else {
+            &rule.matches
+        };
+        let mut compiled = Vec::new();
+        for m in rule_matches {
+            match matches::compile(m) {
+                Ok(c) => compiled.push(c),
+                Err(matches::Unsupported(why)) => {
+                    unsupported.get_or_insert(format!("rule {ri}: {why} is not supported"));
+                }
+            }
+        }
+        // Filters that need the matched prefix use the first match's.
+        let prefix = compiled.first().and_then(|c| c.prefix.clone());
+        let listener_ctx = filters::Listener {
+            protocol,
+            port: listener.port,
+        };
+        let output = match filters::compile(&rule.filters, listener_ctx, prefix.as_deref()) {
+            Ok(actions) => RuleOutput {
+                actions,
+                backends: backends.get(ri).cloned().unwrap_or_default(),
+                timeout_ms: None,
+            },
+            Err(why) => {
+                unsupported.get_or_insert(format!("rule {ri}: {why}"));
+                RuleOutput::default()
+            }
+        };
+        frontend.rules.insert(id.clone(), output);
+        for (mi, m) in compiled.iter().enumerate() {
+            for host in &hosts {
+                frontend.entries.push(MatchEntry {
+                    listener: listener.name.clone(),
+                    host: host.clone(),
+                    rule: id.clone(),
+                    condition: m.condition.clone(),
+                    order: (
+                        hostnames::specificity(host.as_deref()),
+                        m.rank,
+                        (
+                            route.metadata.creation_timestamp.clone(),
+                            route.key.namespace.clone(),
+                            route.key.name.clone(),
+                        ),
+                        (ri, mi),
+                    ),
+                });
+            }
+        }
+    }
+    unsupported
+}
+
+fn gateway_status(g: &GatewayModel<'_>, addresses: &[Value]) -> Value {
+    let generation = g.entry.metadata.generation;
+    let valid = g.listeners.iter().filter(|l| l.valid).count();
+    let accepted = if g.listeners.is_empty() || valid == g.listeners.len() {
+        Condition::new("Accepted", true, "Accepted", "the Gateway is accepted")
+    } else if valid > 0 {
+        Condition::new(
+            "Accepted",
+            true,
+            "ListenersNotValid",
+            "some listeners are not valid (see their conditions)",
+        )
+    } else {
+        Condition::new(
+            "Accepted",
+            false,
+            "ListenersNotValid",
+            "no listener is valid (see their conditions)",
+        )
+    };
+    let programmed = if valid == 0 {
+        Condition::new("Programmed", false, "Invalid", "no listener is valid")
+    } else if addresses.is_empty() {
+        Condition::new(
+            "Programmed",
+            false,
+            "AddressNotAssigned",
+            "the Gateway's Service has no load balancer address yet",
+        )
+    } else {
+        Condition::new(
+            "Programmed",
+            true,
+            "Programmed",
+            "every HAProxy pod serves the Gateway",
+        )
+    };
+    let listeners: Vec<Value> = g
+        .listeners
+        .iter()
+        .map(|l| {
+            json!({
+                "name": l.name,
+                "supportedKinds": l.supported_kinds,
+                "attachedRoutes": l.attached_routes,
+                "conditions": conditions::list(&l.conditions, generation),
+            })
+        })
+        .collect();
+    json!({
+        "addresses": addresses,
+        "conditions": conditions::list(&[accepted, programmed], generation),
+        "listeners": listeners,
+    })
+}
+
+haptic_sdk::export_library!(GatewayApi);
+
+#[cfg(test)]
+mod tests;
