@@ -15,7 +15,9 @@
 //! - unset or `subset`: [`CI_SUBSET`], what `make test` runs (the report goes
 //!   to the target directory);
 //! - `all` (`make gateway-conformance`): every test of the profile, the
-//!   report written to `docs/conformance/` with the date and commit.
+//!   report written to `docs/conformance/` with the date and commit;
+//! - `Name,Name,...`: those tests only (to iterate on a failing one), the
+//!   report in the target directory.
 //!
 //!
 //! The gated rollout behind an HTTPRoute: a single-replica echo Deployment
@@ -142,17 +144,17 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
         suite_errors(&std::fs::read_to_string(&log)?),
         log.display()
     );
-    match selection {
-        Selection::Subset => {
-            let missing: Vec<&&str> = CI_SUBSET
+    match selection.required() {
+        Some(tests) => {
+            let missing: Vec<&String> = tests
                 .iter()
-                .filter(|t| results.get(**t).map(String::as_str) != Some("PASS"))
+                .filter(|t| results.get(*t).map(String::as_str) != Some("PASS"))
                 .collect();
             ensure!(missing.is_empty(), "not passed: {missing:?}");
         }
         // The suite's own verdict: core and every declared extended feature
         // `success`, no core test skipped.
-        Selection::All => check_report(&std::fs::read_to_string(&report)?)?,
+        None => check_report(&std::fs::read_to_string(&report)?)?,
     }
     bed.stop().await;
     Ok(())
@@ -162,6 +164,7 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
 enum Selection {
     Subset,
     All,
+    Named(Vec<String>),
 }
 
 impl Selection {
@@ -169,7 +172,18 @@ impl Selection {
         match std::env::var("HAPTIC_GATEWAY_CONFORMANCE").as_deref() {
             Err(_) | Ok("" | "subset") => Ok(Self::Subset),
             Ok("all") => Ok(Self::All),
-            Ok(other) => bail!("HAPTIC_GATEWAY_CONFORMANCE={other}: say `subset` or `all`"),
+            Ok(names) if names.chars().all(|c| c.is_ascii_alphanumeric() || c == ',') => {
+                Ok(Self::Named(
+                    names
+                        .split(',')
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                ))
+            }
+            Ok(other) => bail!(
+                "HAPTIC_GATEWAY_CONFORMANCE={other}: say `subset`, `all` or test names separated by commas"
+            ),
         }
     }
 
@@ -177,13 +191,23 @@ impl Selection {
         match self {
             Self::Subset => "subset",
             Self::All => "all",
+            Self::Named(_) => "named",
+        }
+    }
+
+    /// The tests that must pass (all of the profile's: the report decides).
+    fn required(&self) -> Option<Vec<String>> {
+        match self {
+            Self::Subset => Some(CI_SUBSET.iter().map(|t| (*t).to_owned()).collect()),
+            Self::Named(names) => Some(names.clone()),
+            Self::All => None,
         }
     }
 
     /// The full run's report is committed; the subset's stays in the target dir.
     fn report_dir(&self) -> PathBuf {
         match self {
-            Self::Subset => target_dir().join("gateway-conformance"),
+            Self::Subset | Self::Named(_) => target_dir().join("gateway-conformance"),
             Self::All => haptic_testbed::helm::repo_root().join("docs/conformance"),
         }
     }
@@ -194,9 +218,9 @@ impl Selection {
 
     /// `go test` arguments that select the tests.
     fn test_run(&self) -> String {
-        match self {
-            Self::Subset => format!("^TestConformance$/^({})$", CI_SUBSET.join("|")),
-            Self::All => "^TestConformance$".to_owned(),
+        match self.required() {
+            Some(tests) => format!("^TestConformance$/^({})$", tests.join("|")),
+            None => "^TestConformance$".to_owned(),
         }
     }
 }
