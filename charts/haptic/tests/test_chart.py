@@ -439,9 +439,9 @@ def gateway_api_only_when_enabled(t, chart):
 
     on = chart.render(sets=["controller.templateLibraries.gatewayApi.enabled=true"])
     rules = cluster_rules(on)
-    for resource in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
         t.check(grants(rules, "gateway.networking.k8s.io", resource, "watch"), f"gateway-api on: no watch on {resource}")
-    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status"):
+    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status"):
         t.check(grants(rules, "gateway.networking.k8s.io", resource, "patch"), f"gateway-api on: no patch on {resource}")
     for verb in ("create", "patch", "delete", "list"):
         t.check(grants(rules, "", "services", verb), f"gateway-api on: no {verb} on services (a Service per Gateway)")

@@ -70,6 +70,9 @@ pub struct Frontend {
     pub protocol: Protocol,
     /// The crt-list of an HTTPS port.
     pub crt_list: Option<String>,
+    /// A GRPCRoute is attached: an HTTPS bind offers HTTP/2 (ALPN `h2`);
+    /// a clear one takes HTTP/2 by its preface anyway.
+    pub h2: bool,
     pub listeners: Vec<PortListener>,
     pub entries: Vec<MatchEntry>,
     /// rule id -> output, in id order.
@@ -86,9 +89,10 @@ impl Frontend {
         let mut out = String::new();
         match &self.crt_list {
             Some(list) => {
+                let alpn = if self.h2 { "h2,http/1.1" } else { "http/1.1" };
                 let _ = writeln!(
                     out,
-                    "    bind {} ssl crt-list {list} alpn http/1.1",
+                    "    bind {} ssl crt-list {list} alpn {alpn}",
                     self.bind
                 );
             }

@@ -39,11 +39,13 @@ use haptic_sdk::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::{GROUP, Gateway, GatewayClass, HttpRoute, Namespace, ReferenceGrant, Service};
+use crate::api::{
+    GROUP, Gateway, GatewayClass, GrpcRoute, HttpRoute, Namespace, ReferenceGrant, Service,
+};
 use crate::conditions::Condition;
 use crate::frontend::{Frontend, MatchEntry, PortListener, RuleOutput};
 use crate::grants::Grants;
-use crate::listeners::{CheckedListener, Protocol};
+use crate::listeners::{CheckedListener, GRPC_ROUTE, HTTP_ROUTE, Protocol};
 use crate::routes::{Cluster, INTERNAL_ERROR_BACKEND};
 use crate::tls::Certificates;
 
@@ -51,6 +53,7 @@ use crate::tls::Certificates;
 pub const GATEWAY_CLASSES: &str = "gatewayclasses";
 pub const GATEWAYS: &str = "gateways";
 pub const HTTP_ROUTES: &str = "httproutes";
+pub const GRPC_ROUTES: &str = "grpcroutes";
 pub const REFERENCE_GRANTS: &str = "referencegrants";
 pub const NAMESPACES: &str = "gateway-namespaces";
 pub const SERVICES: &str = "gateway-services";
@@ -63,14 +66,17 @@ const OWNED_BY: &str = "haproxy-haptic.org/owned-by";
 /// what this library implements and the conformance suite checks.
 /// Sorted, as the list is a map keyed by name.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
     "Gateway",
     "HTTPRoute",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
@@ -155,6 +161,11 @@ impl Library for GatewayApi {
                     .ignore_fields(trimmed.iter().copied().chain(["status"])),
             )
             .watch(
+                Watch::new(GRPC_ROUTES, format!("{GROUP}/v1"), "GRPCRoute")
+                    .parse_as::<GrpcRoute>()
+                    .ignore_fields(trimmed.iter().copied().chain(["status"])),
+            )
+            .watch(
                 Watch::new(
                     REFERENCE_GRANTS,
                     format!("{GROUP}/v1beta1"),
@@ -182,6 +193,7 @@ impl Library for GatewayApi {
             .patches_status_of(&format!("{GROUP}/v1"), "GatewayClass")
             .patches_status_of(&format!("{GROUP}/v1"), "Gateway")
             .patches_status_of(&format!("{GROUP}/v1"), "HTTPRoute")
+            .patches_status_of(&format!("{GROUP}/v1"), "GRPCRoute")
             .applies("v1", "Service"))
     }
 
@@ -349,6 +361,7 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 crt_list: (protocol == Protocol::Https)
                     .then(|| format!("certs/gateway/{}.crt-list", sanitize(&name))),
                 name,
+                h2: false,
                 listeners: Vec::new(),
                 entries: Vec::new(),
                 rules: BTreeMap::new(),
@@ -360,14 +373,32 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
         }
     }
 
-    // Routes.
-    let mut routes: Vec<Entry<'_, HttpRoute>> = ctx.objects::<HttpRoute>(HTTP_ROUTES)?.collect();
+    // Routes, HTTP and gRPC, oldest first (older routes win ties).
+    let mut routes: Vec<RouteView> = Vec::new();
+    for route in ctx.objects::<HttpRoute>(HTTP_ROUTES)? {
+        routes.push(RouteView::new(HTTP_ROUTE, route.key, route.value.clone()));
+    }
+    for route in ctx.objects::<GrpcRoute>(GRPC_ROUTES)? {
+        routes.push(RouteView::new(GRPC_ROUTE, route.key, route.value.to_http()));
+    }
     routes.sort_by(|a, b| {
-        (&a.metadata.creation_timestamp, a.key).cmp(&(&b.metadata.creation_timestamp, b.key))
+        (
+            &a.route.metadata.creation_timestamp,
+            &a.route.metadata.namespace,
+            &a.route.metadata.name,
+            a.kind,
+        )
+            .cmp(&(
+                &b.route.metadata.creation_timestamp,
+                &b.route.metadata.namespace,
+                &b.route.metadata.name,
+                b.kind,
+            ))
     });
     let mut attached_count: BTreeMap<(usize, String), usize> = BTreeMap::new();
-    for route in &routes {
-        let route_ns = route.key.namespace.as_str();
+    for view in &routes {
+        let route = &view.route;
+        let route_ns = route.metadata.namespace.as_str();
         let mut parents = Vec::new();
         // Backends and filters are the same for every parent.
         let mut problem: Option<Condition> = None;
@@ -376,7 +407,13 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             .rules
             .iter()
             .map(|rule| {
-                routes::resolve_backends(route_ns, &rule.backend_refs, &cluster, &mut problem)
+                routes::resolve_backends(
+                    view.kind,
+                    route_ns,
+                    &rule.backend_refs,
+                    &cluster,
+                    &mut problem,
+                )
             })
             .collect();
         for parent in &route.spec.parent_refs {
@@ -390,35 +427,42 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 continue;
             };
             let g = &gateways[gi];
-            let accepted = match routes::attach(route, parent, gw_ns, &g.listeners, &cluster) {
-                Err(condition) => condition,
-                Ok(attachments) => {
-                    let mut unsupported: Option<String> = None;
-                    for attachment in &attachments {
-                        *attached_count
-                            .entry((gi, attachment.listener.clone()))
-                            .or_default() += 1;
-                        let Some(listener) =
-                            g.listeners.iter().find(|l| l.name == attachment.listener)
-                        else {
-                            continue;
-                        };
-                        let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
-                            continue;
-                        };
-                        let why = add_route(frontend, route, listener, attachment, &backends);
-                        if unsupported.is_none() {
-                            unsupported = why;
+            let accepted =
+                match routes::attach(view.kind, route, parent, gw_ns, &g.listeners, &cluster) {
+                    Err(condition) => condition,
+                    Ok(attachments) => {
+                        let mut unsupported: Option<String> = None;
+                        for attachment in &attachments {
+                            *attached_count
+                                .entry((gi, attachment.listener.clone()))
+                                .or_default() += 1;
+                            let Some(listener) =
+                                g.listeners.iter().find(|l| l.name == attachment.listener)
+                            else {
+                                continue;
+                            };
+                            let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
+                                continue;
+                            };
+                            if view.kind == GRPC_ROUTE {
+                                frontend.h2 = true;
+                            }
+                            let why = add_route(frontend, view, listener, attachment, &backends);
+                            if unsupported.is_none() {
+                                unsupported = why;
+                            }
+                        }
+                        match unsupported {
+                            Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
+                            None => Condition::new(
+                                "Accepted",
+                                true,
+                                "Accepted",
+                                "the route is attached",
+                            ),
                         }
                     }
-                    match unsupported {
-                        Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
-                        None => {
-                            Condition::new("Accepted", true, "Accepted", "the route is attached")
-                        }
-                    }
-                }
-            };
+                };
             let resolved = problem.clone().unwrap_or_else(|| {
                 Condition::new(
                     "ResolvedRefs",
@@ -438,9 +482,9 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             out.status_patch(
                 StatusVariant::Deployed,
                 &api_version,
-                "HTTPRoute",
+                view.kind,
                 route_ns,
-                &route.key.name,
+                &route.metadata.name,
                 &json!({"parents": parents}),
             )?;
         }
@@ -563,11 +607,37 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
     Ok(())
 }
 
+/// An HTTPRoute, or a GRPCRoute read as one, named by its watch key.
+struct RouteView {
+    kind: &'static str,
+    route: HttpRoute,
+}
+
+impl RouteView {
+    fn new(kind: &'static str, key: &ObjectKey, mut route: HttpRoute) -> Self {
+        // The key is what the host watched: the name and namespace that count.
+        route.metadata.namespace.clone_from(&key.namespace);
+        route.metadata.name.clone_from(&key.name);
+        Self { kind, route }
+    }
+
+    /// The rule's id in `txn.gw_rule`: `<namespace>/<name>/<rule>`, GRPCRoutes
+    /// under `grpc/`, so routes of both kinds may share a name.
+    fn rule_id(&self, rule: usize) -> String {
+        let m = &self.route.metadata;
+        if self.kind == GRPC_ROUTE {
+            format!("grpc/{}/{}/{rule}", m.namespace, m.name)
+        } else {
+            format!("{}/{}/{rule}", m.namespace, m.name)
+        }
+    }
+}
+
 /// Adds one route's rules to a frontend for one listener; returns why a
 /// rule could not be served, if one could not.
 fn add_route(
     frontend: &mut Frontend,
-    route: &Entry<'_, HttpRoute>,
+    view: &RouteView,
     listener: &CheckedListener,
     attachment: &routes::Attachment,
     backends: &[routes::Backends],
@@ -579,8 +649,9 @@ fn add_route(
     } else {
         attachment.hostnames.iter().cloned().map(Some).collect()
     };
+    let route = &view.route;
     for (ri, rule) in route.spec.rules.iter().enumerate() {
-        let id = format!("{}/{}/{ri}", route.key.namespace, route.key.name);
+        let id = view.rule_id(ri);
         let default_match = [api::HttpMatch::default()];
         let rule_matches: &[api::HttpMatch] = if rule.matches.is_empty() {
             &default_match
@@ -602,11 +673,13 @@ fn add_route(
             protocol,
             port: listener.port,
         };
-        let output = match filters::compile(&rule.filters, listener_ctx, prefix.as_deref()) {
-            Ok(actions) => RuleOutput {
+        let compiled_filters = filters::compile(&rule.filters, listener_ctx, prefix.as_deref())
+            .and_then(|actions| Ok((actions, filters::rule_timeout(rule.timeouts.as_ref())?)));
+        let output = match compiled_filters {
+            Ok((actions, timeout_ms)) => RuleOutput {
                 actions,
                 backends: backends.get(ri).cloned().unwrap_or_default(),
-                timeout_ms: None,
+                timeout_ms,
             },
             Err(why) => {
                 unsupported.get_or_insert(format!("rule {ri}: {why}"));
@@ -626,8 +699,8 @@ fn add_route(
                         m.rank,
                         (
                             route.metadata.creation_timestamp.clone(),
-                            route.key.namespace.clone(),
-                            route.key.name.clone(),
+                            route.metadata.namespace.clone(),
+                            route.metadata.name.clone(),
                         ),
                         (ri, mi),
                     ),
