@@ -58,7 +58,8 @@ pub type EntryOrder = (
 pub struct RuleOutput {
     pub actions: RuleActions,
     pub backends: Backends,
-    /// `http-request set-timeout server` value, milliseconds.
+    /// The server timeout, milliseconds: HAProxy 2.6 sets it in a backend
+    /// only, so it goes into each backend of the rule ([`Frontend::timeouts`]).
     pub timeout_ms: Option<u64>,
 }
 
@@ -144,9 +145,6 @@ impl Frontend {
         let mut response = String::new();
         for (rule, output) in &self.rules {
             let is = rule_is(rule);
-            if let Some(ms) = output.timeout_ms {
-                let _ = writeln!(out, "    http-request set-timeout server {ms}ms if {is}");
-            }
             for action in &output.actions.request {
                 let _ = writeln!(out, "    {} if {is} {}", action.line, action.condition);
             }
@@ -193,6 +191,31 @@ impl Frontend {
         out.push_str(&routing);
         out.push_str("    default_backend haptic.not-found\n");
         out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+    }
+}
+
+impl Frontend {
+    /// `(backend, line)` for each rule with a timeout: the backend's
+    /// `http-request set-timeout server` for requests of that rule.
+    pub fn timeouts(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (rule, output) in &self.rules {
+            let Some(ms) = output.timeout_ms else {
+                continue;
+            };
+            for (backend, _) in &output.backends {
+                if backend != INTERNAL_ERROR_BACKEND {
+                    out.push((
+                        backend.clone(),
+                        format!(
+                            "    http-request set-timeout server {ms}ms if {}",
+                            rule_is(rule)
+                        ),
+                    ));
+                }
+            }
+        }
+        out
     }
 }
 

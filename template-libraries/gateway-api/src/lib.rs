@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{
-    Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind,
+    Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
     StatusVariant, Values, Watch,
 };
 use serde::Deserialize;
@@ -117,7 +117,7 @@ pub fn defaults() -> Value {
         "enabled": false,
         "controllerName": "haproxy-haptic.org/gateway-controller",
         "service": {"type": "LoadBalancer", "selector": {}, "annotations": {}, "labels": {}},
-        "ports": {"from": 20000, "to": 29999},
+        "ports": {"from": 20000, "to": 29999, "sameAsListener": false},
         "bindAddress": "",
         "addresses": []
     })
@@ -166,13 +166,9 @@ impl Library for GatewayApi {
                     .ignore_fields(trimmed.iter().copied().chain(["status"])),
             )
             .watch(
-                Watch::new(
-                    REFERENCE_GRANTS,
-                    format!("{GROUP}/v1beta1"),
-                    "ReferenceGrant",
-                )
-                .parse_as::<ReferenceGrant>()
-                .ignore_fields(trimmed.iter().copied()),
+                Watch::new(REFERENCE_GRANTS, format!("{GROUP}/v1"), "ReferenceGrant")
+                    .parse_as::<ReferenceGrant>()
+                    .ignore_fields(trimmed.iter().copied()),
             )
             .watch(
                 Watch::new(NAMESPACES, "v1", "Namespace")
@@ -492,6 +488,7 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
 
     // Sections, files, Services and Gateway status.
     let mut crt_lists: BTreeMap<String, String> = BTreeMap::new();
+    let mut timeouts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((gi, _), frontend) in &mut frontends {
         let g = &gateways[*gi];
         if let Some(list) = &frontend.crt_list {
@@ -518,6 +515,14 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             frontend.name.clone(),
             frontend.body(),
         )?;
+        for (backend, line) in frontend.timeouts() {
+            timeouts.entry(backend).or_default().insert(line);
+        }
+    }
+    // Into `kubernetes-backends`' backends (they exist: the refs resolved).
+    for (backend, lines) in timeouts {
+        let body: String = lines.into_iter().map(|l| l + "\n").collect();
+        out.snippet(SectionKind::Backend, &backend, Slot::RequestRules, 0, body)?;
     }
     for (path, pem) in &certificates.files {
         out.secret_file(path.clone(), pem.clone())?;
