@@ -719,9 +719,12 @@ fn add_route(
 fn gateway_status(g: &GatewayModel<'_>, addresses: &[Value]) -> Value {
     let generation = g.entry.metadata.generation;
     let valid = g.listeners.iter().filter(|l| l.valid).count();
+    // Accepted while some listener is (one whose certificate is not there
+    // yet still is); the reason says when some are not served.
+    let accepted_listeners = g.listeners.iter().filter(|l| l.accepted).count();
     let accepted = if g.listeners.is_empty() || valid == g.listeners.len() {
         Condition::new("Accepted", true, "Accepted", "the Gateway is accepted")
-    } else if valid > 0 {
+    } else if accepted_listeners > 0 {
         Condition::new(
             "Accepted",
             true,
