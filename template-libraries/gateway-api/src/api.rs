@@ -526,3 +526,47 @@ impl GrpcMethodMatch {
         }
     }
 }
+
+/// An HAProxy pod, for the EndpointSlice behind each Gateway's Service.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaproxyPod {
+    pub metadata: PodMeta,
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodMeta {
+    pub name: String,
+    pub deletion_timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: Vec<PodCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+impl HaproxyPod {
+    /// Ready and not being deleted.
+    pub fn is_ready(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none()
+            && self
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+}

@@ -57,6 +57,7 @@ pub const GRPC_ROUTES: &str = "grpcroutes";
 pub const REFERENCE_GRANTS: &str = "referencegrants";
 pub const NAMESPACES: &str = "gateway-namespaces";
 pub const SERVICES: &str = "gateway-services";
+pub const HAPROXY_PODS: &str = "gateway-haproxy-pods";
 
 /// The label the host puts on owned objects; the library finds its own
 /// Services' load balancer addresses by it.
@@ -107,6 +108,13 @@ pub struct ServiceValues {
     pub type_: String,
     /// Labels of the HAProxy pods (the chart fills them in).
     pub selector: BTreeMap<String, String>,
+    /// The HAProxy pods' namespace (the chart fills it in). A Service
+    /// selects pods of its own namespace only, and a Gateway's Service lives
+    /// in the Gateway's (its owner's); so with this set the Service has no
+    /// selector and an EndpointSlice of the library's lists the HAProxy pods
+    /// of this namespace matching `selector`. Empty: the Service selects by
+    /// `selector` (HAProxy in each Gateway's namespace).
+    pub pod_namespace: String,
     pub annotations: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
 }
@@ -116,7 +124,7 @@ pub fn defaults() -> Value {
     json!({
         "enabled": false,
         "controllerName": "haproxy-haptic.org/gateway-controller",
-        "service": {"type": "LoadBalancer", "selector": {}, "annotations": {}, "labels": {}},
+        "service": {"type": "LoadBalancer", "selector": {}, "podNamespace": "", "annotations": {}, "labels": {}},
         "ports": {"from": 20000, "to": 29999, "sameAsListener": false},
         "bindAddress": "",
         "addresses": []
@@ -140,11 +148,24 @@ impl Library for GatewayApi {
         let parsed: GatewayValues = values.get()?;
         check_values(&parsed)?;
         self.values = parsed;
+        let pods = &self.values.service;
+        let pod_watch = (!pods.pod_namespace.is_empty()).then(|| {
+            let selector: Vec<String> = pods
+                .selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            Watch::new(HAPROXY_PODS, "v1", "Pod")
+                .parse_as::<api::HaproxyPod>()
+                .namespace(pods.pod_namespace.clone())
+                .label_selector(selector.join(","))
+                .ignore_fields(["metadata.managedFields", "metadata.annotations", "spec"])
+        });
         let trimmed = [
             "metadata.managedFields",
             "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
         ];
-        Ok(Plan::default()
+        let plan = Plan::default()
             .watch(
                 Watch::new(GATEWAY_CLASSES, format!("{GROUP}/v1"), "GatewayClass")
                     .parse_as::<GatewayClass>()
@@ -186,11 +207,16 @@ impl Library for GatewayApi {
                     ])),
             )
             .watch(tls::secrets_watch())
+            .applies("discovery.k8s.io/v1", "EndpointSlice")
             .patches_status_of(&format!("{GROUP}/v1"), "GatewayClass")
             .patches_status_of(&format!("{GROUP}/v1"), "Gateway")
             .patches_status_of(&format!("{GROUP}/v1"), "HTTPRoute")
             .patches_status_of(&format!("{GROUP}/v1"), "GRPCRoute")
-            .applies("v1", "Service"))
+            .applies("v1", "Service");
+        Ok(match pod_watch {
+            Some(watch) => plan.watch(watch),
+            None => plan,
+        })
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
@@ -538,6 +564,13 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
         )?;
     }
 
+    let haproxy_pods: Vec<api::HaproxyPod> = if ctx.count(HAPROXY_PODS) > 0 {
+        ctx.objects::<api::HaproxyPod>(HAPROXY_PODS)?
+            .map(|p| p.value.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
     for (gi, g) in gateways.iter_mut().enumerate() {
         for l in &mut g.listeners {
             l.attached_routes = attached_count
@@ -564,6 +597,16 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 Some(json!({"name": format!("port-{port}"), "port": port, "targetPort": target, "protocol": "TCP"}))
             })
             .collect();
+        let selectorless = !v.service.pod_namespace.is_empty();
+        if selectorless && !service_ports.is_empty() {
+            out.owned_object(
+                &owner,
+                "discovery.k8s.io/v1",
+                "EndpointSlice",
+                service_name.clone(),
+                &haproxy_endpoints(&service_name, &service_ports, &haproxy_pods),
+            )?;
+        }
         if !service_ports.is_empty() {
             let mut labels = v.service.labels.clone();
             labels.insert(
@@ -577,7 +620,11 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 service_name.clone(),
                 &json!({
                     "metadata": {"labels": labels, "annotations": v.service.annotations},
-                    "spec": {"type": v.service.type_, "selector": v.service.selector, "ports": service_ports},
+                    "spec": if selectorless {
+                        json!({"type": v.service.type_, "ports": service_ports})
+                    } else {
+                        json!({"type": v.service.type_, "selector": v.service.selector, "ports": service_ports})
+                    },
                 }),
             )?;
         }
@@ -636,6 +683,41 @@ impl RouteView {
             format!("{}/{}/{rule}", m.namespace, m.name)
         }
     }
+}
+
+/// The EndpointSlice behind a selectorless Gateway Service: one endpoint
+/// per HAProxy pod with an IP (ready when the pod is Ready and not being
+/// deleted), each Service port by name at the HAProxy port it targets.
+fn haproxy_endpoints(service: &str, service_ports: &[Value], pods: &[api::HaproxyPod]) -> Value {
+    let ports: Vec<Value> = service_ports
+        .iter()
+        .map(|p| json!({"name": p["name"], "port": p["targetPort"], "protocol": "TCP"}))
+        .collect();
+    let mut endpoints: Vec<(String, Value)> = pods
+        .iter()
+        .filter_map(|pod| {
+            let ip = pod.status.pod_ip.as_deref().filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())?;
+            let ready = pod.is_ready();
+            Some((
+                pod.metadata.name.clone(),
+                json!({
+                    "addresses": [ip],
+                    "conditions": {"ready": ready, "serving": ready, "terminating": pod.metadata.deletion_timestamp.is_some()},
+                    "targetRef": {"kind": "Pod", "name": pod.metadata.name},
+                }),
+            ))
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a.0.cmp(&b.0));
+    json!({
+        "metadata": {"labels": {
+            "kubernetes.io/service-name": service,
+            "endpointslice.kubernetes.io/managed-by": "haproxy-haptic.org/gateway-api",
+        }},
+        "addressType": "IPv4",
+        "ports": ports,
+        "endpoints": endpoints.into_iter().map(|(_, e)| e).collect::<Vec<_>>(),
+    })
 }
 
 /// Adds one route's rules to a frontend for one listener; returns why a

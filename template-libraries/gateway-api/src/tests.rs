@@ -75,3 +75,53 @@ fn matches_follow_the_specs_precedence_across_routes() {
         ]
     );
 }
+
+#[test]
+fn a_gateway_service_in_another_namespace_gets_an_endpoint_slice_of_the_haproxy_pods() {
+    let values = json!({"gatewayApi": {"enabled": true, "service": {"selector": {"app": "haproxy"}, "podNamespace": "haptic"}}});
+    let mut h = Harness::<GatewayApi>::new(values).unwrap();
+    let pods = h
+        .plan()
+        .watches
+        .iter()
+        .find(|w| w.name == HAPROXY_PODS)
+        .expect("a pod watch");
+    assert_eq!(pods.namespace.as_deref(), Some("haptic"));
+    assert_eq!(pods.label_selector.as_deref(), Some("app=haproxy"));
+    h.apply(GATEWAY_CLASSES, &json!({"metadata": {"name": "haptic"}, "spec": {"controllerName": "haproxy-haptic.org/gateway-controller"}}));
+    h.apply(GATEWAYS, &json!({"metadata": {"name": "gw", "namespace": "apps"}, "spec": {"gatewayClassName": "haptic", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}));
+    let pod = |name: &str, ip: &str, ready: &str| json!({"metadata": {"name": name, "namespace": "haptic", "labels": {"app": "haproxy"}}, "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": ready}]}});
+    h.apply(HAPROXY_PODS, &pod("haproxy-b", "10.244.0.8", "False"));
+    h.apply(HAPROXY_PODS, &pod("haproxy-a", "10.244.0.7", "True"));
+    h.render().unwrap();
+    let owned = |kind: &str| -> Value {
+        h.output()
+            .values()
+            .find_map(|item| match item {
+                haptic_sdk::Item::OwnedObject {
+                    kind: k, manifest, ..
+                } if k == kind => serde_json::from_str(manifest).ok(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no owned {kind}"))
+    };
+    let service = owned("Service");
+    assert!(service["spec"].get("selector").is_none(), "{service}");
+    let target = service["spec"]["ports"][0]["targetPort"].clone();
+    let slice = owned("EndpointSlice");
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "gw-haptic"
+    );
+    assert_eq!(
+        slice["ports"],
+        json!([{"name": "port-80", "port": target, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        slice["endpoints"][0]["addresses"],
+        json!(["10.244.0.7"]),
+        "{slice}"
+    );
+    assert_eq!(slice["endpoints"][0]["conditions"]["ready"], true);
+    assert_eq!(slice["endpoints"][1]["conditions"]["ready"], false);
+}
