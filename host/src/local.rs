@@ -84,6 +84,14 @@ pub fn local_values(mut values: Values) -> anyhow::Result<Values> {
             r#"'"127.0.0.1:${HAPTIC_HEALTHZ_PORT-9080}"'"#,
         )?;
     }
+    // gateway-api (when enabled): Gateways on 127.0.0.1, each listener on
+    // its own port, as no Service maps ports here.
+    if !set(&["gatewayApi", "bindAddress"]) {
+        values.set("templateLibraries.gatewayApi.bindAddress", "127.0.0.1")?;
+    }
+    if !set(&["gatewayApi", "ports", "sameAsListener"]) {
+        values.set("templateLibraries.gatewayApi.ports.sameAsListener", "true")?;
+    }
     if !set(&["ingress", "tls", "bind"]) {
         values.set(
             "templateLibraries.ingress.tls.bind",
@@ -125,7 +133,11 @@ pub async fn run(
 
     let mut backends = Vec::new();
     if options.demo_backends {
-        for addr in endpoint_addresses(&options.inputs)? {
+        let watched: Vec<crate::library::types::Kind> = engine
+            .watches()
+            .map(|(_, watch)| crate::library::types::Kind::new(&watch.api_version, &watch.kind))
+            .collect();
+        for addr in endpoint_addresses(&options.inputs, watched)? {
             match tokio::net::TcpListener::bind(addr).await {
                 Ok(listener) => backends.push(tokio::spawn(demo::serve(listener))),
                 Err(error) => tracing::warn!(%addr, %error, "no demo backend on this endpoint"),
@@ -311,11 +323,14 @@ fn random_token() -> anyhow::Result<String> {
 }
 
 /// Every endpoint `address:port` of the EndpointSlices in `inputs`.
-pub fn endpoint_addresses(inputs: &[PathBuf]) -> anyhow::Result<BTreeSet<SocketAddr>> {
-    let kinds = manifests::untrimmed([crate::library::types::Kind::new(
-        "discovery.k8s.io/v1",
-        "EndpointSlice",
-    )]);
+/// `watched` are the kinds the libraries watch, so the other objects of the
+/// files (a Gateway) are read, not refused as unknown.
+pub fn endpoint_addresses(
+    inputs: &[PathBuf],
+    watched: impl IntoIterator<Item = crate::library::types::Kind>,
+) -> anyhow::Result<BTreeSet<SocketAddr>> {
+    let slices = crate::library::types::Kind::new("discovery.k8s.io/v1", "EndpointSlice");
+    let kinds = manifests::untrimmed(std::iter::once(slices).chain(watched));
     let loaded = manifests::load_paths(inputs, &kinds)?;
     let mut addrs = BTreeSet::new();
     for manifest in loaded

@@ -137,8 +137,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- $service := get $gateway "service" | default dict }}
 {{- if not (get $service "selector") }}
 {{- $_ := set $service "selector" (include "haptic.selectorLabels" (dict "root" $ "component" "haproxy") | fromYaml) }}
-{{- $_ := set $gateway "service" $service }}
 {{- end }}
+{{- /* A Service selects pods of its own namespace only: the Gateways' Services
+     (in the Gateways' namespaces) get an EndpointSlice of these pods instead */}}
+{{- if not (get $service "podNamespace") }}
+{{- $_ := set $service "podNamespace" $.Release.Namespace }}
+{{- end }}
+{{- $_ := set $gateway "service" $service }}
 {{- end }}
 templateLibraries:
 {{- if $libs }}
@@ -254,10 +259,11 @@ directivePolicy:
 {{- if eq (include "haptic.libEnabled" (dict "root" . "name" "gatewayApi")) "true" }}
 {{- /* gateway-api: its kinds, their status, Namespaces (allowedRoutes
      selectors), TLS Secrets (certificateRefs) and a Service per Gateway */}}
-{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses" "gateways" "httproutes" "referencegrants") "verbs" (list "get" "list" "watch")) }}
-{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses/status" "gateways/status" "httproutes/status") "verbs" (list "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses" "gateways" "httproutes" "grpcroutes" "referencegrants") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses/status" "gateways/status" "httproutes/status" "grpcroutes/status") "verbs" (list "patch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces" "secrets") "verbs" (list "get" "list" "watch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "discovery.k8s.io") "resources" (list "endpointslices") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
 {{- end }}
 {{- range .Values.controller.customLibraries }}
 {{- range .rbac }}

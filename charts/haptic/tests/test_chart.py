@@ -439,9 +439,9 @@ def gateway_api_only_when_enabled(t, chart):
 
     on = chart.render(sets=["controller.templateLibraries.gatewayApi.enabled=true"])
     rules = cluster_rules(on)
-    for resource in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
         t.check(grants(rules, "gateway.networking.k8s.io", resource, "watch"), f"gateway-api on: no watch on {resource}")
-    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status"):
+    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status"):
         t.check(grants(rules, "gateway.networking.k8s.io", resource, "patch"), f"gateway-api on: no patch on {resource}")
     for verb in ("create", "patch", "delete", "list"):
         t.check(grants(rules, "", "services", verb), f"gateway-api on: no {verb} on services (a Service per Gateway)")
@@ -449,6 +449,9 @@ def gateway_api_only_when_enabled(t, chart):
     selector = values_file(on)["templateLibraries"]["gatewayApi"]["service"]["selector"]
     haproxy = on.one("Deployment", "haptic-haproxy")["spec"]["template"]["metadata"]["labels"]
     t.check(selector and all(haproxy.get(k) == v for k, v in selector.items()), f"Gateway Services select {selector}, not the HAProxy pods {haproxy}")
+    t.equal(values_file(on)["templateLibraries"]["gatewayApi"]["service"]["podNamespace"], "haptic", "Gateway Services' EndpointSlices list the release's HAProxy pods")
+    for verb in ("create", "patch", "delete", "list"):
+        t.check(grants(rules, "discovery.k8s.io", "endpointslices", verb), f"gateway-api on: no {verb} on endpointslices (one per Gateway Service)")
     own = chart.render(sets=["controller.templateLibraries.gatewayApi.enabled=true", "controller.templateLibraries.gatewayApi.service.selector.app=edge"])
     t.equal(values_file(own)["templateLibraries"]["gatewayApi"]["service"]["selector"], {"app": "edge"}, "the user's Service selector")
 

@@ -413,3 +413,160 @@ impl std::fmt::Debug for TlsSecret {
             .finish()
     }
 }
+
+/// A GRPCRoute, read as the HTTPRoute it amounts to: gRPC is HTTP/2 with
+/// the path `/<service>/<method>`, so a method match is a path match.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcRoute {
+    pub metadata: Meta,
+    pub spec: GrpcRouteSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcRouteSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub parent_refs: Vec<ParentRef>,
+    #[serde(deserialize_with = "nullable")]
+    pub hostnames: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub rules: Vec<GrpcRule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcRule {
+    pub name: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub matches: Vec<GrpcMatch>,
+    #[serde(deserialize_with = "nullable")]
+    pub filters: Vec<HttpFilter>,
+    #[serde(deserialize_with = "nullable")]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcMatch {
+    pub method: Option<GrpcMethodMatch>,
+    #[serde(deserialize_with = "nullable")]
+    pub headers: Vec<ValueMatch>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcMethodMatch {
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    pub service: Option<String>,
+    pub method: Option<String>,
+}
+
+impl GrpcRoute {
+    /// The equivalent HTTPRoute (see [`GrpcMethodMatch::path`]).
+    pub fn to_http(&self) -> HttpRoute {
+        HttpRoute {
+            metadata: self.metadata.clone(),
+            spec: HttpRouteSpec {
+                parent_refs: self.spec.parent_refs.clone(),
+                hostnames: self.spec.hostnames.clone(),
+                rules: self
+                    .spec
+                    .rules
+                    .iter()
+                    .map(|rule| HttpRule {
+                        name: rule.name.clone(),
+                        matches: rule
+                            .matches
+                            .iter()
+                            .map(|m| HttpMatch {
+                                path: m.method.as_ref().map(GrpcMethodMatch::path),
+                                headers: m.headers.clone(),
+                                query_params: Vec::new(),
+                                method: None,
+                            })
+                            .collect(),
+                        filters: rule.filters.clone(),
+                        backend_refs: rule.backend_refs.clone(),
+                        timeouts: None,
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl GrpcMethodMatch {
+    /// The path match of a method match: Exact service and method is the
+    /// path `/<service>/<method>`; a service alone the prefix `/<service>`;
+    /// a method alone, or regular expressions, a path expression.
+    pub fn path(&self) -> PathMatch {
+        let service = self.service.as_deref().filter(|s| !s.is_empty());
+        let method = self.method.as_deref().filter(|m| !m.is_empty());
+        let (type_, value) = match (self.type_.as_deref().unwrap_or("Exact"), service, method) {
+            ("Exact", Some(s), Some(m)) => ("Exact", format!("/{s}/{m}")),
+            ("Exact", Some(s), None) => ("PathPrefix", format!("/{s}")),
+            ("Exact", None, Some(m)) => (
+                "RegularExpression",
+                format!("^/[^/]+/{}$", crate::matches::regex_escape(m)),
+            ),
+            ("Exact", None, None) => ("PathPrefix", "/".to_owned()),
+            ("RegularExpression", s, m) => (
+                "RegularExpression",
+                format!("^/({})/({})$", s.unwrap_or("[^/]+"), m.unwrap_or("[^/]+")),
+            ),
+            // An unknown type becomes a path type the match compiler refuses
+            // by name.
+            (other, _, _) => (other, String::new()),
+        };
+        PathMatch {
+            type_: Some(type_.to_owned()),
+            value: Some(value),
+        }
+    }
+}
+
+/// An HAProxy pod, for the EndpointSlice behind each Gateway's Service.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaproxyPod {
+    pub metadata: PodMeta,
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodMeta {
+    pub name: String,
+    pub deletion_timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: Vec<PodCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+impl HaproxyPod {
+    /// Ready and not being deleted.
+    pub fn is_ready(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none()
+            && self
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+}

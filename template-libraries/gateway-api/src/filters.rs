@@ -428,3 +428,67 @@ mod tests {
         assert!(err.contains("RequestMirror"), "{err}");
     }
 }
+
+/// A Gateway API duration (`1h`, `500ms`, `1m30s`; GEP-2257) in
+/// milliseconds; `None` when it is not one.
+pub fn duration_ms(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let value: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else if rest.starts_with('h') {
+            (3_600_000, 1)
+        } else if rest.starts_with('m') {
+            (60_000, 1)
+        } else if rest.starts_with('s') {
+            (1_000, 1)
+        } else {
+            return None;
+        };
+        total = total.checked_add(value.checked_mul(unit)?)?;
+        rest = &rest[len..];
+    }
+    Some(total)
+}
+
+/// The server timeout of a rule: the shorter of `request` and
+/// `backendRequest` (HAProxy times the server's answer; `0s` means none).
+pub fn rule_timeout(timeouts: Option<&crate::api::HttpTimeouts>) -> Result<Option<u64>, String> {
+    let Some(t) = timeouts else {
+        return Ok(None);
+    };
+    let mut shortest: Option<u64> = None;
+    for value in [&t.request, &t.backend_request].into_iter().flatten() {
+        let ms = duration_ms(value)
+            .ok_or_else(|| format!("timeout {value:?} is not a duration such as 10s or 500ms"))?;
+        if ms > 0 {
+            shortest = Some(shortest.map_or(ms, |s| s.min(ms)));
+        }
+    }
+    Ok(shortest)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn durations_follow_gep_2257() {
+        assert_eq!(duration_ms("500ms"), Some(500));
+        assert_eq!(duration_ms("1h2m3s4ms"), Some(3_723_004));
+        assert_eq!(duration_ms("0s"), Some(0));
+        assert_eq!(duration_ms("1.5s"), None);
+        assert_eq!(duration_ms(""), None);
+        assert_eq!(duration_ms("10d"), None);
+    }
+}

@@ -58,7 +58,8 @@ pub type EntryOrder = (
 pub struct RuleOutput {
     pub actions: RuleActions,
     pub backends: Backends,
-    /// `http-request set-timeout server` value, milliseconds.
+    /// The server timeout, milliseconds: HAProxy 2.6 sets it in a backend
+    /// only, so it goes into each backend of the rule ([`Frontend::timeouts`]).
     pub timeout_ms: Option<u64>,
 }
 
@@ -70,6 +71,9 @@ pub struct Frontend {
     pub protocol: Protocol,
     /// The crt-list of an HTTPS port.
     pub crt_list: Option<String>,
+    /// A GRPCRoute is attached: an HTTPS bind offers HTTP/2 (ALPN `h2`);
+    /// a clear one takes HTTP/2 by its preface anyway.
+    pub h2: bool,
     pub listeners: Vec<PortListener>,
     pub entries: Vec<MatchEntry>,
     /// rule id -> output, in id order.
@@ -86,9 +90,10 @@ impl Frontend {
         let mut out = String::new();
         match &self.crt_list {
             Some(list) => {
+                let alpn = if self.h2 { "h2,http/1.1" } else { "http/1.1" };
                 let _ = writeln!(
                     out,
-                    "    bind {} ssl crt-list {list} alpn http/1.1",
+                    "    bind {} ssl crt-list {list} alpn {alpn}",
                     self.bind
                 );
             }
@@ -140,9 +145,6 @@ impl Frontend {
         let mut response = String::new();
         for (rule, output) in &self.rules {
             let is = rule_is(rule);
-            if let Some(ms) = output.timeout_ms {
-                let _ = writeln!(out, "    http-request set-timeout server {ms}ms if {is}");
-            }
             for action in &output.actions.request {
                 let _ = writeln!(out, "    {} if {is} {}", action.line, action.condition);
             }
@@ -189,6 +191,31 @@ impl Frontend {
         out.push_str(&routing);
         out.push_str("    default_backend haptic.not-found\n");
         out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+    }
+}
+
+impl Frontend {
+    /// `(backend, line)` for each rule with a timeout: the backend's
+    /// `http-request set-timeout server` for requests of that rule.
+    pub fn timeouts(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (rule, output) in &self.rules {
+            let Some(ms) = output.timeout_ms else {
+                continue;
+            };
+            for (backend, _) in &output.backends {
+                if backend != INTERNAL_ERROR_BACKEND {
+                    out.push((
+                        backend.clone(),
+                        format!(
+                            "    http-request set-timeout server {ms}ms if {}",
+                            rule_is(rule)
+                        ),
+                    ));
+                }
+            }
+        }
+        out
     }
 }
 

@@ -33,17 +33,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{
-    Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind,
+    Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
     StatusVariant, Values, Watch,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::{GROUP, Gateway, GatewayClass, HttpRoute, Namespace, ReferenceGrant, Service};
+use crate::api::{
+    GROUP, Gateway, GatewayClass, GrpcRoute, HttpRoute, Namespace, ReferenceGrant, Service,
+};
 use crate::conditions::Condition;
 use crate::frontend::{Frontend, MatchEntry, PortListener, RuleOutput};
 use crate::grants::Grants;
-use crate::listeners::{CheckedListener, Protocol};
+use crate::listeners::{CheckedListener, GRPC_ROUTE, HTTP_ROUTE, Protocol};
 use crate::routes::{Cluster, INTERNAL_ERROR_BACKEND};
 use crate::tls::Certificates;
 
@@ -51,9 +53,11 @@ use crate::tls::Certificates;
 pub const GATEWAY_CLASSES: &str = "gatewayclasses";
 pub const GATEWAYS: &str = "gateways";
 pub const HTTP_ROUTES: &str = "httproutes";
+pub const GRPC_ROUTES: &str = "grpcroutes";
 pub const REFERENCE_GRANTS: &str = "referencegrants";
 pub const NAMESPACES: &str = "gateway-namespaces";
 pub const SERVICES: &str = "gateway-services";
+pub const HAPROXY_PODS: &str = "gateway-haproxy-pods";
 
 /// The label the host puts on owned objects; the library finds its own
 /// Services' load balancer addresses by it.
@@ -63,14 +67,17 @@ const OWNED_BY: &str = "haproxy-haptic.org/owned-by";
 /// what this library implements and the conformance suite checks.
 /// Sorted, as the list is a map keyed by name.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
     "Gateway",
     "HTTPRoute",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
@@ -101,6 +108,13 @@ pub struct ServiceValues {
     pub type_: String,
     /// Labels of the HAProxy pods (the chart fills them in).
     pub selector: BTreeMap<String, String>,
+    /// The HAProxy pods' namespace (the chart fills it in). A Service
+    /// selects pods of its own namespace only, and a Gateway's Service lives
+    /// in the Gateway's (its owner's); so with this set the Service has no
+    /// selector and an EndpointSlice of the library's lists the HAProxy pods
+    /// of this namespace matching `selector`. Empty: the Service selects by
+    /// `selector` (HAProxy in each Gateway's namespace).
+    pub pod_namespace: String,
     pub annotations: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
 }
@@ -110,8 +124,8 @@ pub fn defaults() -> Value {
     json!({
         "enabled": false,
         "controllerName": "haproxy-haptic.org/gateway-controller",
-        "service": {"type": "LoadBalancer", "selector": {}, "annotations": {}, "labels": {}},
-        "ports": {"from": 20000, "to": 29999},
+        "service": {"type": "LoadBalancer", "selector": {}, "podNamespace": "", "annotations": {}, "labels": {}},
+        "ports": {"from": 20000, "to": 29999, "sameAsListener": false},
         "bindAddress": "",
         "addresses": []
     })
@@ -134,11 +148,24 @@ impl Library for GatewayApi {
         let parsed: GatewayValues = values.get()?;
         check_values(&parsed)?;
         self.values = parsed;
+        let pods = &self.values.service;
+        let pod_watch = (!pods.pod_namespace.is_empty()).then(|| {
+            let selector: Vec<String> = pods
+                .selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            Watch::new(HAPROXY_PODS, "v1", "Pod")
+                .parse_as::<api::HaproxyPod>()
+                .namespace(pods.pod_namespace.clone())
+                .label_selector(selector.join(","))
+                .ignore_fields(["metadata.managedFields", "metadata.annotations", "spec"])
+        });
         let trimmed = [
             "metadata.managedFields",
             "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
         ];
-        Ok(Plan::default()
+        let plan = Plan::default()
             .watch(
                 Watch::new(GATEWAY_CLASSES, format!("{GROUP}/v1"), "GatewayClass")
                     .parse_as::<GatewayClass>()
@@ -155,13 +182,14 @@ impl Library for GatewayApi {
                     .ignore_fields(trimmed.iter().copied().chain(["status"])),
             )
             .watch(
-                Watch::new(
-                    REFERENCE_GRANTS,
-                    format!("{GROUP}/v1beta1"),
-                    "ReferenceGrant",
-                )
-                .parse_as::<ReferenceGrant>()
-                .ignore_fields(trimmed.iter().copied()),
+                Watch::new(GRPC_ROUTES, format!("{GROUP}/v1"), "GRPCRoute")
+                    .parse_as::<GrpcRoute>()
+                    .ignore_fields(trimmed.iter().copied().chain(["status"])),
+            )
+            .watch(
+                Watch::new(REFERENCE_GRANTS, format!("{GROUP}/v1"), "ReferenceGrant")
+                    .parse_as::<ReferenceGrant>()
+                    .ignore_fields(trimmed.iter().copied()),
             )
             .watch(
                 Watch::new(NAMESPACES, "v1", "Namespace")
@@ -179,10 +207,16 @@ impl Library for GatewayApi {
                     ])),
             )
             .watch(tls::secrets_watch())
+            .applies("discovery.k8s.io/v1", "EndpointSlice")
             .patches_status_of(&format!("{GROUP}/v1"), "GatewayClass")
             .patches_status_of(&format!("{GROUP}/v1"), "Gateway")
             .patches_status_of(&format!("{GROUP}/v1"), "HTTPRoute")
-            .applies("v1", "Service"))
+            .patches_status_of(&format!("{GROUP}/v1"), "GRPCRoute")
+            .applies("v1", "Service");
+        Ok(match pod_watch {
+            Some(watch) => plan.watch(watch),
+            None => plan,
+        })
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
@@ -349,6 +383,7 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 crt_list: (protocol == Protocol::Https)
                     .then(|| format!("certs/gateway/{}.crt-list", sanitize(&name))),
                 name,
+                h2: false,
                 listeners: Vec::new(),
                 entries: Vec::new(),
                 rules: BTreeMap::new(),
@@ -360,14 +395,32 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
         }
     }
 
-    // Routes.
-    let mut routes: Vec<Entry<'_, HttpRoute>> = ctx.objects::<HttpRoute>(HTTP_ROUTES)?.collect();
+    // Routes, HTTP and gRPC, oldest first (older routes win ties).
+    let mut routes: Vec<RouteView> = Vec::new();
+    for route in ctx.objects::<HttpRoute>(HTTP_ROUTES)? {
+        routes.push(RouteView::new(HTTP_ROUTE, route.key, route.value.clone()));
+    }
+    for route in ctx.objects::<GrpcRoute>(GRPC_ROUTES)? {
+        routes.push(RouteView::new(GRPC_ROUTE, route.key, route.value.to_http()));
+    }
     routes.sort_by(|a, b| {
-        (&a.metadata.creation_timestamp, a.key).cmp(&(&b.metadata.creation_timestamp, b.key))
+        (
+            &a.route.metadata.creation_timestamp,
+            &a.route.metadata.namespace,
+            &a.route.metadata.name,
+            a.kind,
+        )
+            .cmp(&(
+                &b.route.metadata.creation_timestamp,
+                &b.route.metadata.namespace,
+                &b.route.metadata.name,
+                b.kind,
+            ))
     });
     let mut attached_count: BTreeMap<(usize, String), usize> = BTreeMap::new();
-    for route in &routes {
-        let route_ns = route.key.namespace.as_str();
+    for view in &routes {
+        let route = &view.route;
+        let route_ns = route.metadata.namespace.as_str();
         let mut parents = Vec::new();
         // Backends and filters are the same for every parent.
         let mut problem: Option<Condition> = None;
@@ -376,7 +429,13 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             .rules
             .iter()
             .map(|rule| {
-                routes::resolve_backends(route_ns, &rule.backend_refs, &cluster, &mut problem)
+                routes::resolve_backends(
+                    view.kind,
+                    route_ns,
+                    &rule.backend_refs,
+                    &cluster,
+                    &mut problem,
+                )
             })
             .collect();
         for parent in &route.spec.parent_refs {
@@ -390,35 +449,42 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 continue;
             };
             let g = &gateways[gi];
-            let accepted = match routes::attach(route, parent, gw_ns, &g.listeners, &cluster) {
-                Err(condition) => condition,
-                Ok(attachments) => {
-                    let mut unsupported: Option<String> = None;
-                    for attachment in &attachments {
-                        *attached_count
-                            .entry((gi, attachment.listener.clone()))
-                            .or_default() += 1;
-                        let Some(listener) =
-                            g.listeners.iter().find(|l| l.name == attachment.listener)
-                        else {
-                            continue;
-                        };
-                        let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
-                            continue;
-                        };
-                        let why = add_route(frontend, route, listener, attachment, &backends);
-                        if unsupported.is_none() {
-                            unsupported = why;
+            let accepted =
+                match routes::attach(view.kind, route, parent, gw_ns, &g.listeners, &cluster) {
+                    Err(condition) => condition,
+                    Ok(attachments) => {
+                        let mut unsupported: Option<String> = None;
+                        for attachment in &attachments {
+                            *attached_count
+                                .entry((gi, attachment.listener.clone()))
+                                .or_default() += 1;
+                            let Some(listener) =
+                                g.listeners.iter().find(|l| l.name == attachment.listener)
+                            else {
+                                continue;
+                            };
+                            let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
+                                continue;
+                            };
+                            if view.kind == GRPC_ROUTE {
+                                frontend.h2 = true;
+                            }
+                            let why = add_route(frontend, view, listener, attachment, &backends);
+                            if unsupported.is_none() {
+                                unsupported = why;
+                            }
+                        }
+                        match unsupported {
+                            Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
+                            None => Condition::new(
+                                "Accepted",
+                                true,
+                                "Accepted",
+                                "the route is attached",
+                            ),
                         }
                     }
-                    match unsupported {
-                        Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
-                        None => {
-                            Condition::new("Accepted", true, "Accepted", "the route is attached")
-                        }
-                    }
-                }
-            };
+                };
             let resolved = problem.clone().unwrap_or_else(|| {
                 Condition::new(
                     "ResolvedRefs",
@@ -438,9 +504,9 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             out.status_patch(
                 StatusVariant::Deployed,
                 &api_version,
-                "HTTPRoute",
+                view.kind,
                 route_ns,
-                &route.key.name,
+                &route.metadata.name,
                 &json!({"parents": parents}),
             )?;
         }
@@ -448,6 +514,7 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
 
     // Sections, files, Services and Gateway status.
     let mut crt_lists: BTreeMap<String, String> = BTreeMap::new();
+    let mut timeouts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((gi, _), frontend) in &mut frontends {
         let g = &gateways[*gi];
         if let Some(list) = &frontend.crt_list {
@@ -474,6 +541,14 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
             frontend.name.clone(),
             frontend.body(),
         )?;
+        for (backend, line) in frontend.timeouts() {
+            timeouts.entry(backend).or_default().insert(line);
+        }
+    }
+    // Into `kubernetes-backends`' backends (they exist: the refs resolved).
+    for (backend, lines) in timeouts {
+        let body: String = lines.into_iter().map(|l| l + "\n").collect();
+        out.snippet(SectionKind::Backend, &backend, Slot::RequestRules, 0, body)?;
     }
     for (path, pem) in &certificates.files {
         out.secret_file(path.clone(), pem.clone())?;
@@ -489,6 +564,13 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
         )?;
     }
 
+    let haproxy_pods: Vec<api::HaproxyPod> = if ctx.count(HAPROXY_PODS) > 0 {
+        ctx.objects::<api::HaproxyPod>(HAPROXY_PODS)?
+            .map(|p| p.value.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
     for (gi, g) in gateways.iter_mut().enumerate() {
         for l in &mut g.listeners {
             l.attached_routes = attached_count
@@ -515,6 +597,16 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 Some(json!({"name": format!("port-{port}"), "port": port, "targetPort": target, "protocol": "TCP"}))
             })
             .collect();
+        let selectorless = !v.service.pod_namespace.is_empty();
+        if selectorless && !service_ports.is_empty() {
+            out.owned_object(
+                &owner,
+                "discovery.k8s.io/v1",
+                "EndpointSlice",
+                service_name.clone(),
+                &haproxy_endpoints(&service_name, &service_ports, &haproxy_pods),
+            )?;
+        }
         if !service_ports.is_empty() {
             let mut labels = v.service.labels.clone();
             labels.insert(
@@ -528,7 +620,11 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
                 service_name.clone(),
                 &json!({
                     "metadata": {"labels": labels, "annotations": v.service.annotations},
-                    "spec": {"type": v.service.type_, "selector": v.service.selector, "ports": service_ports},
+                    "spec": if selectorless {
+                        json!({"type": v.service.type_, "ports": service_ports})
+                    } else {
+                        json!({"type": v.service.type_, "selector": v.service.selector, "ports": service_ports})
+                    },
                 }),
             )?;
         }
@@ -563,11 +659,72 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
     Ok(())
 }
 
+/// An HTTPRoute, or a GRPCRoute read as one, named by its watch key.
+struct RouteView {
+    kind: &'static str,
+    route: HttpRoute,
+}
+
+impl RouteView {
+    fn new(kind: &'static str, key: &ObjectKey, mut route: HttpRoute) -> Self {
+        // The key is what the host watched: the name and namespace that count.
+        route.metadata.namespace.clone_from(&key.namespace);
+        route.metadata.name.clone_from(&key.name);
+        Self { kind, route }
+    }
+
+    /// The rule's id in `txn.gw_rule`: `<namespace>/<name>/<rule>`, GRPCRoutes
+    /// under `grpc/`, so routes of both kinds may share a name.
+    fn rule_id(&self, rule: usize) -> String {
+        let m = &self.route.metadata;
+        if self.kind == GRPC_ROUTE {
+            format!("grpc/{}/{}/{rule}", m.namespace, m.name)
+        } else {
+            format!("{}/{}/{rule}", m.namespace, m.name)
+        }
+    }
+}
+
+/// The EndpointSlice behind a selectorless Gateway Service: one endpoint
+/// per HAProxy pod with an IP (ready when the pod is Ready and not being
+/// deleted), each Service port by name at the HAProxy port it targets.
+fn haproxy_endpoints(service: &str, service_ports: &[Value], pods: &[api::HaproxyPod]) -> Value {
+    let ports: Vec<Value> = service_ports
+        .iter()
+        .map(|p| json!({"name": p["name"], "port": p["targetPort"], "protocol": "TCP"}))
+        .collect();
+    let mut endpoints: Vec<(String, Value)> = pods
+        .iter()
+        .filter_map(|pod| {
+            let ip = pod.status.pod_ip.as_deref().filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())?;
+            let ready = pod.is_ready();
+            Some((
+                pod.metadata.name.clone(),
+                json!({
+                    "addresses": [ip],
+                    "conditions": {"ready": ready, "serving": ready, "terminating": pod.metadata.deletion_timestamp.is_some()},
+                    "targetRef": {"kind": "Pod", "name": pod.metadata.name},
+                }),
+            ))
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a.0.cmp(&b.0));
+    json!({
+        "metadata": {"labels": {
+            "kubernetes.io/service-name": service,
+            "endpointslice.kubernetes.io/managed-by": "haproxy-haptic.org/gateway-api",
+        }},
+        "addressType": "IPv4",
+        "ports": ports,
+        "endpoints": endpoints.into_iter().map(|(_, e)| e).collect::<Vec<_>>(),
+    })
+}
+
 /// Adds one route's rules to a frontend for one listener; returns why a
 /// rule could not be served, if one could not.
 fn add_route(
     frontend: &mut Frontend,
-    route: &Entry<'_, HttpRoute>,
+    view: &RouteView,
     listener: &CheckedListener,
     attachment: &routes::Attachment,
     backends: &[routes::Backends],
@@ -579,8 +736,9 @@ fn add_route(
     } else {
         attachment.hostnames.iter().cloned().map(Some).collect()
     };
+    let route = &view.route;
     for (ri, rule) in route.spec.rules.iter().enumerate() {
-        let id = format!("{}/{}/{ri}", route.key.namespace, route.key.name);
+        let id = view.rule_id(ri);
         let default_match = [api::HttpMatch::default()];
         let rule_matches: &[api::HttpMatch] = if rule.matches.is_empty() {
             &default_match
@@ -602,11 +760,13 @@ fn add_route(
             protocol,
             port: listener.port,
         };
-        let output = match filters::compile(&rule.filters, listener_ctx, prefix.as_deref()) {
-            Ok(actions) => RuleOutput {
+        let compiled_filters = filters::compile(&rule.filters, listener_ctx, prefix.as_deref())
+            .and_then(|actions| Ok((actions, filters::rule_timeout(rule.timeouts.as_ref())?)));
+        let output = match compiled_filters {
+            Ok((actions, timeout_ms)) => RuleOutput {
                 actions,
                 backends: backends.get(ri).cloned().unwrap_or_default(),
-                timeout_ms: None,
+                timeout_ms,
             },
             Err(why) => {
                 unsupported.get_or_insert(format!("rule {ri}: {why}"));
@@ -626,8 +786,8 @@ fn add_route(
                         m.rank,
                         (
                             route.metadata.creation_timestamp.clone(),
-                            route.key.namespace.clone(),
-                            route.key.name.clone(),
+                            route.metadata.namespace.clone(),
+                            route.metadata.name.clone(),
                         ),
                         (ri, mi),
                     ),
@@ -641,9 +801,12 @@ fn add_route(
 fn gateway_status(g: &GatewayModel<'_>, addresses: &[Value]) -> Value {
     let generation = g.entry.metadata.generation;
     let valid = g.listeners.iter().filter(|l| l.valid).count();
+    // Accepted while some listener is (one whose certificate is not there
+    // yet still is); the reason says when some are not served.
+    let accepted_listeners = g.listeners.iter().filter(|l| l.accepted).count();
     let accepted = if g.listeners.is_empty() || valid == g.listeners.len() {
         Condition::new("Accepted", true, "Accepted", "the Gateway is accepted")
-    } else if valid > 0 {
+    } else if accepted_listeners > 0 {
         Condition::new(
             "Accepted",
             true,

@@ -13,6 +13,8 @@ use crate::tls::Certificates;
 
 /// The route kinds this library serves on an HTTP or HTTPS listener.
 pub const HTTP_ROUTE: &str = "HTTPRoute";
+pub const GRPC_ROUTE: &str = "GRPCRoute";
+const ROUTE_KINDS: [&str; 2] = [HTTP_ROUTE, GRPC_ROUTE];
 
 /// The protocols a listener may have here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -232,7 +234,7 @@ fn check_one(
         Some(kinds) if !kinds.is_empty() => {
             for kind in kinds {
                 let group = kind.group.as_deref().unwrap_or(GROUP);
-                if group == GROUP && kind.kind == HTTP_ROUTE {
+                if group == GROUP && ROUTE_KINDS.contains(&kind.kind.as_str()) {
                     checked.supported_kinds.push(RouteGroupKind {
                         group: Some(GROUP.to_owned()),
                         kind: kind.kind.clone(),
@@ -242,10 +244,12 @@ fn check_one(
                 }
             }
         }
-        _ => checked.supported_kinds.push(RouteGroupKind {
-            group: Some(GROUP.to_owned()),
-            kind: HTTP_ROUTE.to_owned(),
-        }),
+        _ => checked
+            .supported_kinds
+            .extend(ROUTE_KINDS.iter().map(|kind| RouteGroupKind {
+                group: Some(GROUP.to_owned()),
+                kind: (*kind).to_owned(),
+            })),
     }
 
     let kinds_ok = !checked.supported_kinds.is_empty();
@@ -262,7 +266,7 @@ fn check_one(
             false,
             "InvalidRouteKinds",
             format!(
-                "route kinds {} are not served by haptic (HTTPRoute is)",
+                "route kinds {} are not served by haptic (HTTPRoute and GRPCRoute are)",
                 invalid_kinds.join(", ")
             ),
         )

@@ -14,10 +14,14 @@ use serde::Deserialize;
 
 /// `ports`: the range HAProxy ports are taken from.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 pub struct PortRange {
     pub from: u16,
     pub to: u16,
+    /// HAProxy binds the listener's own port when no older Gateway took
+    /// it (the range otherwise): for `haptic run`, where no Service maps
+    /// ports and a client connects to HAProxy itself.
+    pub same_as_listener: bool,
 }
 
 impl Default for PortRange {
@@ -25,6 +29,7 @@ impl Default for PortRange {
         Self {
             from: 20000,
             to: 29999,
+            same_as_listener: false,
         }
     }
 }
@@ -64,9 +69,18 @@ pub fn allocate(
 ) -> BTreeMap<(String, i32), u16> {
     let size = range.size();
     let mut taken = BTreeSet::new();
+    let mut own_ports = BTreeSet::new();
     let mut out = BTreeMap::new();
     for (gateway, ports) in gateways {
         for port in ports {
+            if range.same_as_listener
+                && let Ok(own) = u16::try_from(port)
+                && own > 0
+                && own_ports.insert(own)
+            {
+                out.insert((gateway.clone(), port), own);
+                continue;
+            }
             let start = fnv1a(&format!("{gateway}/{port}")) % size;
             let free = (0..size)
                 .map(|step| (start + step) % size)
@@ -113,10 +127,31 @@ mod tests {
     }
 
     #[test]
+    fn listener_ports_are_kept_when_asked_and_free() {
+        let range = PortRange {
+            same_as_listener: true,
+            ..PortRange::default()
+        };
+        let out = allocate(
+            &range,
+            [
+                ("ns/a".to_owned(), BTreeSet::from([18080])),
+                ("ns/b".to_owned(), BTreeSet::from([18080])),
+            ],
+        );
+        assert_eq!(out[&("ns/a".to_owned(), 18080)], 18080);
+        assert!(
+            (20000..=29999).contains(&out[&("ns/b".to_owned(), 18080)]),
+            "{out:?}"
+        );
+    }
+
+    #[test]
     fn a_full_range_gives_no_port_rather_than_a_shared_one() {
         let range = PortRange {
             from: 30000,
             to: 30001,
+            same_as_listener: false,
         };
         let out = allocate(&range, [("a".to_owned(), BTreeSet::from([1, 2, 3]))]);
         assert_eq!(out.len(), 2);

@@ -12,7 +12,7 @@ use crate::api::{BackendRef, GROUP, HttpRoute, ParentRef};
 use crate::conditions::{self, Condition};
 use crate::grants::{Grants, Reference};
 use crate::hostnames;
-use crate::listeners::{CheckedListener, HTTP_ROUTE};
+use crate::listeners::CheckedListener;
 
 /// Answers 500: where an invalid backendRef's share of requests goes, as
 /// the spec says.
@@ -42,6 +42,7 @@ pub type Backends = Vec<(String, u32)>;
 /// ResolvedRefs condition. Invalid refs keep their weight, sent to
 /// [`INTERNAL_ERROR_BACKEND`].
 pub fn resolve_backends(
+    route_kind: &str,
     route_namespace: &str,
     refs: &[BackendRef],
     cluster: &Cluster<'_>,
@@ -68,7 +69,7 @@ pub fn resolve_backends(
         }
         let reference = Reference {
             from_group: GROUP,
-            from_kind: HTTP_ROUTE,
+            from_kind: route_kind,
             from_namespace: route_namespace,
             to_group: "",
             to_kind: "Service",
@@ -79,7 +80,7 @@ pub fn resolve_backends(
             fail(
                 "RefNotPermitted",
                 format!(
-                    "Service {namespace}/{} is in another namespace and no ReferenceGrant there allows HTTPRoutes of {route_namespace} to use it",
+                    "Service {namespace}/{} is in another namespace and no ReferenceGrant there allows {route_kind}s of {route_namespace} to use it",
                     r.name
                 ),
             );
@@ -115,6 +116,7 @@ pub fn resolve_backends(
 /// The listeners a parentRef attaches `route` to, or the condition saying
 /// why none.
 pub fn attach(
+    route_kind: &str,
     route: &HttpRoute,
     parent: &ParentRef,
     gateway_namespace: &str,
@@ -134,11 +136,11 @@ pub fn attach(
             "no listener of the Gateway has the parentRef's sectionName and port",
         ));
     }
-    let route_namespace = &route.metadata.namespace;
+    let route_namespace = route_namespace_of(route);
     let allowed: Vec<&CheckedListener> = named
         .into_iter()
         .filter(|l| l.accepted)
-        .filter(|l| l.supported_kinds.iter().any(|k| k.kind == HTTP_ROUTE))
+        .filter(|l| l.supported_kinds.iter().any(|k| k.kind == route_kind))
         .filter(|l| namespace_allowed(l, gateway_namespace, route_namespace, cluster))
         .collect();
     if allowed.is_empty() {
@@ -171,6 +173,10 @@ pub fn attach(
         ));
     }
     Ok(attached)
+}
+
+fn route_namespace_of(route: &HttpRoute) -> &str {
+    &route.metadata.namespace
 }
 
 fn namespace_allowed(
