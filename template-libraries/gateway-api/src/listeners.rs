@@ -343,8 +343,8 @@ fn check_one(
             Condition::new(
                 "Accepted",
                 false,
-                "Accepted",
-                "the listener conflicts with another one",
+                "PortUnavailable",
+                "the listener conflicts with another one on its port (see Conflicted)",
             ),
             Condition::new(
                 "Programmed",
