@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -131,12 +131,19 @@ testbed-node-setup:
 	@missing=$$(for pair in $(NODE_TOOLS); do command -v $${pair%%:*} >/dev/null || [ -x $${pair%%:*} ] || echo $${pair##*:}; done | sort -u); \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
 
-# The real node's images (pause, the echo server) as OCI archives in
-# $(TARGET_DIR)/testbed-images, where the bed imports them from.
+# The Gateway API conformance suite (`go test -c`) with its echo-basic and the
+# bed's DNS stand-in, built once per suite release into ~/.cache/haptic-testbed.
+gateway-conformance-binaries:
+	bash tests/testbed/scripts/build-gateway-conformance.sh
+
+# The real node's images (pause, the echo server, the conformance suite's
+# echo-basic and DNS) as OCI archives in $(TARGET_DIR)/testbed-images, where
+# the bed imports them from.
 TESTBED_IMAGES := $(TARGET_DIR)/testbed-images
 testbed-images: testbed-node-setup testbed-binaries
 	$(CARGO) build -p haptic-testbed --bin echo-server
-	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
+	suite=$$(bash tests/testbed/scripts/build-gateway-conformance.sh) && \
+	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES) "$$suite"
 
 # The image: haptic:<version> as an OCI archive built from Debian packages
 # (mmdebstrap + umoci, no registry, no container engine), loaded into the
@@ -176,6 +183,13 @@ image-test: image
 e2e-test: testbed-binaries testbed-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
+
+# The whole Gateway API conformance suite (profile GATEWAY-HTTP, the release
+# tests/testbed/gateway-conformance pins) against the chart with the
+# gateway-api library on the real node; the report goes to docs/conformance/.
+# `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
+gateway-conformance: testbed-binaries testbed-images image
+	HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- conformance --nocapture
 
 # helm lint/template with assertions on the rendered objects, and promtool
 # checks and unit tests of the alert rules (helm and promtool are built once

@@ -2,6 +2,9 @@
 //! Services and 10,000 endpoints (every pod gated) through the bundled
 //! libraries. Prints figures; asserts nothing about time.
 //!
+//! Then the Gateway API: 1,000 HTTPRoutes over 50 Gateways, one route change
+//! per round.
+//!
 //! `cargo bench -p haptic --features synthetic --bench render` (or `make bench`). Set
 //! `HAPTIC_BENCH_ROUNDS` to change how many single changes are measured.
 
@@ -143,9 +146,143 @@ fn main() -> anyhow::Result<()> {
         ms(merged)
     );
 
+    drop(renderer);
+    gateway_routes(&runtime, &cluster, &values, rounds.max(100))?;
+
     if let Some((current, peak)) = rss() {
         println!(
             "resident memory of this process: {current} now (one renderer, the cluster twice: store and generator), {peak} at peak"
+        );
+    }
+    Ok(())
+}
+
+/// The Gateway API at the size issue 21 names: 1,000 HTTPRoutes over 50
+/// Gateways (one GatewayClass), each route to a Service of the synthetic
+/// cluster, rendered with the other libraries; then one route's path changes
+/// per round.
+fn gateway_routes(
+    runtime: &LibraryRuntime,
+    cluster: &Cluster,
+    values: &Values,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    const GATEWAYS: usize = 50;
+    const ROUTES: usize = 1_000;
+    let services: Vec<(String, String, i64)> = cluster
+        .objects()
+        .filter(|o| o["kind"] == "Service")
+        .filter_map(|o| {
+            Some((
+                o["metadata"]["namespace"].as_str()?.to_owned(),
+                o["metadata"]["name"].as_str()?.to_owned(),
+                o["spec"]["ports"][0]["port"].as_i64()?,
+            ))
+        })
+        .collect();
+    anyhow::ensure!(
+        !services.is_empty(),
+        "the synthetic cluster has no Services"
+    );
+    let route = |index: usize, version: usize| -> serde_json::Value {
+        let (namespace, service, port) = &services[index % services.len()];
+        serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": format!("route-{index}"), "namespace": namespace,
+                "resourceVersion": format!("{}", 10_000_000 + index * 1_000 + version)},
+            "spec": {
+                "parentRefs": [{"name": format!("gw-{}", index % GATEWAYS), "namespace": "gateways"}],
+                "hostnames": [format!("r{index}.example.com")],
+                "rules": [{
+                    "matches": [{"path": {"type": "PathPrefix", "value": format!("/v{version}/app")}},
+                                {"path": {"type": "Exact", "value": "/healthz"}, "headers": [{"name": "x-probe", "value": "1"}]}],
+                    "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-route", "value": format!("route-{index}")}]}}],
+                    "backendRefs": [{"name": service, "namespace": namespace, "port": port}]
+                }]
+            }
+        })
+    };
+    let mut objects: Vec<serde_json::Value> = vec![
+        serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "haptic", "resourceVersion": "9000000"},
+            "spec": {"controllerName": "haproxy-haptic.org/gateway-controller"}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "gateways", "resourceVersion": "9000001"}}),
+    ];
+    for index in 0..GATEWAYS {
+        objects.push(serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": format!("gw-{index}"), "namespace": "gateways", "resourceVersion": format!("{}", 9_100_000 + index)},
+            "spec": {"gatewayClassName": "haptic", "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]}}));
+    }
+    // Cross-namespace backendRefs need grants: one per namespace, from any
+    // HTTPRoute namespace the routes use.
+    let namespaces: std::collections::BTreeSet<&str> =
+        services.iter().map(|(ns, _, _)| ns.as_str()).collect();
+    for (index, namespace) in namespaces.iter().enumerate() {
+        objects.push(serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ReferenceGrant",
+            "metadata": {"name": "routes", "namespace": namespace, "resourceVersion": format!("{}", 9_200_000 + index)},
+            "spec": {"from": namespaces.iter().map(|ns| serde_json::json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": ns})).collect::<Vec<_>>(),
+                     "to": [{"group": "", "kind": "Service"}]}}));
+    }
+    objects.extend((0..ROUTES).map(|index| route(index, 0)));
+
+    let mut values = values.clone();
+    values.set_assignment("templateLibraries.gatewayApi.enabled=true")?;
+    let libraries = runtime.load_bundled()?;
+    let defaults: Vec<_> = libraries
+        .iter()
+        .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
+        .collect();
+    let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
+    let changes: Vec<ClusterChange> = cluster
+        .objects()
+        .cloned()
+        .chain(objects)
+        .filter_map(ClusterObject::from_value)
+        .map(ClusterChange::Applied)
+        .collect();
+    let started = Instant::now();
+    let rendered = renderer.render(changes)?;
+    let full = started.elapsed();
+    let frontends = rendered
+        .config
+        .lines()
+        .filter(|l| l.starts_with("frontend gateway."))
+        .count();
+    println!(
+        "
+gateway-api: {GATEWAYS} Gateways, {ROUTES} HTTPRoutes (2 matches, a header filter, a cross-namespace backend each): \
+         full render {} ({frontends} Gateway frontends, {} config lines)",
+        ms(full),
+        rendered.config.lines().count()
+    );
+    let files: Vec<(String, String)> = rendered.files.clone().into_iter().collect();
+    let started = Instant::now();
+    haptic::validate::validate(&rendered.config, &files)?;
+    println!("  haproxy -c of that config: {}", ms(started.elapsed()));
+
+    let mut samples = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let changed = route((round * 37) % ROUTES, round + 1);
+        let change = ClusterObject::from_value(changed).map(ClusterChange::Applied);
+        let started = Instant::now();
+        renderer.render(change.into_iter().collect())?;
+        samples.push(started.elapsed());
+    }
+    report("  render after one HTTPRoute change", &mut samples);
+    if let Some(timing) = renderer
+        .timings()
+        .libraries
+        .iter()
+        .find(|t| t.library == "gateway-api")
+    {
+        println!(
+            "  (last change: gateway-api {} ({} inside), merge {})",
+            ms(timing.total),
+            ms(timing.guest),
+            ms(renderer.timings().merge)
         );
     }
     Ok(())

@@ -48,15 +48,13 @@ pub struct Endpoint {
 
 /// Every endpoint `address:port` of the EndpointSlices in `inputs`, ready or
 /// not (a not-ready endpoint's server must not answer, which only a listening
-/// backend can show).
+/// backend can show). Other objects of the files, whatever their kind, are
+/// not read here.
 pub fn endpoints(inputs: &[PathBuf]) -> Result<Vec<Endpoint>, ManifestError> {
-    let kinds = manifests::untrimmed([Kind::new("discovery.k8s.io/v1", "EndpointSlice")]);
-    let loaded = manifests::load_paths(inputs, &kinds)?;
+    let slices = Kind::new("discovery.k8s.io/v1", "EndpointSlice");
+    let loaded = manifests::objects_of_kind(inputs, &slices)?;
     let mut found = Vec::new();
-    for manifest in loaded
-        .iter()
-        .filter(|m| m.reference().kind == "EndpointSlice")
-    {
+    for manifest in &loaded {
         let reference = manifest.reference();
         let namespace = if reference.namespace.is_empty() {
             "default"

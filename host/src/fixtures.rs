@@ -248,11 +248,23 @@ fn render_case(
     case: &Path,
 ) -> Result<JobOutput, offline::JobError> {
     let values_path = case.join("values.yaml");
-    let values = if values_path.is_file() {
+    let mut values = if values_path.is_file() {
         Values::load(&values_path)?
     } else {
         Values::default()
     };
+    // The library under test renders, also one that is off by default
+    // (`gateway-api`), unless the case turns it off itself.
+    if let LibraryUnderTest::Bundled(name) = library {
+        let key = crate::values::camel_case(name);
+        let set = values
+            .template_libraries()
+            .get(&key)
+            .is_some_and(|settings| settings.get("enabled").is_some());
+        if !set {
+            values.set(&format!("templateLibraries.{key}.enabled"), "true")?;
+        }
+    }
     let custom = match library {
         LibraryUnderTest::Custom(path) => vec![path.clone()],
         LibraryUnderTest::Bundled(_) => Vec::new(),

@@ -83,6 +83,14 @@ pub fn local_values(mut values: Values) -> anyhow::Result<Values> {
             r#"'"127.0.0.1:${HAPTIC_HEALTHZ_PORT-9080}"'"#,
         )?;
     }
+    // gateway-api (when enabled): Gateways on 127.0.0.1, each listener on
+    // its own port, as no Service maps ports here.
+    if !set(&["gatewayApi", "bindAddress"]) {
+        values.set("templateLibraries.gatewayApi.bindAddress", "127.0.0.1")?;
+    }
+    if !set(&["gatewayApi", "ports", "sameAsListener"]) {
+        values.set("templateLibraries.gatewayApi.ports.sameAsListener", "true")?;
+    }
     if !set(&["ingress", "tls", "bind"]) {
         values.set(
             "templateLibraries.ingress.tls.bind",

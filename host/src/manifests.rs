@@ -145,6 +145,49 @@ pub fn load_paths<P: AsRef<Path>>(
     Ok(manifests)
 }
 
+/// Every object of `kind` under `paths` (files or directories, as
+/// [`load_paths`] reads them). Documents of other kinds are skipped unread,
+/// whatever they are, so a case or example that also holds custom resources
+/// (a Gateway) still yields its EndpointSlices.
+pub fn objects_of_kind<P: AsRef<Path>>(
+    paths: &[P],
+    kind: &Kind,
+) -> Result<Vec<Manifest>, ManifestError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path.as_ref(), true, &mut files)?;
+    }
+    let only = untrimmed([kind.clone()]);
+    let mut manifests = Vec::new();
+    for file in files {
+        let content = std::fs::read_to_string(&file).map_err(|source| ManifestError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        for (index, document) in serde_yaml_ng::Deserializer::from_str(&content).enumerate() {
+            let at = Source {
+                path: file.clone(),
+                document: index + 1,
+                item: None,
+            };
+            let value = Value::deserialize(document).map_err(|error| ManifestError::Yaml {
+                at: at.clone(),
+                message: error.to_string(),
+            })?;
+            let is_kind = string_field_of(&value, "kind").as_deref() == Some(&kind.kind)
+                && string_field_of(&value, "apiVersion").as_deref() == Some(&kind.api_version);
+            if is_kind {
+                manifests.extend(from_value(at, value, &only)?);
+            }
+        }
+    }
+    Ok(manifests)
+}
+
+fn string_field_of(value: &Value, field: &str) -> Option<String> {
+    value.get(field).and_then(Value::as_str).map(str::to_owned)
+}
+
 /// Parses one file's content (any number of YAML or JSON documents) as if
 /// it had been read from `path`. Does not check for duplicates: [`load`]
 /// does that across files.

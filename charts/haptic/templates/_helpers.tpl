@@ -132,6 +132,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- $_ := set $ingress "tls" $tls }}
 {{- $_ := set $libs "ingress" $ingress }}
 {{- end }}
+{{- $gateway := get $libs "gatewayApi" | default dict }}
+{{- if and (kindIs "map" $gateway) $gateway.enabled }}
+{{- $service := get $gateway "service" | default dict }}
+{{- if not (get $service "selector") }}
+{{- $_ := set $service "selector" (include "haptic.selectorLabels" (dict "root" $ "component" "haproxy") | fromYaml) }}
+{{- end }}
+{{- /* A Service selects pods of its own namespace only: the Gateways' Services
+     (in the Gateways' namespaces) get an EndpointSlice of these pods instead */}}
+{{- if not (get $service "podNamespace") }}
+{{- $_ := set $service "podNamespace" $.Release.Namespace }}
+{{- end }}
+{{- $_ := set $gateway "service" $service }}
+{{- end }}
 templateLibraries:
 {{- if $libs }}
 {{ toYaml $libs | indent 2 }}
@@ -186,6 +199,7 @@ directivePolicy:
 {{- $names := dict }}
 {{- $known := dict "base" true "ingress" true "kubernetesBackends" true "statusPatches150PodReadinessGate" true }}
 {{- $_ := set $known "ingressNginx" true }}
+{{- $_ := set $known "gatewayApi" true }}
 {{- $bundled := deepCopy $known }}
 {{- range .Values.controller.customLibraries }}
 {{- if hasKey $bundled (include "haptic.camelCase" .name) }}
@@ -248,6 +262,15 @@ directivePolicy:
 {{- end }}
 {{- if and $gate $statusGate }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/status") "verbs" (list "patch")) }}
+{{- end }}
+{{- if eq (include "haptic.libEnabled" (dict "root" . "name" "gatewayApi")) "true" }}
+{{- /* gateway-api: its kinds, their status, Namespaces (allowedRoutes
+     selectors), TLS Secrets (certificateRefs) and a Service per Gateway */}}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses" "gateways" "httproutes" "grpcroutes" "referencegrants") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses/status" "gateways/status" "httproutes/status" "grpcroutes/status") "verbs" (list "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces" "secrets") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "discovery.k8s.io") "resources" (list "endpointslices") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
 {{- end }}
 {{- range .Values.controller.customLibraries }}
 {{- range .rbac }}

@@ -457,6 +457,42 @@ def validator_runs_haproxy_c_without_the_token(t, chart):
 
 
 @case
+def gateway_api_only_when_enabled(t, chart):
+    off = chart.render()
+    t.check(not mentions(cluster_rules(off), "gateway.networking.k8s.io", "gateways"), "gateway-api off: ClusterRole grants gateways")
+    t.equal(values_file(off)["templateLibraries"]["gatewayApi"]["enabled"], False, "gateway-api is off by default")
+    t.equal(off.all("CustomResourceDefinition"), [], "CRDs installed without gatewayAPI.installCRDs")
+
+    on = chart.render(sets=["controller.templateLibraries.gatewayApi.enabled=true"])
+    rules = cluster_rules(on)
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
+        t.check(grants(rules, "gateway.networking.k8s.io", resource, "watch"), f"gateway-api on: no watch on {resource}")
+    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status"):
+        t.check(grants(rules, "gateway.networking.k8s.io", resource, "patch"), f"gateway-api on: no patch on {resource}")
+    for verb in ("create", "patch", "delete", "list"):
+        t.check(grants(rules, "", "services", verb), f"gateway-api on: no {verb} on services (a Service per Gateway)")
+    t.check(grants(rules, "", "namespaces", "watch"), "gateway-api on: no watch on namespaces (allowedRoutes selectors)")
+    selector = values_file(on)["templateLibraries"]["gatewayApi"]["service"]["selector"]
+    haproxy = on.one("Deployment", "haptic-haproxy")["spec"]["template"]["metadata"]["labels"]
+    t.check(selector and all(haproxy.get(k) == v for k, v in selector.items()), f"Gateway Services select {selector}, not the HAProxy pods {haproxy}")
+    t.equal(values_file(on)["templateLibraries"]["gatewayApi"]["service"]["podNamespace"], "haptic", "Gateway Services' EndpointSlices list the release's HAProxy pods")
+    for verb in ("create", "patch", "delete", "list"):
+        t.check(grants(rules, "discovery.k8s.io", "endpointslices", verb), f"gateway-api on: no {verb} on endpointslices (one per Gateway Service)")
+    own = chart.render(sets=["controller.templateLibraries.gatewayApi.enabled=true", "controller.templateLibraries.gatewayApi.service.selector.app=edge"])
+    t.equal(values_file(own)["templateLibraries"]["gatewayApi"]["service"]["selector"], {"app": "edge"}, "the user's Service selector")
+
+    crds = chart.render(sets=["gatewayAPI.installCRDs=true"]).all("CustomResourceDefinition")
+    names = sorted(c["metadata"]["name"] for c in crds)
+    for kind in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
+        t.check(f"{kind}.gateway.networking.k8s.io" in names, f"installCRDs: no {kind} CRD in {names}")
+    for crd in crds:
+        annotations = crd["metadata"].get("annotations", {})
+        t.equal(annotations.get("gateway.networking.k8s.io/bundle-version"), "v1.6.3", f"{crd['metadata']['name']} version")
+        t.equal(annotations.get("helm.sh/resource-policy"), "keep", f"{crd['metadata']['name']} would be deleted on uninstall")
+    expect_error(t, chart, ["controller.templateLibraries.gatewayApi.service.type=Headless"], "gatewayApi")
+
+
+@case
 def directive_policy_allow_list_reaches_the_controller(t, chart):
     t.equal(sorted(values_file(chart.render())), ["templateLibraries"], "an empty allow-list is left out")
     allowing = chart.write("allow.yaml", "controller:\n  directivePolicy:\n    allow:\n      - {library: my-lua, directives: [lua-load]}\n")

@@ -69,11 +69,13 @@ impl StatusWriter for ApiStatusWriter {
             if !object.namespace.is_empty() {
                 metadata["namespace"] = Value::String(object.namespace.clone());
             }
+            let mut status = Value::Object(patch.status.clone());
+            stamp_conditions(&mut status, &now_rfc3339());
             let body = serde_json::json!({
                 "apiVersion": object.api_version,
                 "kind": object.kind,
                 "metadata": metadata,
-                "status": patch.status,
+                "status": status,
             });
             // `force`: the variant's manager is the only writer of these
             // fields by design; a conflict means another installation of
@@ -90,6 +92,50 @@ impl StatusWriter for ApiStatusWriter {
                     other => StatusWriteError::Request(Box::new(other)),
                 })
         })
+    }
+}
+
+/// The current time as Kubernetes writes it (`2026-12-01T10:00:00Z`).
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map_or_else(
+            |_| k8s_openapi::jiff::Timestamp::now().to_string(),
+            |t| t.to_string(),
+        )
+}
+
+/// Gives every condition without a `lastTransitionTime` the write's time.
+///
+/// Libraries leave it out so their output is a function of their input (a
+/// clock would change every render); the API schema of most kinds
+/// (`metav1.Condition`: Gateway API objects) requires it. A patch is only
+/// written when its content changed ([`StatusMemory`]), so the time is that
+/// of the change, as the field means. Conditions anywhere in the status are
+/// stamped: a Gateway's sit in `status.listeners[].conditions` too.
+pub fn stamp_conditions(status: &mut Value, now: &str) {
+    match status {
+        Value::Object(fields) => {
+            for (key, value) in fields.iter_mut() {
+                if key == "conditions"
+                    && let Value::Array(conditions) = value
+                {
+                    for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+                        if condition.contains_key("type") && condition.contains_key("status") {
+                            condition
+                                .entry("lastTransitionTime")
+                                .or_insert_with(|| Value::String(now.to_owned()));
+                        }
+                    }
+                } else {
+                    stamp_conditions(value, now);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| stamp_conditions(item, now)),
+        _ => {}
     }
 }
 
@@ -310,6 +356,26 @@ fn keyed_by_type(list: &[Value]) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn conditions_without_a_transition_time_get_the_writes_time_wherever_they_are() {
+        let mut status = json!({
+            "conditions": [{"type": "Accepted", "status": "True"}],
+            "listeners": [{"name": "http", "conditions": [
+                {"type": "Programmed", "status": "True"},
+                {"type": "Kept", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}
+            ]}]
+        });
+        stamp_conditions(&mut status, "2026-12-01T10:00:00Z");
+        assert_eq!(
+            status["conditions"][0]["lastTransitionTime"],
+            "2026-12-01T10:00:00Z"
+        );
+        let listener = &status["listeners"][0]["conditions"];
+        assert_eq!(listener[0]["lastTransitionTime"], "2026-12-01T10:00:00Z");
+        assert_eq!(listener[1]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert!(now_rfc3339().ends_with('Z'), "{}", now_rfc3339());
+    }
 
     #[test]
     fn a_condition_holds_when_its_entry_matches_whatever_else_is_there() {

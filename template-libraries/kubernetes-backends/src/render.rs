@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use haptic_sdk::names::{backend_name, sanitize};
 use haptic_sdk::readiness::{self, GatePod};
-use haptic_sdk::slim::{ServicePorts, Slice, SliceEndpoint};
+use haptic_sdk::slim::{H2C_APP_PROTOCOL, ServicePorts, Slice, SliceEndpoint};
 
 use crate::{BackendValues, Key};
 
@@ -89,7 +89,11 @@ pub(crate) fn service_backends<'a>(
         }
         rendered.backends.push((
             backend_name(namespace, name, port.port),
-            backend_body(servers, values),
+            backend_body(
+                servers,
+                values,
+                port.app_protocol.as_deref() == Some(H2C_APP_PROTOCOL),
+            ),
         ));
     }
     rendered
@@ -103,7 +107,9 @@ fn server_name(endpoint: &SliceEndpoint, address: &str) -> String {
     }
 }
 
-fn backend_body(mut servers: Vec<Server>, values: &BackendValues) -> String {
+/// `h2c`: the Service port's appProtocol is `kubernetes.io/h2c`, so its
+/// servers speak HTTP/2 without TLS (`proto h2`), as gRPC backends need.
+fn backend_body(mut servers: Vec<Server>, values: &BackendValues, h2c: bool) -> String {
     // Sorted by name then address so the text, and each server's name, is
     // the same whatever order the slices list them in. A name seen twice
     // (one pod in an IPv4 and an IPv6 slice) gets a numbered suffix.
@@ -135,6 +141,9 @@ fn backend_body(mut servers: Vec<Server>, values: &BackendValues) -> String {
         }
         if !server.routed {
             body.push_str(" disabled");
+        }
+        if h2c {
+            body.push_str(" proto h2");
         }
         if !values.server_options.is_empty() {
             body.push(' ');

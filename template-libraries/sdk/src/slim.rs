@@ -306,7 +306,14 @@ pub struct ServicePort {
     pub name: Option<String>,
     pub port: i32,
     pub protocol: Option<String>,
+    /// `kubernetes.io/h2c` (HTTP/2 without TLS, gRPC), `kubernetes.io/ws`, ...
+    #[serde(rename = "appProtocol")]
+    pub app_protocol: Option<String>,
 }
+
+/// The `appProtocol` of a Service port that speaks HTTP/2 in clear text
+/// (gRPC backends): its servers get `proto h2`.
+pub const H2C_APP_PROTOCOL: &str = "kubernetes.io/h2c";
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 # Builds the real node's small images locally, as OCI archives that
 # `ctr -n k8s.io images import` reads (no registry, no container engine):
 #
-#   build-node-images.sh <echo-server binary> <output dir>
+#   build-node-images.sh <echo-server binary> <output dir> [<gateway suite dir>]
 #
 # - pause.oci.tar: the sandbox image, `pause` compiled from the kubernetes
 #   module's build/pause/linux/pause.c with `gcc -static` (the same source and
@@ -13,17 +13,24 @@
 # - tools.oci.tar: a shell and a few tools for scenario pods that run a
 #   script (dash as /bin/sh, curl, cat, touch, with their libraries and the
 #   CA bundle, from this machine), named haptic.test/tools:testbed.
+# - with a gateway suite dir (build-gateway-conformance.sh's output), the
+#   Gateway API conformance suite's images: echo-basic.oci.tar (its
+#   echo-basic, under every registry.k8s.io/gateway-api/echo-basic tag the
+#   suite's manifests name) and dns.oci.tar (cmd/dns-server, a stand-in for
+#   the suite's CoreDNS pod, under the coredns image name the suite names).
+#   The names are read from the suite's module, so they follow its release.
 #
-# Both are one layer packed with umoci, the tool image/build.sh uses for the
+# Each is one layer packed with umoci, the tool image/build.sh uses for the
 # haptic image. The names are fixed here and in tests/testbed/src/node/images.rs.
 # An archive newer than its inputs is kept, so a second run returns at once.
 #
 # Needs (Debian): gcc, libc6-dev, umoci, python3, go (to find the module).
 set -euo pipefail
 
-[[ $# == 2 ]] || { echo "usage: $0 <echo-server binary> <output dir>" >&2; exit 2; }
+[[ $# == 2 || $# == 3 ]] || { echo "usage: $0 <echo-server binary> <output dir> [<gateway suite dir>]" >&2; exit 2; }
 echo_bin="$(realpath "$1")"
 out="$(realpath -m "$2")"
+gateway_dir="${3:+$(realpath "$3")}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 go_dir="$here/../go"
 
@@ -49,11 +56,12 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/testbed-images.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export SOURCE_DATE_EPOCH=0
 
-# pack <rootfs> <name:tag> <archive> <uid> <entrypoint...>
+# pack <rootfs> <name:tag[ name:tag...]> <archive> <uid> <entrypoint...>
 pack() {
-    local root="$1" name="$2" archive="$3" uid="$4"
+    local root="$1" names="$2" archive="$3" uid="$4"
     shift 4
-    local layout="$work/oci-$(basename "$archive")" tag="${name##*:}"
+    local first="${names%% *}"
+    local layout="$work/oci-$(basename "$archive")" tag="${first##*:}"
     local entry=()
     for arg in "$@"; do entry+=("--config.entrypoint=$arg"); done
     umoci init --layout "$layout"
@@ -66,21 +74,27 @@ pack() {
         --config.user="$uid:$uid" --config.workingdir=/ "${entry[@]}" \
         --config.env=PATH=/usr/local/bin:/usr/bin:/bin
     umoci gc --layout "$layout"
-    # containerd names an imported image after io.containerd.image.name.
-    python3 - "$layout/index.json" "$name" <<'EOF'
-import json, sys
-path, name = sys.argv[1], sys.argv[2]
+    # containerd names an imported image after io.containerd.image.name: one
+    # index entry per name, all pointing at the same manifest.
+    python3 - "$layout/index.json" $names <<'EOF'
+import copy, json, sys
+path, names = sys.argv[1], sys.argv[2:]
 with open(path) as f:
     index = json.load(f)
+manifests = []
 for manifest in index["manifests"]:
-    manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
+    for name in names:
+        named = copy.deepcopy(manifest)
+        named.setdefault("annotations", {})["io.containerd.image.name"] = name
+        manifests.append(named)
+index["manifests"] = manifests
 with open(path, "w") as f:
     json.dump(index, f, separators=(",", ":"), sort_keys=True)
 EOF
     tar --create --file="$archive.tmp" --directory="$layout" --sort=name --owner=0 --group=0 \
         --numeric-owner --mtime=@0 --format=posix .
     mv -f "$archive.tmp" "$archive"
-    echo "$name -> $archive ($(du -h "$archive" | cut -f1))" >&2
+    echo "$names -> $archive ($(du -h "$archive" | cut -f1))" >&2
 }
 
 fresh() { [[ -f "$1" && "$1" -nt "$2" && "$1" -nt "${BASH_SOURCE[0]}" ]]; }
@@ -116,5 +130,35 @@ if ! fresh "$out/tools.oci.tar" "$(command -v curl)"; then
     install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
     mkdir -p "$root/tmp"
     pack "$root" "haptic.test/tools:testbed" "$out/tools.oci.tar" 65532 /bin/sh
+fi
+if [[ -n "$gateway_dir" ]]; then
+    for bin in echo-basic dns-server; do
+        [[ -x "$gateway_dir/$bin" ]] || { echo "$0: no $gateway_dir/$bin (bash tests/testbed/scripts/build-gateway-conformance.sh)" >&2; exit 2; }
+    done
+    gateway_go_dir="$here/../gateway-conformance"
+    suite_version="$(awk '$1 == "sigs.k8s.io/gateway-api/conformance" { print $2; exit }' "$gateway_go_dir/go.mod")"
+    suite_dir="$(cd "$gateway_go_dir" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/gateway-api/conformance@$suite_version" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -d "$suite_dir/base" ]] || { echo "$0: no conformance suite $suite_version in the Go module cache" >&2; exit 1; }
+    # Every image name the suite's HTTP, gRPC and base manifests use (mesh/ is not run here).
+    suite_images() {
+        grep -rhoE "image: *$1:[^[:space:]\"]+" "$suite_dir/base" "$suite_dir/tests" |
+            sed 's/^image: *//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+    }
+    echo_names="$(suite_images registry.k8s.io/gateway-api/echo-basic)"
+    dns_names="$(suite_images registry.k8s.io/coredns/coredns)"
+    [[ -n "$echo_names" && -n "$dns_names" ]] || { echo "$0: the suite's manifests in $suite_dir name no echo-basic or coredns image" >&2; exit 1; }
+    if ! fresh "$out/echo-basic.oci.tar" "$gateway_dir/echo-basic"; then
+        root="$work/echo-basic-root"
+        install -D -m 0755 "$gateway_dir/echo-basic" "$root/echo-basic"
+        # 65532: the distroless nonroot user of the suite's own image.
+        pack "$root" "$echo_names" "$out/echo-basic.oci.tar" 65532 /echo-basic
+    fi
+    if ! fresh "$out/dns.oci.tar" "$gateway_dir/dns-server"; then
+        root="$work/dns-root"
+        install -D -m 0755 "$gateway_dir/dns-server" "$root/dns-server"
+        # Root, as CoreDNS's pod asks for NET_BIND_SERVICE only (port 53).
+        pack "$root" "$dns_names" "$out/dns.oci.tar" 0 /dns-server
+    fi
 fi
 echo "$out"

@@ -4,9 +4,14 @@
 //!   from source (see `tests/testbed/go/`), started on free ports, stopped on drop.
 //! - [`kubelet`]: a process kubelet that runs pods as local processes on
 //!   their own loopback IPs and writes pod status the way kubelet does.
+//! - [`helm`]: the helm binary and the chart for the tests that install it.
 //! - [`node`]: the real node (containerd, runc, CNI, kubelet and kube-proxy
 //!   v1.35.4): pods are containers from locally built images.
+//! - [`oracle`]: HAProxy's master CLI asked whether every worker routes a
+//!   host to a pod.
 
 pub mod control_plane;
+pub mod helm;
 pub mod kubelet;
 pub mod node;
+pub mod oracle;

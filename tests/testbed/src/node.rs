@@ -27,6 +27,7 @@ mod kubelet;
 mod load_balancer;
 mod lock;
 pub mod network;
+pub mod rollout;
 mod scheduler;
 
 use std::path::PathBuf;
@@ -149,6 +150,8 @@ impl NodeBed {
         let mut archives = images::archives()?;
         // haptic's own image when `make image` has built it (the chart runs it).
         archives.extend(images::haptic_archive());
+        // The Gateway API suite's images when they were built (`make gateway-conformance`).
+        archives.extend(images::gateway_archives().unwrap_or_default());
         cleanup::sweep();
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
@@ -225,6 +228,12 @@ impl NodeBed {
         images::haptic_archive().is_some()
     }
 
+    /// Whether the Gateway API conformance suite's images were found and
+    /// imported (`make testbed-images` with the suite built).
+    pub fn has_gateway_conformance_images() -> bool {
+        images::gateway_archives().is_some()
+    }
+
     /// An admin client.
     pub fn client(&self) -> kube::Client {
         self.control_plane.admin_client()
@@ -267,6 +276,15 @@ impl Drop for NodeBed {
         // Synchronous: a panicking test still leaves a clean host.
         cleanup::sweep();
     }
+}
+
+/// Where the kubelet keeps a pod's `emptyDir` volume `volume` on the host
+/// (so a test reads, say, the HAProxy master socket a pod created there).
+pub fn empty_dir_path(pod_uid: &str, volume: &str) -> PathBuf {
+    host::node_path("kubelet/root/pods")
+        .join(pod_uid)
+        .join("volumes/kubernetes.io~empty-dir")
+        .join(volume)
 }
 
 /// Polls the Node until its Ready condition is True.

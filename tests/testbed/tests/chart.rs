@@ -54,33 +54,12 @@ const BED_VALUES: &[&str] = &[
     "controller.leaseDuration=5",
 ];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// `$HAPTIC_BIN`, else `haptic` beside the test bed's own binaries.
 fn haptic_bin() -> PathBuf {
     std::env::var_os("HAPTIC_BIN").map_or_else(
         || bed::echo_server_path().with_file_name("haptic"),
         PathBuf::from,
     )
-}
-
-/// `$HELM`, else the cached build of `charts/scripts/install-helm.sh`.
-fn helm_bin() -> anyhow::Result<PathBuf> {
-    if let Some(helm) = std::env::var_os("HELM") {
-        return Ok(PathBuf::from(helm));
-    }
-    let out = std::process::Command::new("bash")
-        .arg(repo().join("charts/scripts/install-helm.sh"))
-        .output()
-        .context("running charts/scripts/install-helm.sh")?;
-    ensure!(
-        out.status.success(),
-        "charts/scripts/install-helm.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
 }
 
 /// Runs a command (inside the pod network: the apiserver is there), with
@@ -126,7 +105,7 @@ impl Tools {
     fn new(bed: &Bed) -> anyhow::Result<Self> {
         let kubectl = bed.control_plane.bin_dir().join("kubectl");
         Ok(Self {
-            helm: helm_bin()?,
+            helm: haptic_testbed::helm::bin()?,
             kubectl: if kubectl.exists() {
                 kubectl
             } else {
@@ -137,7 +116,9 @@ impl Tools {
                 .kubeconfig_path()
                 .to_string_lossy()
                 .into_owned(),
-            chart: repo().join("charts/haptic").to_string_lossy().into_owned(),
+            chart: haptic_testbed::helm::chart_dir()
+                .to_string_lossy()
+                .into_owned(),
         })
     }
 

@@ -11,20 +11,18 @@
 //! and helm (`$HELM`, else `charts/scripts/install-helm.sh`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::kubelet::http;
+use haptic_testbed::node::rollout::{self, Load, LoadSeen};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use serde_json::json;
 
 const NAMESPACE: &str = "haptic";
@@ -38,26 +36,6 @@ const HELD_MS: u64 = 15_000;
 /// Load: at least this many requests must succeed during the rollout.
 const MIN_OK: u64 = 100;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn helm() -> anyhow::Result<PathBuf> {
-    if let Some(helm) = std::env::var_os("HELM") {
-        return Ok(PathBuf::from(helm));
-    }
-    let out = std::process::Command::new("bash")
-        .arg(repo().join("charts/scripts/install-helm.sh"))
-        .output()
-        .context("running charts/scripts/install-helm.sh")?;
-    ensure!(
-        out.status.success(),
-        "install-helm.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_failed_request()
 -> anyhow::Result<()> {
@@ -69,8 +47,8 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     let bed = NodeBed::start().await?;
     let client = bed.client();
     let began = Instant::now();
-    let chart = repo().join("charts/haptic");
-    let out = tokio::process::Command::new(helm()?)
+    let chart = haptic_testbed::helm::chart_dir();
+    let out = tokio::process::Command::new(haptic_testbed::helm::bin()?)
         .args(["install", "haptic"])
         .arg(&chart)
         .args([
@@ -170,27 +148,7 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     .await?;
 
     // The rollout under load, with one request held across it.
-    let stop = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for _ in 0..2 {
-        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-        workers.push(tokio::spawn(async move {
-            let mut errors = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                match get(lb, "/").await {
-                    Ok(r) if r.status == 200 => ok.fetch_add(1, Ordering::Relaxed),
-                    other => {
-                        errors.push(format!("{other:?}"));
-                        failed.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            errors
-        }));
-    }
+    let load = Load::start(lb, HOST, 2);
     let held = tokio::spawn(async move {
         http::get(
             lb,
@@ -202,7 +160,6 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         .await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rolled = Instant::now();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let haproxy_deployment = deployments
         .list(&ListParams::default().labels(HAPROXY))
@@ -212,50 +169,14 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         .next()
         .and_then(|d| d.metadata.name)
         .context("no HAProxy Deployment")?;
-    let restart = json!({"spec": {"template": {"metadata": {"annotations": {
-        "kubectl.kubernetes.io/restartedAt": format!("{:?}", std::time::SystemTime::now())
-    }}}}});
-    deployments
-        .patch(
-            &haproxy_deployment,
-            &PatchParams::default(),
-            &Patch::Merge(&restart),
-        )
-        .await?;
-    let old_pods: Vec<String> = pod_names(&client).await?;
-    wait_for(
-        "the HAProxy rollout to finish (old pods gone)",
-        WAIT,
-        || async {
-            let d = deployments
-                .get(&haproxy_deployment)
-                .await
-                .map_err(|e| e.to_string())?;
-            let (spec, status) = (d.spec.unwrap_or_default(), d.status.unwrap_or_default());
-            let want = spec.replicas.unwrap_or(1);
-            let names = pod_names(&client).await.map_err(|e| e.to_string())?;
-            let done = status.observed_generation >= d.metadata.generation
-                && status.updated_replicas == Some(want)
-                && status.available_replicas == Some(want)
-                && names.iter().all(|n| !old_pods.contains(n));
-            if done {
-                Ok(())
-            } else {
-                Err(format!("{status:?} pods {names:?}"))
-            }
-        },
-    )
-    .await?;
-    let rollout = rolled.elapsed();
+    let rollout =
+        rollout::restart_and_wait(&client, NAMESPACE, &haproxy_deployment, HAPROXY, WAIT).await?;
     let held = held.await?.context("the held request")?;
     // A little more load on the new pods, then stop.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut errors = Vec::new();
-    for worker in workers {
-        errors.extend(worker.await?);
-    }
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let LoadSeen {
+        ok, failed, errors, ..
+    } = load.stop().await;
     eprintln!(
         "HAProxy rollout on the real node: {rollout:?}; {ok} requests ok, {failed} failed; held request {} after {HELD_MS} ms",
         held.status
@@ -284,17 +205,6 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
 
 async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<http::Response> {
     Ok(http::get(addr, Some(HOST), path, &[], Duration::from_secs(5)).await?)
-}
-
-async fn pod_names(client: &kube::Client) -> anyhow::Result<Vec<String>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    Ok(pods
-        .list(&ListParams::default().labels(HAPROXY))
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect())
 }
 
 /// Pids of processes named `comm` that run in a pod (a `/kubepods` cgroup).

@@ -51,11 +51,28 @@ pub(crate) fn haptic_archive() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The Gateway API conformance suite's images (its echo-basic under the
+/// names its manifests use, and the stand-in for its CoreDNS pod), written
+/// beside the others when `make testbed-images` was given the suite.
+const GATEWAY_ARCHIVES: [&str; 2] = ["echo-basic.oci.tar", "dns.oci.tar"];
+
 /// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
 /// the cargo target directory of the running test.
+fn archive_dir() -> PathBuf {
+    std::env::var_os("HAPTIC_TESTBED_IMAGES")
+        .map_or_else(|| target_dir().join("testbed-images"), PathBuf::from)
+}
+
+/// The conformance suite's archives, if all of them were built.
+pub(crate) fn gateway_archives() -> Option<Vec<PathBuf>> {
+    let dir = archive_dir();
+    let paths: Vec<PathBuf> = GATEWAY_ARCHIVES.iter().map(|a| dir.join(a)).collect();
+    paths.iter().all(|p| p.is_file()).then_some(paths)
+}
+
+/// The archives every bed needs, in [`archive_dir`].
 pub(crate) fn archives() -> Result<Vec<PathBuf>, Error> {
-    let dir = std::env::var_os("HAPTIC_TESTBED_IMAGES")
-        .map_or_else(|| target_dir().join("testbed-images"), PathBuf::from);
+    let dir = archive_dir();
     let paths: Vec<PathBuf> = ARCHIVES.iter().map(|a| dir.join(a)).collect();
     let missing: Vec<&str> = ARCHIVES
         .iter()

@@ -1,0 +1,203 @@
+//! HTTPRoute matches turned into HAProxy conditions, with the precedence
+//! the spec orders them by.
+//!
+//! Paths: `Exact` is `{ path -m str /p }`; `PathPrefix` `/p` matches `/p`
+//! and `/p/...` element-wise (`{ path -m reg ^/p(/|$) }`, the prefix
+//! escaped), `/` matches everything; `RegularExpression` is HAProxy's PCRE.
+//! Headers compare the whole value (`req.fhdr`), query parameters the first
+//! value (`url_param`), the method `method`.
+
+use std::cmp::Reverse;
+
+use haptic_sdk::names::quote;
+
+use crate::api::HttpMatch;
+
+/// A match ready for the configuration.
+#[derive(Debug, Clone)]
+pub struct CompiledMatch {
+    /// HAProxy condition terms (ANDed), possibly empty.
+    pub condition: String,
+    /// The path prefix matched, trailing `/` removed, for prefix
+    /// replacements (`ReplacePrefixMatch`); `None` for other path kinds.
+    pub prefix: Option<String>,
+    /// Precedence (lower sorts first) within one hostname.
+    pub rank: MatchRank,
+}
+
+/// Exact path, then longest prefix, then regular expressions; then a
+/// method, then more headers, then more query parameters.
+pub type MatchRank = (u8, Reverse<usize>, u8, Reverse<usize>, Reverse<usize>);
+
+/// Why a match cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported(pub String);
+
+/// Compiles one match (`matches: []` means one match of prefix `/`).
+pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
+    let mut terms: Vec<String> = Vec::new();
+    let kind = m
+        .path
+        .as_ref()
+        .and_then(|p| p.type_.as_deref())
+        .unwrap_or("PathPrefix");
+    let value = m
+        .path
+        .as_ref()
+        .and_then(|p| p.value.as_deref())
+        .unwrap_or("/");
+    check_text("path", value)?;
+    let (path_rank, prefix) = match kind {
+        "Exact" => {
+            terms.push(format!("{{ path -m str {} }}", quote(value)));
+            ((0, Reverse(value.len())), None)
+        }
+        "PathPrefix" => {
+            let trimmed = value.trim_end_matches('/');
+            if !trimmed.is_empty() {
+                terms.push(format!(
+                    "{{ path -m reg {} }}",
+                    quote(&format!("^{}(/|$)", regex_escape(trimmed)))
+                ));
+            }
+            ((1, Reverse(trimmed.len())), Some(trimmed.to_owned()))
+        }
+        "RegularExpression" => {
+            terms.push(format!("{{ path -m reg {} }}", quote(value)));
+            ((2, Reverse(value.len())), None)
+        }
+        other => return Err(Unsupported(format!("path match type {other:?}"))),
+    };
+    if let Some(method) = &m.method {
+        if !method.bytes().all(|b| b.is_ascii_uppercase()) || method.is_empty() {
+            return Err(Unsupported(format!("method {method:?}")));
+        }
+        terms.push(format!("{{ method {method} }}"));
+    }
+    for header in &m.headers {
+        check_name("header", &header.name)?;
+        check_text("header value", &header.value)?;
+        let fetch = format!("req.fhdr({})", header.name.to_ascii_lowercase());
+        terms.push(value_term(&fetch, header.type_.as_deref(), &header.value)?);
+    }
+    for param in &m.query_params {
+        check_name("query parameter", &param.name)?;
+        check_text("query parameter value", &param.value)?;
+        let fetch = format!("url_param({})", param.name);
+        terms.push(value_term(&fetch, param.type_.as_deref(), &param.value)?);
+    }
+    Ok(CompiledMatch {
+        condition: terms.join(" "),
+        prefix,
+        rank: (
+            path_rank.0,
+            path_rank.1,
+            u8::from(m.method.is_none()),
+            Reverse(m.headers.len()),
+            Reverse(m.query_params.len()),
+        ),
+    })
+}
+
+fn value_term(fetch: &str, kind: Option<&str>, value: &str) -> Result<String, Unsupported> {
+    match kind.unwrap_or("Exact") {
+        "Exact" => Ok(format!("{{ {fetch} -m str {} }}", quote(value))),
+        "RegularExpression" => Ok(format!("{{ {fetch} -m reg {} }}", quote(value))),
+        other => Err(Unsupported(format!("match type {other:?}"))),
+    }
+}
+
+/// Header and parameter names go into fetch arguments: letters, digits and
+/// `-_.` only (HAProxy would read `)` or `,` as syntax).
+fn check_name(what: &str, name: &str) -> Result<(), Unsupported> {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        Ok(())
+    } else {
+        Err(Unsupported(format!("{what} name {name:?}")))
+    }
+}
+
+/// Values are quoted; a line break cannot be.
+fn check_text(what: &str, text: &str) -> Result<(), Unsupported> {
+    if text.chars().any(char::is_control) {
+        Err(Unsupported(format!("{what} {text:?} (control characters)")))
+    } else {
+        Ok(())
+    }
+}
+
+/// `text` as a literal in a PCRE pattern.
+pub fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn m(value: serde_json::Value) -> CompiledMatch {
+        compile(&serde_json::from_value(value).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn paths_become_conditions() {
+        assert_eq!(m(json!({})).condition, "");
+        assert_eq!(
+            m(json!({"path": {"type": "Exact", "value": "/a"}})).condition,
+            "{ path -m str '/a' }"
+        );
+        assert_eq!(
+            m(json!({"path": {"value": "/a.b/"}})).condition,
+            "{ path -m reg '^/a\\.b(/|$)' }"
+        );
+        assert_eq!(
+            m(json!({"path": {"value": "/a.b/"}})).prefix.as_deref(),
+            Some("/a.b")
+        );
+    }
+
+    #[test]
+    fn headers_queries_and_methods_are_anded() {
+        let c = m(
+            json!({"method": "GET", "headers": [{"name": "Version", "value": "two"}], "queryParams": [{"name": "q", "value": "a b", "type": "RegularExpression"}]}),
+        );
+        assert_eq!(
+            c.condition,
+            "{ method GET } { req.fhdr(version) -m str 'two' } { url_param(q) -m reg 'a b' }"
+        );
+    }
+
+    #[test]
+    fn precedence_follows_the_spec() {
+        let exact = m(json!({"path": {"type": "Exact", "value": "/a"}}));
+        let long = m(json!({"path": {"value": "/a/b"}}));
+        let short = m(json!({"path": {"value": "/a"}}));
+        let with_method = m(json!({"path": {"value": "/a"}, "method": "GET"}));
+        let with_header =
+            m(json!({"path": {"value": "/a"}, "headers": [{"name": "x", "value": "1"}]}));
+        assert!(exact.rank < long.rank && long.rank < short.rank);
+        assert!(with_method.rank < with_header.rank && with_header.rank < short.rank);
+    }
+
+    #[test]
+    fn what_would_break_a_line_is_refused() {
+        let bad: HttpMatch =
+            serde_json::from_value(json!({"headers": [{"name": "a)b", "value": "x"}]})).unwrap();
+        assert!(compile(&bad).is_err());
+        let bad: HttpMatch =
+            serde_json::from_value(json!({"path": {"type": "Exact", "value": "/a\nb"}})).unwrap();
+        assert!(compile(&bad).is_err());
+    }
+}

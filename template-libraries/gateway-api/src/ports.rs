@@ -1,0 +1,166 @@
+//! The ports HAProxy binds for Gateway listeners, and the Service that
+//! maps each Gateway's listener ports to them.
+//!
+//! Every (Gateway, listener port) gets its own HAProxy port, so two
+//! Gateways may both listen on 80 and still be told apart: each Service
+//! sends its port 80 to its own HAProxy port. A port is a hash of
+//! `<namespace>/<name>/<port>` in the range, so it stays put when other
+//! Gateways come and go; on a collision the older Gateway keeps the slot
+//! and the newer one takes the next free port.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+/// `ports`: the range HAProxy ports are taken from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PortRange {
+    pub from: u16,
+    pub to: u16,
+    /// HAProxy binds the listener's own port when no older Gateway took
+    /// it (the range otherwise): for `haptic run`, where no Service maps
+    /// ports and a client connects to HAProxy itself.
+    pub same_as_listener: bool,
+}
+
+impl Default for PortRange {
+    fn default() -> Self {
+        Self {
+            from: 20000,
+            to: 29999,
+            same_as_listener: false,
+        }
+    }
+}
+
+impl PortRange {
+    /// A usable range.
+    pub fn check(&self) -> Result<(), String> {
+        if self.from == 0 || self.to < self.from {
+            return Err(format!(
+                "templateLibraries.gatewayApi.ports is {}-{}; give 1 <= from <= to, e.g. from: 20000, to: 29999",
+                self.from, self.to
+            ));
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> u32 {
+        u32::from(self.to) - u32::from(self.from) + 1
+    }
+}
+
+/// FNV-1a: a stable hash (std's is seeded per process).
+fn fnv1a(text: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in text.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+/// HAProxy port per (`namespace/name`, listener port). `gateways` comes
+/// oldest first. Pairs beyond the range's size get no port.
+pub fn allocate(
+    range: &PortRange,
+    gateways: impl IntoIterator<Item = (String, BTreeSet<i32>)>,
+) -> BTreeMap<(String, i32), u16> {
+    let size = range.size();
+    let mut taken = BTreeSet::new();
+    let mut own_ports = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    for (gateway, ports) in gateways {
+        for port in ports {
+            if range.same_as_listener
+                && let Ok(own) = u16::try_from(port)
+                && own > 0
+                && own_ports.insert(own)
+            {
+                out.insert((gateway.clone(), port), own);
+                continue;
+            }
+            let start = fnv1a(&format!("{gateway}/{port}")) % size;
+            let free = (0..size)
+                .map(|step| (start + step) % size)
+                .find(|slot| !taken.contains(slot));
+            if let Some(slot) = free {
+                taken.insert(slot);
+                if let Ok(offset) = u16::try_from(slot) {
+                    out.insert((gateway.clone(), port), range.from + offset);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The name of a Gateway's Service: `<gateway>-haptic`, cut to 63
+/// characters with a hash suffix when the Gateway's name is long.
+pub fn service_name(gateway: &str) -> String {
+    let name = format!("{gateway}-haptic");
+    if name.len() <= 63 {
+        return name;
+    }
+    let cut: String = gateway.chars().take(46).collect();
+    format!("{}-{:08x}", cut.trim_end_matches('-'), fnv1a(gateway)) + "-hp"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_stay_put_when_other_gateways_come_and_go() {
+        let range = PortRange::default();
+        let one = allocate(&range, [("ns/a".to_owned(), BTreeSet::from([80, 443]))]);
+        let two = allocate(
+            &range,
+            [
+                ("ns/a".to_owned(), BTreeSet::from([80, 443])),
+                ("ns/b".to_owned(), BTreeSet::from([80])),
+            ],
+        );
+        assert_eq!(one[&("ns/a".to_owned(), 80)], two[&("ns/a".to_owned(), 80)]);
+        assert_ne!(two[&("ns/a".to_owned(), 80)], two[&("ns/b".to_owned(), 80)]);
+    }
+
+    #[test]
+    fn listener_ports_are_kept_when_asked_and_free() {
+        let range = PortRange {
+            same_as_listener: true,
+            ..PortRange::default()
+        };
+        let out = allocate(
+            &range,
+            [
+                ("ns/a".to_owned(), BTreeSet::from([18080])),
+                ("ns/b".to_owned(), BTreeSet::from([18080])),
+            ],
+        );
+        assert_eq!(out[&("ns/a".to_owned(), 18080)], 18080);
+        assert!(
+            (20000..=29999).contains(&out[&("ns/b".to_owned(), 18080)]),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_full_range_gives_no_port_rather_than_a_shared_one() {
+        let range = PortRange {
+            from: 30000,
+            to: 30001,
+            same_as_listener: false,
+        };
+        let out = allocate(&range, [("a".to_owned(), BTreeSet::from([1, 2, 3]))]);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn service_names_fit_in_a_dns_label() {
+        assert_eq!(service_name("gw"), "gw-haptic");
+        let long = service_name(&"x".repeat(80));
+        assert!(long.len() <= 63, "{long}");
+    }
+}
