@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance gateway-rollout-test testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -136,11 +136,16 @@ testbed-node-setup:
 gateway-conformance-binaries:
 	bash tests/testbed/scripts/build-gateway-conformance.sh
 
-# The real node's images (pause, the echo server, the conformance suite's
-# echo-basic and DNS) as OCI archives in $(TARGET_DIR)/testbed-images, where
-# the bed imports them from.
+# The real node's images (pause, the echo server) as OCI archives in
+# $(TARGET_DIR)/testbed-images, where the bed imports them from;
+# gateway-conformance-images adds the conformance suite's echo-basic and DNS
+# (a build of the suite, which `make test` does not need yet).
 TESTBED_IMAGES := $(TARGET_DIR)/testbed-images
 testbed-images: testbed-node-setup testbed-binaries
+	$(CARGO) build -p haptic-testbed --bin echo-server
+	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
+
+gateway-conformance-images: testbed-node-setup testbed-binaries
 	$(CARGO) build -p haptic-testbed --bin echo-server
 	suite=$$(bash tests/testbed/scripts/build-gateway-conformance.sh) && \
 	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES) "$$suite"
@@ -188,13 +193,13 @@ e2e-test: testbed-binaries testbed-images
 # tests/testbed/gateway-conformance pins) against the chart with the
 # gateway-api library on the real node; the report goes to docs/conformance/.
 # `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
-gateway-conformance: testbed-binaries testbed-images image
+gateway-conformance: testbed-binaries gateway-conformance-images image
 	HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
 
 # A gated single-replica rollout behind an HTTPRoute on the real node (10
 # restarts under load, the gate checked against every HAProxy worker). Not in
 # `make test` until it passes.
-gateway-rollout-test: testbed-binaries testbed-images image
+gateway-rollout-test: testbed-binaries gateway-conformance-images image
 	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
 
 # helm lint/template with assertions on the rendered objects, and promtool

@@ -53,7 +53,7 @@ pub(crate) fn haptic_archive() -> Option<PathBuf> {
 
 /// The Gateway API conformance suite's images (its echo-basic under the
 /// names its manifests use, and the stand-in for its CoreDNS pod), written
-/// beside the others when `make testbed-images` was given the suite.
+/// beside the others by `make gateway-conformance-images`.
 const GATEWAY_ARCHIVES: [&str; 2] = ["echo-basic.oci.tar", "dns.oci.tar"];
 
 /// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
