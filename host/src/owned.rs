@@ -66,6 +66,23 @@ impl fmt::Display for DesiredObject {
     }
 }
 
+#[cfg(test)]
+#[test]
+fn label_values_follow_the_api_server() {
+    for good in ["", "a", "gateway-api.haproxy-haptic.org", "A_b-9"] {
+        assert!(is_label_value(good), "{good}");
+    }
+    for bad in [
+        "haproxy-haptic.org/gateway-api",
+        "-a",
+        "a.",
+        "a b",
+        &"x".repeat(64),
+    ] {
+        assert!(!is_label_value(bad), "{bad}");
+    }
+}
+
 /// `Kind namespace/name` (or `Kind name` for a cluster-scoped object).
 pub fn display(reference: &ObjectRef) -> String {
     if reference.namespace.is_empty() {
@@ -99,6 +116,28 @@ pub enum OwnedError {
         object: String,
         kind: String,
     },
+    /// A label value the API server would refuse (it would refuse the
+    /// whole object, at every resync).
+    #[error(
+        "library `{library}` asks for {object} with label {key}={value:?}, which the API server refuses: a label value is at most 63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit"
+    )]
+    BadLabel {
+        library: String,
+        object: String,
+        key: String,
+        value: String,
+    },
+}
+
+/// A label value as the API server accepts it (`validation.IsValidLabelValue`).
+fn is_label_value(value: &str) -> bool {
+    let edges = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+    value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && edges(value.chars().next())
+        && edges(value.chars().next_back())
 }
 
 /// The manifests of every owned object of `rendered`, with the problems of
@@ -145,6 +184,19 @@ pub fn desired_objects(
             .unwrap_or_default();
         // The render's checks let only JSON objects through.
         let body = serde_json::from_str(&object.manifest).unwrap_or(Value::Object(Map::new()));
+        let labels = body.pointer("/metadata/labels").and_then(Value::as_object);
+        if let Some((key, value)) = labels.into_iter().flatten().find_map(|(key, value)| {
+            let text = value.as_str().unwrap_or_default();
+            (!is_label_value(text)).then(|| (key.clone(), text.to_owned()))
+        }) {
+            problems.push(OwnedError::BadLabel {
+                library: library.to_string(),
+                object: display(&reference),
+                key,
+                value,
+            });
+            continue;
+        }
         desired.push(DesiredObject::new(
             library.clone(),
             reference,

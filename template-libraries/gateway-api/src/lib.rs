@@ -712,7 +712,7 @@ fn haproxy_endpoints(service: &str, service_ports: &[Value], pods: &[api::Haprox
     json!({
         "metadata": {"labels": {
             "kubernetes.io/service-name": service,
-            "endpointslice.kubernetes.io/managed-by": "haproxy-haptic.org/gateway-api",
+            "endpointslice.kubernetes.io/managed-by": "gateway-api.haproxy-haptic.org",
         }},
         "addressType": "IPv4",
         "ports": ports,
