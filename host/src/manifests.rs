@@ -129,6 +129,17 @@ pub fn load_paths<P: AsRef<Path>>(
     paths: &[P],
     extra_kinds: &WatchedKinds,
 ) -> Result<Vec<Manifest>, ManifestError> {
+    let manifests = load_where(paths, extra_kinds, |_| true)?;
+    check_duplicates(&manifests)?;
+    Ok(manifests)
+}
+
+/// The documents under `paths` that `wanted` keeps, parsed.
+fn load_where<P: AsRef<Path>>(
+    paths: &[P],
+    extra_kinds: &WatchedKinds,
+    wanted: impl Fn(&Value) -> bool,
+) -> Result<Vec<Manifest>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
         collect_files(path.as_ref(), true, &mut files)?;
@@ -139,9 +150,8 @@ pub fn load_paths<P: AsRef<Path>>(
             path: file.clone(),
             source,
         })?;
-        manifests.extend(parse(&file, &content, extra_kinds)?);
+        manifests.extend(parse_where(&file, &content, extra_kinds, &wanted)?);
     }
-    check_duplicates(&manifests)?;
     Ok(manifests)
 }
 
@@ -153,39 +163,10 @@ pub fn objects_of_kind<P: AsRef<Path>>(
     paths: &[P],
     kind: &Kind,
 ) -> Result<Vec<Manifest>, ManifestError> {
-    let mut files = Vec::new();
-    for path in paths {
-        collect_files(path.as_ref(), true, &mut files)?;
-    }
-    let only = untrimmed([kind.clone()]);
-    let mut manifests = Vec::new();
-    for file in files {
-        let content = std::fs::read_to_string(&file).map_err(|source| ManifestError::Read {
-            path: file.clone(),
-            source,
-        })?;
-        for (index, document) in serde_yaml_ng::Deserializer::from_str(&content).enumerate() {
-            let at = Source {
-                path: file.clone(),
-                document: index + 1,
-                item: None,
-            };
-            let value = Value::deserialize(document).map_err(|error| ManifestError::Yaml {
-                at: at.clone(),
-                message: error.to_string(),
-            })?;
-            let is_kind = string_field_of(&value, "kind").as_deref() == Some(&kind.kind)
-                && string_field_of(&value, "apiVersion").as_deref() == Some(&kind.api_version);
-            if is_kind {
-                manifests.extend(from_value(at, value, &only)?);
-            }
-        }
-    }
-    Ok(manifests)
-}
-
-fn string_field_of(value: &Value, field: &str) -> Option<String> {
-    value.get(field).and_then(Value::as_str).map(str::to_owned)
+    load_where(paths, &untrimmed([kind.clone()]), |value| {
+        value.get("kind").and_then(Value::as_str) == Some(&kind.kind)
+            && value.get("apiVersion").and_then(Value::as_str) == Some(&kind.api_version)
+    })
 }
 
 /// Parses one file's content (any number of YAML or JSON documents) as if
@@ -195,6 +176,16 @@ pub fn parse(
     path: &Path,
     content: &str,
     extra_kinds: &WatchedKinds,
+) -> Result<Vec<Manifest>, ManifestError> {
+    parse_where(path, content, extra_kinds, |_| true)
+}
+
+/// [`parse`] of the documents `wanted` keeps; the others are not read.
+fn parse_where(
+    path: &Path,
+    content: &str,
+    extra_kinds: &WatchedKinds,
+    wanted: impl Fn(&Value) -> bool,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let mut manifests = Vec::new();
     for (index, document) in serde_yaml_ng::Deserializer::from_str(content).enumerate() {
@@ -207,7 +198,9 @@ pub fn parse(
             at: at.clone(),
             message: error.to_string(),
         })?;
-        manifests.extend(from_value(at, value, extra_kinds)?);
+        if wanted(&value) {
+            manifests.extend(from_value(at, value, extra_kinds)?);
+        }
     }
     Ok(manifests)
 }

@@ -197,7 +197,18 @@ fn patch_documents(rendered: &Rendered) -> BTreeMap<String, String> {
 }
 
 fn status_changes(old: &Rendered, new: &Rendered) -> Vec<StatusChange> {
-    let (old, new) = (patch_documents(old), patch_documents(new));
+    document_changes(&patch_documents(old), &patch_documents(new))
+        .into_iter()
+        .map(|(patch, diff)| StatusChange { patch, diff })
+        .collect()
+}
+
+/// The documents (by name) that appear, go or change, each with its
+/// unified diff, in name order.
+fn document_changes(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Vec<(String, String)> {
     let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -205,10 +216,7 @@ fn status_changes(old: &Rendered, new: &Rendered) -> Vec<StatusChange> {
         .filter_map(|key| {
             let before = old.get(key).map_or("", String::as_str);
             let after = new.get(key).map_or("", String::as_str);
-            unified(before, after, key).map(|diff| StatusChange {
-                patch: key.clone(),
-                diff,
-            })
+            unified(before, after, key).map(|diff| (key.clone(), diff))
         })
         .collect()
 }
@@ -228,19 +236,9 @@ fn owned_changes(
             })
             .collect()
     };
-    let (old, new) = (documents(old), documents(new));
-    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|key| {
-            let before = old.get(key).map_or("", String::as_str);
-            let after = new.get(key).map_or("", String::as_str);
-            unified(before, after, key).map(|diff| OwnedChange {
-                object: key.clone(),
-                diff,
-            })
-        })
+    document_changes(&documents(old), &documents(new))
+        .into_iter()
+        .map(|(object, diff)| OwnedChange { object, diff })
         .collect()
 }
 
