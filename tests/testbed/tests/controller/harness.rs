@@ -236,8 +236,12 @@ impl Installation {
                 "containers": [{
                     "name": "app", "image": haptic_testbed::kubelet::ECHO_IMAGE,
                     "ports": [{"containerPort": 8080, "name": "http"}],
-                    // Serve on after SIGTERM while HAProxy takes the pod out.
-                    "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "2"}],
+                    // Serve on after SIGTERM while HAProxy takes the pod out:
+                    // the endpoint's flip has to reach every worker first, which
+                    // took over 2 s once with two scenarios on a loaded 2-core CI
+                    // (one 502 from a closed keep-alive connection); 5 s, as the
+                    // real-node scenarios use.
+                    "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "5"}],
                     "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
                 }],
             }
