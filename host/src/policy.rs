@@ -102,6 +102,8 @@ pub enum Problem {
     },
     /// It expands an environment variable.
     Environment { variable: String },
+    /// It reads an environment variable at run time (`env()`).
+    EnvironmentFetch { variable: String },
     /// It names a file outside the render.
     File {
         directive: String,
@@ -133,6 +135,13 @@ impl fmt::Display for Violation {
                 "expands the environment variable `{variable}`, which differs between the \
                  validator and the HAProxy pods and may hold credentials; write the value itself, \
                  or allow it: directivePolicy.allow: [{{library: {library}, directives: [{ENVIRONMENT}]}}]"
+            ),
+            Problem::EnvironmentFetch { variable } => write!(
+                f,
+                "reads the environment variable `{variable}` of the HAProxy pods at run time \
+                 (`env()`), which may hold credentials and would reach whatever the line \
+                 does with it (a header, a log); write the value itself, or allow it: \
+                 directivePolicy.allow: [{{library: {library}, directives: [{ENVIRONMENT}]}}]"
             ),
             Problem::File {
                 directive,
@@ -313,6 +322,10 @@ impl Policy {
                         refuse(Problem::Forbidden { directive, why })
                     }
                     Finding::Forbidden { .. } => {}
+                    Finding::EnvironmentFetch { variable } if !allows(ENVIRONMENT) => {
+                        refuse(Problem::EnvironmentFetch { variable })
+                    }
+                    Finding::EnvironmentFetch { .. } => {}
                     Finding::File { directive, path } => {
                         let files = allowance.map(|a| &a.files);
                         if let Err(why) = inside_render(&path, rendered, files) {

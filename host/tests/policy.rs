@@ -243,6 +243,38 @@ impl Run {
     }
 }
 
+/// `env()` is HAProxy reading its own environment while it serves (here
+/// `PATH`, which every process has; in a pod it could be a credential):
+/// the real HAProxy answers with the value, and the policy refuses the line.
+#[test]
+fn what_env_reads_is_served_by_haproxy_and_the_policy_refuses_it() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let port = support::free_port();
+    let config = format!(
+        "global\n    default-path config\ndefaults\n    mode http\n    timeout client 1s\n    \
+         timeout server 1s\n    timeout connect 1s\nfrontend f\n    bind 127.0.0.1:{port}\n    \
+         http-request return status 200 content-type text/plain lf-string \"%[env(PATH)]\"\n"
+    );
+    std::fs::write(work.path().join("haproxy.cfg"), &config).expect("write config");
+    let haproxy = support::start_haproxy(work.path(), port);
+    let served = support::http_get(port, "env.example", "/");
+    drop(haproxy);
+    let path = std::env::var("PATH").expect("PATH");
+    assert_eq!(
+        (served.status, served.body.trim()),
+        (200, path.as_str()),
+        "HAProxy serves its environment through env()"
+    );
+    let error = Policy::default()
+        .check(&rendered(config, &[]))
+        .expect_err("the policy refuses env()");
+    assert!(
+        error.to_string().contains("reads the environment variable `PATH`"),
+        "{error}"
+    );
+    assert!(!error.to_string().contains(&path), "the value is not shown: {error}");
+}
+
 fn wait_for(what: &str, mut done: impl FnMut() -> bool, log: impl Fn() -> String) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done() {

@@ -19,6 +19,8 @@ pub enum Finding {
     },
     /// A word that names a file (or directory) HAProxy reads.
     File { directive: String, path: String },
+    /// An `env(NAME)` sample fetch: HAProxy reads the variable at run time.
+    EnvironmentFetch { variable: String },
 }
 
 /// Directives of `global` that run code or act on the process itself.
@@ -118,7 +120,11 @@ const SOCKET_FILE_OPTIONS: &[&str] = &[
 const FILE_FUNCTIONS: &[&str] = &["set-map", "del-map", "add-acl", "del-acl"];
 
 /// Address prefixes that reach a socket of the host rather than the network.
-const LOCAL_ADDRESSES: &[&str] = &["/", "unix@", "fd@", "sockpair@"];
+const LOCAL_ADDRESSES: &[&str] = &["/", "unix@", "abns@", "fd@", "sockpair@"];
+
+/// `log` targets that are the process's own output, though spelled as a
+/// descriptor (`stdout` and `stderr` are these too).
+const OUTPUT_DESCRIPTORS: &[&str] = &["fd@1", "fd@2"];
 
 /// What `words` (in `section`) does that the policy judges.
 pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
@@ -195,6 +201,13 @@ pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
             found.extend(after(words, "-f").map(|path| file("-f (pattern file)", path)));
             for word in &words.words {
                 found.extend(map_files(word).map(|(function, path)| file(function, path)));
+                found.extend(
+                    calls(word)
+                        .filter(|(name, _)| *name == "env")
+                        .map(|(_, variable)| Finding::EnvironmentFetch {
+                            variable: variable.to_owned(),
+                        }),
+                );
             }
         }
         Section::HttpErrors if directive == "errorfile" => {
@@ -207,6 +220,20 @@ pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
             ));
         }
         _ => {}
+    }
+    // `log <target> ...` in global, defaults and proxies: stdout, stderr,
+    // rings and network addresses stay in the pod's own output or network.
+    if directive == "log" && matches!(section, Section::Global | Section::Proxy) {
+        let target = words.get(1);
+        if LOCAL_ADDRESSES.iter().any(|p| target.starts_with(p))
+            && !OUTPUT_DESCRIPTORS.contains(&target)
+        {
+            found.push(forbidden(
+                "log",
+                "sends logs to a socket or file descriptor of the HAProxy host instead of \
+                 stdout, stderr, a ring or a network address",
+            ));
+        }
     }
     if matches!(directive, "bind" | "server" | "default-server") {
         for option in SOCKET_FILE_OPTIONS {
@@ -241,28 +268,29 @@ fn after<'a>(words: &'a Words, keyword: &'a str) -> impl Iterator<Item = &'a str
 /// The files named by `map*(` converters and the map and ACL actions in
 /// one word (`%[req.hdr(host),lower,map_str(maps/hosts.map,default)]`).
 fn map_files(word: &str) -> impl Iterator<Item = (&'static str, &str)> + '_ {
-    let mut found = Vec::new();
-    let mut rest = word;
-    while let Some(open) = rest.find('(') {
-        let before = &rest[..open];
-        let name_start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            .map_or(0, |i| i + 1);
-        let name = &before[name_start..];
-        let argument = rest[open + 1..]
-            .split([',', ')'])
-            .next()
-            .unwrap_or_default()
-            .trim();
+    calls(word).filter_map(|(name, argument)| {
         let function = if name == "map" || name.starts_with("map_") {
             Some("map converter")
         } else {
             FILE_FUNCTIONS.iter().find(|f| **f == name).copied()
         };
-        if let Some(function) = function {
-            found.push((function, argument));
-        }
-        rest = &rest[open + 1..];
-    }
-    found.into_iter()
+        function.map(|function| (function, argument))
+    })
+}
+
+/// Each `name(first-argument` call in one word: sample fetches, converters
+/// and actions (`%[env(HOME)]`, `map_str(maps/hosts.map,default)`).
+fn calls(word: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
+    word.match_indices('(').map(move |(open, _)| {
+        let before = &word[..open];
+        let name_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(0, |i| i + 1);
+        let argument = word[open + 1..]
+            .split([',', ')'])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        (&before[name_start..], argument)
+    })
 }

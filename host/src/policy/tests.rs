@@ -33,6 +33,7 @@ fn problems(config: &str, files: &[&str]) -> Vec<String> {
         .map(|v| match &v.problem {
             Problem::Forbidden { directive, .. } => format!("{}: {directive}", v.line),
             Problem::Environment { variable } => format!("{}: ${variable}", v.line),
+            Problem::EnvironmentFetch { variable } => format!("{}: env({variable})", v.line),
             Problem::File {
                 directive, path, ..
             } => format!("{}: {directive} {path}", v.line),
@@ -106,6 +107,31 @@ fn environment_variables_are_refused_but_not_pseudo_variables() {
     // A bind address may name the pod's address; its options may not.
     let config = "frontend f\n    bind \"${POD_IP}:8080\" name \"${X}\"\n";
     assert_eq!(problems(config, &[]), ["2: $X"]);
+}
+
+#[test]
+fn the_env_fetch_is_refused_unless_the_environment_is_allowed() {
+    let config = "frontend f\n    http-response set-header x %[env(AGENT_TOKEN)]\n\
+                  http-request deny if { env(DEBUG) -m found }\n\
+                  http-request set-var(txn.env) str(x)\n\
+                  http-request set-header y %[req.hdr(getenv),lower]\n";
+    assert_eq!(problems(config, &[]), ["2: env(AGENT_TOKEN)", "3: env(DEBUG)"]);
+    let allowing = policy(json!({
+        "directivePolicy": {"allow": [{"library": "lib", "directives": [ENVIRONMENT]}]}
+    }));
+    assert!(refused(&allowing, config, &[]).is_empty());
+}
+
+#[test]
+fn logs_go_to_the_output_a_ring_or_the_network_not_a_host_socket() {
+    let config = "global\n    log stdout format raw local0\n    log stderr local0\n\
+                  log fd@1 local0\n    log ring@buffer local0\n    log 10.0.0.9:514 local0\n\
+                  log /dev/log local0\n    log unix@/run/x.sock local0\n    log fd@3 local0\n\
+                  defaults\n    log global\n    log abns@sink local0\n";
+    assert_eq!(
+        problems(config, &[]),
+        ["7: log", "8: log", "9: log", "12: log"]
+    );
 }
 
 #[test]
