@@ -269,10 +269,15 @@ fn what_env_reads_is_served_by_haproxy_and_the_policy_refuses_it() {
         .check(&rendered(config, &[]))
         .expect_err("the policy refuses env()");
     assert!(
-        error.to_string().contains("reads the environment variable `PATH`"),
+        error
+            .to_string()
+            .contains("reads the environment variable `PATH`"),
         "{error}"
     );
-    assert!(!error.to_string().contains(&path), "the value is not shown: {error}");
+    assert!(
+        !error.to_string().contains(&path),
+        "the value is not shown: {error}"
+    );
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool, log: impl Fn() -> String) {

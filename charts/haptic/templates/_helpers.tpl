@@ -132,6 +132,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- $_ := set $ingress "tls" $tls }}
 {{- $_ := set $libs "ingress" $ingress }}
 {{- end }}
+{{- /* The ingress library publishes the chart's HAProxy Service's address
+     unless values name another Service, or "none" */}}
+{{- $ingressLib := get $libs "ingress" | default dict }}
+{{- if kindIs "map" $ingressLib }}
+{{- $published := toString (get $ingressLib "publishedService" | default "") }}
+{{- if eq $published "" }}
+{{- $_ := set $ingressLib "publishedService" (printf "%s/%s" $.Release.Namespace (include "haptic.haproxy.fullname" $)) }}
+{{- else if eq $published "none" }}
+{{- $_ := set $ingressLib "publishedService" "" }}
+{{- end }}
+{{- $_ := set $libs "ingress" $ingressLib }}
+{{- end }}
 {{- $gateway := get $libs "gatewayApi" | default dict }}
 {{- if and (kindIs "map" $gateway) $gateway.enabled }}
 {{- $service := get $gateway "service" | default dict }}

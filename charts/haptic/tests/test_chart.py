@@ -511,6 +511,19 @@ def gate_needs_its_libraries(t, chart):
 
 
 @case
+def ingresses_publish_the_haproxy_service_address(t, chart):
+    objs = chart.render()
+    ingress = values_file(objs)["templateLibraries"]["ingress"]
+    service = next(o for o in objs.all("Service") if o["metadata"]["labels"].get("app.kubernetes.io/component") == "haproxy")
+    t.equal(ingress["publishedService"], "haptic/" + service["metadata"]["name"], "the chart's HAProxy Service is published by default")
+    other = values_file(chart.render(sets=["controller.templateLibraries.ingress.publishedService=edge/lb"]))
+    t.equal(other["templateLibraries"]["ingress"]["publishedService"], "edge/lb", "a Service the values name")
+    none = values_file(chart.render(sets=["controller.templateLibraries.ingress.publishedService=none"]))
+    t.equal(none["templateLibraries"]["ingress"]["publishedService"], "", "none publishes nothing")
+    chart.render_error(sets=["controller.templateLibraries.ingress.publishedService=no-slash"])
+
+
+@case
 def ingress_disabled(t, chart):
     objs = chart.render(sets=["controller.templateLibraries.ingress.enabled=false"])
     rules = cluster_rules(objs)

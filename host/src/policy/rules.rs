@@ -201,13 +201,11 @@ pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
             found.extend(after(words, "-f").map(|path| file("-f (pattern file)", path)));
             for word in &words.words {
                 found.extend(map_files(word).map(|(function, path)| file(function, path)));
-                found.extend(
-                    calls(word)
-                        .filter(|(name, _)| *name == "env")
-                        .map(|(_, variable)| Finding::EnvironmentFetch {
-                            variable: variable.to_owned(),
-                        }),
-                );
+                found.extend(calls(word).filter(|(name, _)| *name == "env").map(
+                    |(_, variable)| Finding::EnvironmentFetch {
+                        variable: variable.to_owned(),
+                    },
+                ));
             }
         }
         Section::HttpErrors if directive == "errorfile" => {

@@ -115,7 +115,10 @@ fn the_env_fetch_is_refused_unless_the_environment_is_allowed() {
                   http-request deny if { env(DEBUG) -m found }\n\
                   http-request set-var(txn.env) str(x)\n\
                   http-request set-header y %[req.hdr(getenv),lower]\n";
-    assert_eq!(problems(config, &[]), ["2: env(AGENT_TOKEN)", "3: env(DEBUG)"]);
+    assert_eq!(
+        problems(config, &[]),
+        ["2: env(AGENT_TOKEN)", "3: env(DEBUG)"]
+    );
     let allowing = policy(json!({
         "directivePolicy": {"allow": [{"library": "lib", "directives": [ENVIRONMENT]}]}
     }));

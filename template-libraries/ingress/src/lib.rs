@@ -16,9 +16,11 @@
 //!   404 backend does.
 //! - TLS: see [`tls`] (certificates from `kubernetes.io/tls` Secrets by
 //!   SNI, a default certificate, HTTPS redirect, HSTS).
-//! - Status: with `publishedAddress.ip` or `.hostname` set, every served
-//!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`.
-//!   Ingresses of another class get nothing.
+//! - Status: every served Ingress gets a `deployed`-variant patch of
+//!   `status.loadBalancer`: the fixed `publishedAddress`, or the address of
+//!   the `publishedService` (the chart names its HAProxy Service); see
+//!   [`haptic_sdk::ingress::published`]. Ingresses of another class get
+//!   nothing.
 
 pub mod tls;
 
@@ -33,6 +35,7 @@ use haptic_sdk::{
 use serde::Deserialize;
 
 use crate::tls::{CertificateCache, TlsRender, TlsValues};
+use haptic_sdk::ingress::published::{PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
 use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
 
@@ -40,6 +43,8 @@ use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
 pub const INGRESSES: &str = "ingresses";
 pub const INGRESS_CLASSES: &str = "ingressclasses";
 pub const SERVICES: &str = "ingress-services";
+/// The Service whose address is published (only with `publishedService`).
+pub const PUBLISHED_SERVICE: &str = "ingress-published-service";
 
 /// Answers 503 for routes whose Service or port does not exist.
 pub const UNAVAILABLE_BACKEND: &str = "haptic.unavailable";
@@ -54,20 +59,15 @@ pub struct IngressValues {
     pub controller: String,
     /// The frontend routing goes into (base's `http`).
     pub frontend: String,
-    /// The address published in `status.loadBalancer.ingress`.
+    /// A fixed address for `status.loadBalancer.ingress`.
+    #[serde(default)]
     pub published_address: PublishedAddress,
+    /// `namespace/name` of the Service whose address is published instead.
+    #[serde(default)]
+    pub published_service: String,
     /// TLS termination.
     #[serde(default)]
     pub tls: TlsValues,
-}
-
-/// `publishedAddress`; empty fields are left out, both empty means no patch.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct PublishedAddress {
-    #[serde(default)]
-    pub ip: String,
-    #[serde(default)]
-    pub hostname: String,
 }
 
 /// Default values.
@@ -77,6 +77,7 @@ pub fn defaults() -> serde_json::Value {
         "controller": "haproxy-haptic.org/controller",
         "frontend": "http",
         "publishedAddress": { "ip": "", "hostname": "" },
+        "publishedService": "",
         "tls": tls::defaults()
     })
 }
@@ -85,6 +86,7 @@ pub fn defaults() -> serde_json::Value {
 #[derive(Debug, Default)]
 pub struct IngressLibrary {
     values: IngressValues,
+    publishing: Publishing,
     certificates: CertificateCache,
 }
 
@@ -98,6 +100,10 @@ impl Library for IngressLibrary {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
         self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
+        self.publishing = Publishing::new(
+            self.values.published_address.clone(),
+            &self.values.published_service,
+        )?;
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -119,8 +125,11 @@ impl Library for IngressLibrary {
         if self.values.tls.enabled {
             plan = plan.watch(tls::secrets_watch());
         }
-        if self.publishes() {
-            plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
+        if self.publishing.is_on() {
+            plan = self
+                .publishing
+                .watch(plan, PUBLISHED_SERVICE)
+                .patches_status_of("networking.k8s.io/v1", "Ingress");
         }
         Ok(plan)
     }
@@ -273,7 +282,7 @@ impl Library for IngressLibrary {
             tls.finish(ctx, certificates, out)?;
         }
 
-        if let Some(status) = self.load_balancer_status() {
+        if let Some(status) = self.publishing.status(ctx, PUBLISHED_SERVICE)? {
             for ingress in &served {
                 out.status_patch(
                     StatusVariant::Deployed,
@@ -286,29 +295,6 @@ impl Library for IngressLibrary {
             }
         }
         Ok(())
-    }
-}
-
-impl IngressLibrary {
-    fn publishes(&self) -> bool {
-        let a = &self.values.published_address;
-        !a.ip.is_empty() || !a.hostname.is_empty()
-    }
-
-    /// `{"loadBalancer": {"ingress": [{"ip": ..., "hostname": ...}]}}`.
-    fn load_balancer_status(&self) -> Option<serde_json::Value> {
-        if !self.publishes() {
-            return None;
-        }
-        let a = &self.values.published_address;
-        let mut entry = serde_json::Map::new();
-        if !a.ip.is_empty() {
-            entry.insert("ip".into(), a.ip.clone().into());
-        }
-        if !a.hostname.is_empty() {
-            entry.insert("hostname".into(), a.hostname.clone().into());
-        }
-        Some(serde_json::json!({ "loadBalancer": { "ingress": [entry] } }))
     }
 }
 

@@ -207,6 +207,55 @@ fn served_ingresses_get_the_published_address_and_others_nothing() {
 }
 
 #[test]
+fn served_ingresses_publish_the_address_the_cluster_gave_the_published_service() {
+    let mut h = harness(json!({"ingress": {"publishedService": "haptic/haptic-haproxy"}}));
+    assert_eq!(h.plan().patches_status_of, ["networking.k8s.io/v1/Ingress"]);
+    h.apply(INGRESSES, &ingress("mine", Some("haptic"), json!([])));
+    h.render().unwrap();
+    assert!(h.status_patches().is_empty(), "no Service yet, no address");
+    let service = |status: serde_json::Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "haptic-haproxy", "namespace": "haptic"},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.90.0.9"},
+            "status": status
+        })
+    };
+    h.apply(PUBLISHED_SERVICE, &service(json!({})));
+    h.render().unwrap();
+    assert!(
+        h.status_patches().is_empty(),
+        "a LoadBalancer without its address publishes nothing, not its cluster IP"
+    );
+    h.apply(
+        PUBLISHED_SERVICE,
+        &service(json!({"loadBalancer": {"ingress": [{"ip": "10.89.0.200"}]}})),
+    );
+    h.render().unwrap();
+    assert_eq!(
+        h.status_patches(),
+        [(
+            "default/mine".to_owned(),
+            json!({"loadBalancer": {"ingress": [{"ip": "10.89.0.200"}]}})
+        )]
+    );
+    // A fixed address wins and needs no Service.
+    let mut h = harness(json!({"ingress": {
+        "publishedService": "haptic/haptic-haproxy",
+        "publishedAddress": {"hostname": "lb.example.com"}
+    }}));
+    h.apply(INGRESSES, &ingress("mine", Some("haptic"), json!([])));
+    h.render().unwrap();
+    assert_eq!(
+        h.status_patches(),
+        [(
+            "default/mine".to_owned(),
+            json!({"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}})
+        )]
+    );
+}
+
+#[test]
 fn the_routing_lines_read_the_maps_in_precedence_order() {
     let rules = routes::routing_rules(&INGRESS_MAPS);
     let lines: Vec<&str> = rules.lines().map(str::trim).collect();

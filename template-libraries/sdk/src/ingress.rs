@@ -12,6 +12,7 @@
 //! one that only an Ingress's `spec.defaultBackend` serves).
 
 mod classes;
+pub mod published;
 pub mod routes;
 
 use serde::Deserialize;

@@ -240,7 +240,9 @@ async fn token_probe(client: &kube::Client) -> anyhow::Result<()> {
             let pid = processes_in_container(id)
                 .into_iter()
                 .next()
-                .with_context(|| format!("no process of pod {name} container {container} ({id})"))?;
+                .with_context(|| {
+                    format!("no process of pod {name} container {container} ({id})")
+                })?;
             // Never print the token: only whether it could be read.
             let read = std::fs::read(in_root_of(pid, TOKEN)?);
             let readable = read.as_ref().is_ok_and(|t| !t.is_empty());
@@ -281,7 +283,10 @@ fn in_root_of(pid: u32, path: &str) -> anyhow::Result<std::path::PathBuf> {
         match std::fs::read_link(&next) {
             Ok(target) => {
                 links += 1;
-                ensure!(links < 40, "too many links resolving {path} in pid {pid}'s root");
+                ensure!(
+                    links < 40,
+                    "too many links resolving {path} in pid {pid}'s root"
+                );
                 let target = target.to_string_lossy().into_owned();
                 if target.starts_with('/') {
                     resolved = root.clone();
