@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test testbed-up bench bench-agent bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up bench bench-agent bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -201,6 +201,19 @@ gateway-conformance: testbed-binaries gateway-conformance-images image
 # `make test` until it passes.
 gateway-rollout-test: testbed-binaries gateway-conformance-images image
 	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
+
+# The upstream Ingress conformance suite (kubernetes-sigs/ingress-controller-conformance, its
+# features/*.feature) against the chart with its default values on the real node; the report
+# goes to docs/conformance/. No module proxy serves the suite: the first build needs a clone,
+#   HAPTIC_INGRESS_CONFORMANCE_SRC=/path/to/ingress-controller-conformance make ingress-conformance
+# and is cached in ~/.cache/haptic-testbed (tests/testbed/scripts/build-ingress-conformance.sh).
+ingress-conformance-images: testbed-node-setup testbed-binaries
+	$(CARGO) build -p haptic-testbed --bin echo-server
+	suite=$$(bash tests/testbed/scripts/build-ingress-conformance.sh) && \
+	INGRESS_CONFORMANCE_DIR="$$suite" bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
+
+ingress-conformance: testbed-binaries ingress-conformance-images image
+	HAPTIC_CONFORMANCE_REPORT_DIR=$(CURDIR)/docs/conformance $(CARGO) test -p haptic-testbed --test node_ingress -- --ignored --nocapture
 
 # helm lint/template with assertions on the rendered objects, and promtool
 # checks and unit tests of the alert rules (helm and promtool are built once

@@ -56,7 +56,10 @@ pub fn defaults() -> serde_json::Value {
             "extraLines": []
         },
         "frontends": {
-            "http": { "bind": ":8080" },
+            // The Server header of responses that carry none (backend or
+            // HAProxy answers alike); the Ingress conformance suite expects
+            // one. Empty: none is added.
+            "http": { "bind": ":8080", "serverHeader": "haptic" },
             "healthz": { "enabled": true, "bind": ":8081", "path": "/healthz" },
             "stats": { "enabled": false, "bind": ":8404", "uri": "/stats" }
         }
@@ -105,14 +108,16 @@ struct Timeouts {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Frontends {
-    http: Bind,
+    http: HttpFrontend,
     healthz: Healthz,
     stats: Stats,
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct Bind {
+#[serde(rename_all = "camelCase", default)]
+struct HttpFrontend {
     bind: String,
+    server_header: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -153,14 +158,20 @@ impl Library for Base {
         let v = &self.values;
         out.section(SectionKind::Global, "", global(&v.global))?;
         out.section(SectionKind::Defaults, "", defaults_section(&v.defaults))?;
-        out.section(
-            SectionKind::Frontend,
-            HTTP_FRONTEND,
-            format!(
-                "    bind {}\n    default_backend {NOT_FOUND_BACKEND}\n",
-                v.frontends.http.bind
-            ),
-        )?;
+        let http = &v.frontends.http;
+        let mut body = format!(
+            "    bind {}\n    default_backend {NOT_FOUND_BACKEND}\n",
+            http.bind
+        );
+        if !http.server_header.is_empty() {
+            // After-response: also HAProxy's own answers (404, 503, redirects).
+            let _ = writeln!(
+                body,
+                "    http-after-response set-header Server {} if !{{ res.hdr(server) -m found }}",
+                quote(&http.server_header)
+            );
+        }
+        out.section(SectionKind::Frontend, HTTP_FRONTEND, body)?;
         out.section(
             SectionKind::Backend,
             NOT_FOUND_BACKEND,
@@ -256,6 +267,10 @@ fn check_values(v: &BaseValues) -> Result<()> {
         ("defaults.timeouts.queue", &t.queue),
         ("defaults.timeouts.tunnel", &t.tunnel),
         ("frontends.http.bind", &v.frontends.http.bind),
+        (
+            "frontends.http.serverHeader",
+            &v.frontends.http.server_header,
+        ),
         ("frontends.healthz.bind", &v.frontends.healthz.bind),
         ("frontends.stats.bind", &v.frontends.stats.bind),
     ];
@@ -298,6 +313,9 @@ mod tests {
         let http = h.section(SectionKind::Frontend, "http").unwrap();
         assert!(http.contains("bind :8080"));
         assert!(http.contains("default_backend haptic.not-found"));
+        assert!(http.contains(
+            "http-after-response set-header Server 'haptic' if !{ res.hdr(server) -m found }"
+        ));
         assert!(
             h.section(SectionKind::Frontend, "healthz")
                 .unwrap()
@@ -318,6 +336,14 @@ mod tests {
         );
         assert!(h.section(SectionKind::Frontend, "healthz").is_none());
         assert!(h.section(SectionKind::Frontend, "stats").is_some());
+        let tree = json!({"base": {"frontends": {"http": {"serverHeader": ""}}}});
+        let mut h = Harness::<Base>::new(tree).unwrap();
+        h.render().unwrap();
+        let http = h.section(SectionKind::Frontend, "http").unwrap();
+        assert!(
+            !http.contains("Server"),
+            "no Server header when empty: {http}"
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@
 #   suite's manifests name) and dns.oci.tar (cmd/dns-server, a stand-in for
 #   the suite's CoreDNS pod, under the coredns image name the suite names).
 #   The names are read from the suite's module, so they follow its release.
+# - with INGRESS_CONFORMANCE_DIR set (build-ingress-conformance.sh's output),
+#   ingress-echoserver.oci.tar: the upstream Ingress conformance suite's
+#   echoserver under the image name its Deployments use.
 #
 # Each is one layer packed with umoci, the tool image/build.sh uses for the
 # haptic image. The names are fixed here and in tests/testbed/src/node/images.rs.
@@ -159,6 +162,18 @@ if [[ -n "$gateway_dir" ]]; then
         install -D -m 0755 "$gateway_dir/dns-server" "$root/dns-server"
         # Root, as CoreDNS's pod asks for NET_BIND_SERVICE only (port 53).
         pack "$root" "$dns_names" "$out/dns.oci.tar" 0 /dns-server
+    fi
+fi
+if [[ -n "${INGRESS_CONFORMANCE_DIR:-}" ]]; then
+    ingress_echo="$INGRESS_CONFORMANCE_DIR/echoserver"
+    [[ -x "$ingress_echo" ]] || { echo "$0: no $ingress_echo (bash tests/testbed/scripts/build-ingress-conformance.sh)" >&2; exit 2; }
+    # The name the suite's Deployments use (test/kubernetes/deployment.go), its digest dropped.
+    ingress_echo_name="k8s.gcr.io/ingressconformance/echoserver:v0.0.1"
+    if ! fresh "$out/ingress-echoserver.oci.tar" "$ingress_echo"; then
+        root="$work/ingress-echo-root"
+        install -D -m 0755 "$ingress_echo" "$root/echoserver"
+        # 65532: the distroless nonroot user of the suite's own image.
+        pack "$root" "$ingress_echo_name" "$out/ingress-echoserver.oci.tar" 65532 /echoserver
     fi
 fi
 echo "$out"

@@ -32,3 +32,28 @@ pub fn bin() -> anyhow::Result<PathBuf> {
     );
     Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
 }
+
+/// `helm install haptic <chart>` into `namespace` of the cluster behind
+/// `kubeconfig` (never the caller's `$KUBECONFIG`), with `--set` values,
+/// waiting until every workload is ready; an error carries all helm said.
+pub async fn install(kubeconfig: &Path, namespace: &str, sets: &[&str]) -> anyhow::Result<()> {
+    let mut command = tokio::process::Command::new(bin()?);
+    command
+        .args(["install", "haptic"])
+        .arg(chart_dir())
+        .args(["--namespace", namespace, "--create-namespace"])
+        .args(["--wait", "--timeout", "180s", "--kubeconfig"])
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG");
+    for value in sets {
+        command.args(["--set", value]);
+    }
+    let out = command.output().await.context("starting helm")?;
+    ensure!(
+        out.status.success(),
+        "helm install failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}

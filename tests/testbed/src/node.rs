@@ -152,6 +152,8 @@ impl NodeBed {
         archives.extend(images::haptic_archive());
         // The Gateway API suite's images when they were built (`make gateway-conformance`).
         archives.extend(images::gateway_archives().unwrap_or_default());
+        // The Ingress suite's echoserver when it was built (`make ingress-conformance`).
+        archives.extend(images::ingress_archives().unwrap_or_default());
         cleanup::sweep();
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
@@ -186,7 +188,9 @@ impl NodeBed {
             ],
             apiserver_address: Some(network::GATEWAY.into()),
             service_cidr: Some(network::SERVICE_CIDR.to_owned()),
-            extra_controllers: vec!["nodelifecycle".to_owned()],
+            // A real cluster runs the v1 Endpoints controller too (deprecated, still on by
+            // default in 1.35): the Ingress conformance suite waits on Endpoints.
+            extra_controllers: vec!["nodelifecycle".to_owned(), "endpoint".to_owned()],
             ..ControlPlaneOptions::default()
         };
         let control_plane = ControlPlane::start_with(options).await?;
@@ -232,6 +236,12 @@ impl NodeBed {
     /// imported (`make testbed-images` with the suite built).
     pub fn has_gateway_conformance_images() -> bool {
         images::gateway_archives().is_some()
+    }
+
+    /// Whether the Ingress conformance suite's echoserver image was found
+    /// and imported (`make ingress-conformance-images`).
+    pub fn has_ingress_conformance_images() -> bool {
+        images::ingress_archives().is_some()
     }
 
     /// An admin client.

@@ -47,30 +47,12 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     let bed = NodeBed::start().await?;
     let client = bed.client();
     let began = Instant::now();
-    let chart = haptic_testbed::helm::chart_dir();
-    let out = tokio::process::Command::new(haptic_testbed::helm::bin()?)
-        .args(["install", "haptic"])
-        .arg(&chart)
-        .args([
-            "--namespace",
-            NAMESPACE,
-            "--create-namespace",
-            "--wait",
-            "--timeout",
-            "180s",
-        ])
-        .arg("--kubeconfig")
-        .arg(bed.control_plane().kubeconfig_path())
-        .args(["--set", "haproxy.service.type=LoadBalancer"])
-        .env_remove("KUBECONFIG")
-        .output()
-        .await?;
-    ensure!(
-        out.status.success(),
-        "helm install failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    haptic_testbed::helm::install(
+        bed.control_plane().kubeconfig_path(),
+        NAMESPACE,
+        &["haproxy.service.type=LoadBalancer"],
+    )
+    .await?;
     eprintln!(
         "chart installed and ready on the real node in {:?}",
         began.elapsed()

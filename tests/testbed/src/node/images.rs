@@ -56,6 +56,11 @@ pub(crate) fn haptic_archive() -> Option<PathBuf> {
 /// beside the others by `make gateway-conformance-images`.
 const GATEWAY_ARCHIVES: [&str; 2] = ["echo-basic.oci.tar", "dns.oci.tar"];
 
+/// The upstream Ingress conformance suite's echoserver, under the name its
+/// Deployments use (digest dropped: see build-ingress-conformance.sh),
+/// written beside the others by `make ingress-conformance-images`.
+const INGRESS_ARCHIVES: [&str; 1] = ["ingress-echoserver.oci.tar"];
+
 /// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
 /// the cargo target directory of the running test.
 fn archive_dir() -> PathBuf {
@@ -67,6 +72,13 @@ fn archive_dir() -> PathBuf {
 pub(crate) fn gateway_archives() -> Option<Vec<PathBuf>> {
     let dir = archive_dir();
     let paths: Vec<PathBuf> = GATEWAY_ARCHIVES.iter().map(|a| dir.join(a)).collect();
+    paths.iter().all(|p| p.is_file()).then_some(paths)
+}
+
+/// The Ingress conformance suite's archives, if they were built.
+pub(crate) fn ingress_archives() -> Option<Vec<PathBuf>> {
+    let dir = archive_dir();
+    let paths: Vec<PathBuf> = INGRESS_ARCHIVES.iter().map(|a| dir.join(a)).collect();
     paths.iter().all(|p| p.is_file()).then_some(paths)
 }
 
