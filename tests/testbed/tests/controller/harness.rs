@@ -298,14 +298,7 @@ impl Installation {
 
     /// A replica taking part in leader election on a short Lease.
     pub async fn start_replica(&self, identity: &str) -> RunningController {
-        let election = controller::ElectionSettings {
-            namespace: PROXY_NAMESPACE.into(),
-            lease_name: "haptic-controller".into(),
-            identity: identity.into(),
-            duration: Duration::from_secs(3),
-            grace: Duration::from_secs(1),
-        };
-        self.start_controller_with(self.client(), identity, Some(election))
+        self.start_controller_with(self.client(), identity, Some(election(identity)))
             .await
     }
 
@@ -380,6 +373,20 @@ impl Installation {
             .await
             .expect("routed");
         }
+    }
+
+    /// The app Deployment's rolling update: how many pods above and below
+    /// the one replica a rollout may go.
+    pub async fn set_rollout_strategy(&self, max_surge: u32, max_unavailable: u32) {
+        Api::<Deployment>::namespaced(self.client(), APP_NAMESPACE)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"strategy": {"rollingUpdate": {
+                    "maxSurge": max_surge, "maxUnavailable": max_unavailable}}}})),
+            )
+            .await
+            .expect("the Deployment's strategy");
     }
 
     /// `kubectl rollout restart deployment/web`, then waits for the rollout
@@ -482,6 +489,17 @@ impl Installation {
             }
         }
         counts
+    }
+}
+
+/// Replica `identity`'s part in leader election, on a short Lease (3 s).
+pub fn election(identity: &str) -> controller::ElectionSettings {
+    controller::ElectionSettings {
+        namespace: PROXY_NAMESPACE.into(),
+        lease_name: "haptic-controller".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        grace: Duration::from_secs(1),
     }
 }
 
