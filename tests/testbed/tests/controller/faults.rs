@@ -236,6 +236,13 @@ pub async fn new_pod_held(installation: &Installation) -> String {
     .expect("a new pod")
 }
 
+/// How long a fault holds a gate: longer than the fleet's 10 s push
+/// timeout, so the controller has retried at least once. (A controller that
+/// counted an unanswered pod as done only after its last attempt, 3 x 10 s,
+/// and the convergence wait would pass this hold: the order checker, which
+/// asks HAProxy when the gate is set, is what catches that.)
+pub const HOLD: Duration = Duration::from_secs(12);
+
 /// Asserts for `how_long` that web pod `pod` has no gate condition, because
 /// of `why`.
 pub async fn assert_gate_held(
