@@ -161,6 +161,15 @@ impl Installation {
         installation
     }
 
+    /// [`Self::start`], the controller started on it, and every HAProxy
+    /// pod routing the app: where most scenarios begin.
+    pub async fn serving(gate: bool, proxies: usize) -> (Self, RunningController) {
+        let installation = Self::start(gate, proxies).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        (installation, controller)
+    }
+
     pub fn client(&self) -> kube::Client {
         self.bed.client()
     }

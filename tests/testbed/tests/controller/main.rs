@@ -19,9 +19,7 @@ use watched::Watched;
 #[test]
 fn e2e_gated_single_replica_rollouts_drop_no_request() {
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let rounds = 10;
         for round in 1..=rounds {
@@ -132,9 +130,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
 #[test]
 fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         installation.rollout_restart(1).await;
         let watched = Watched::start(&installation).await;
 
@@ -348,9 +344,7 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
 #[test]
 fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
     bed::in_pod_network(async {
-        let mut installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (mut installation, controller) = Installation::serving(true, 2).await;
 
         let victim = installation.proxies[0].clone();
         let agent = format!("{}/{}/agent", harness::PROXY_NAMESPACE, victim.name);
@@ -420,9 +414,7 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
 #[test]
 fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         let client = installation.client();
         bed::create::<k8s_openapi::api::networking::v1::Ingress>(
             &client,
@@ -515,9 +507,7 @@ fn runtime_deploys(controller: &harness::RunningController) -> u64 {
 fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
     use nix::sys::signal::{Signal, kill};
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let victim = &installation.proxies[0];
         let pid = nix::unistd::Pid::from_raw(
@@ -562,9 +552,7 @@ fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
 #[test]
 fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         // Renders on more than one runtime thread.
         for round in 1..=3 {
@@ -663,9 +651,7 @@ fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
 #[test]
 fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
     bed::in_pod_network(async {
-        let mut installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (mut installation, controller) = Installation::serving(true, 2).await;
         // The first pod's gate written before the outage: a status write
         // retried after it lands on a pod the rollout is already removing.
         faults::wait_gates_set(&installation).await;
@@ -701,9 +687,7 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
     /// Kills: in the reload, then at each of two restarts.
     const CRASHES: i32 = 3;
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         faults::wait_gates_set(&installation).await;
         let (victim, survivor) = (&installation.proxies[0], &installation.proxies[1]);
         let watched =
@@ -792,9 +776,7 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
 #[test]
 fn e2e_a_partitioned_agent_holds_the_gate_until_the_path_heals() {
     bed::in_pod_network(async {
-        let installation = Installation::start(true, 2).await;
-        let controller = installation.start_controller(installation.client()).await;
-        installation.wait_routed().await;
+        let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let victim = &installation.proxies[0];
         let partition = faults::Partition::cut(faults::agent_endpoint(victim.ip));
