@@ -265,24 +265,6 @@ pub async fn assert_gate_held(
     }
 }
 
-/// Waits until every web pod's gate condition is True.
-pub async fn wait_gates_set(installation: &Installation) {
-    let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
-    bed::wait_for("every web pod's gate", Duration::from_secs(60), || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .map_err(|e| e.to_string())?;
-        if !list.items.is_empty() && list.items.iter().all(|p| gate_status(p) == Some("True")) {
-            Ok(())
-        } else {
-            Err("not yet".to_owned())
-        }
-    })
-    .await
-    .expect("gates set");
-}
-
 /// Everything the agent container of HAProxy pod `name` logged so far.
 pub async fn agent_log(installation: &Installation, name: &str) -> String {
     let pod = Api::<Pod>::namespaced(installation.client(), PROXY_NAMESPACE)

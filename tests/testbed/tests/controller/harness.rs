@@ -161,13 +161,36 @@ impl Installation {
         installation
     }
 
-    /// [`Self::start`], the controller started on it, and every HAProxy
-    /// pod routing the app: where most scenarios begin.
+    /// [`Self::start`], the controller started on it, every HAProxy pod
+    /// routing the app and, when gated, the app pod's gate set (HAProxy
+    /// routes a moment before the gate is written: a scenario that looked
+    /// for a pod still held would find that one).
     pub async fn serving(gate: bool, proxies: usize) -> (Self, RunningController) {
         let installation = Self::start(gate, proxies).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
+        if gate {
+            installation.wait_gates_set().await;
+        }
         (installation, controller)
+    }
+
+    /// Waits until every web pod's gate condition is True.
+    pub async fn wait_gates_set(&self) {
+        let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
+        bed::wait_for("every web pod's gate", Duration::from_secs(60), || async {
+            let list = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !list.items.is_empty() && list.items.iter().all(|p| gate_status(p) == Some("True")) {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        })
+        .await
+        .expect("gates set");
     }
 
     pub fn client(&self) -> kube::Client {

@@ -591,6 +591,7 @@ fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
         let full = installation.add_proxy(1).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
+        installation.wait_gates_set().await;
         let watched = Watched::start(&installation).await;
         let filler = tmpfs.fill();
         installation.start_rollout(1).await;
@@ -651,10 +652,10 @@ fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
 #[test]
 fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
     bed::in_pod_network(async {
+        // The first pod's gate is written before the outage (`serving`
+        // waits for it): a status write retried after it would land on a
+        // pod the rollout is already removing.
         let (mut installation, controller) = Installation::serving(true, 2).await;
-        // The first pod's gate written before the outage: a status write
-        // retried after it lands on a pod the rollout is already removing.
-        faults::wait_gates_set(&installation).await;
         let watched = Watched::start(&installation).await;
         installation.start_rollout(1).await;
         let gone = installation
@@ -688,7 +689,6 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
     const CRASHES: i32 = 3;
     bed::in_pod_network(async {
         let (installation, controller) = Installation::serving(true, 2).await;
-        faults::wait_gates_set(&installation).await;
         let (victim, survivor) = (&installation.proxies[0], &installation.proxies[1]);
         let watched =
             Watched::start_through(&installation, std::slice::from_ref(survivor), 0, 2).await;
@@ -830,7 +830,7 @@ fn e2e_a_leader_partitioned_from_the_api_server_is_fenced_and_the_new_leader_fin
             )
             .await;
         installation.wait_routed().await;
-        faults::wait_gates_set(&installation).await;
+        installation.wait_gates_set().await;
         let successor = installation.start_replica("replica-b").await;
         assert_eq!(deposed.state.metrics.leader.get(), 1, "replica-a leads");
         let watched = Watched::start(&installation).await;
