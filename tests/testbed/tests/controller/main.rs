@@ -107,10 +107,11 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
                 "rollout {round}: failures spread over {window:?}, beyond the {WINDOW_BUDGET:?} budget"
             );
         }
-        // Else the scenario never opened the window it bounds.
+        // Else the scenario never opened the window it bounds (each one
+        // lasts over half a second under ~250 requests a second).
         let with_failures = windows.iter().filter(|(_, failed, _)| *failed > 0).count();
         assert!(
-            with_failures * 2 > rounds,
+            with_failures == rounds,
             "only {with_failures} of {rounds} ungated rollouts lost a request: the unrouted window was not exercised"
         );
         assert!(
