@@ -199,6 +199,72 @@ impl Drop for Tmpfs {
     }
 }
 
+/// When a watch first saw each web pod Ready (the condition's own
+/// timestamp has a one-second resolution).
+pub struct ReadyTimes {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ReadyTimes {
+    pub async fn watch(installation: &Installation) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
+        let task = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut listed = Some(listed);
+                let mut ready = std::collections::BTreeSet::new();
+                let stream =
+                    watcher(pods, watcher::Config::default().labels("app=web")).default_backoff();
+                futures::pin_mut!(stream);
+                while let Some(event) = stream.next().await {
+                    let pod = match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(listed) = listed.take() {
+                                let _ = listed.send(());
+                            }
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    if condition(&pod, "Ready") == Some("True")
+                        && ready.insert(name)
+                        && let Ok(mut seen) = seen.lock()
+                    {
+                        seen.push(Instant::now());
+                    }
+                }
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(30), is_listed)
+            .await
+            .expect("the Ready watch lists within 30 s")
+            .expect("the Ready watch runs");
+        Self { seen, task }
+    }
+
+    /// The first pod seen Ready at or after `from` and before `to`.
+    pub fn first_within(&self, from: Instant, to: Option<Instant>) -> Option<Instant> {
+        let seen = self.seen.lock().ok()?;
+        seen.iter()
+            .copied()
+            .filter(|at| *at >= from && to.is_none_or(|to| *at < to))
+            .min()
+    }
+}
+
+impl Drop for ReadyTimes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A pod condition's status, if present.
 pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
     pod.status

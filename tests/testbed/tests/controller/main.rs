@@ -56,6 +56,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
         let watched = Watched::start(&installation).await;
+        let ready = faults::ReadyTimes::watch(&installation).await;
         let rounds = 5;
         let mut starts = Vec::new();
         for round in 1..=rounds {
@@ -94,8 +95,14 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
                 (Some(first), Some(last)) => *last - *first,
                 _ => Duration::ZERO,
             };
+            // What of it is the controller's: from the new pod's Ready (as a
+            // watch saw it) to the last failure; the rest is the pod starting.
+            let after_ready = ready
+                .first_within(*start, end)
+                .zip(of_round.iter().max())
+                .map(|(ready, last)| last.saturating_duration_since(ready));
             println!(
-                "  rollout {}: {} failed within {window:?}",
+                "  rollout {}: {} failed within {window:?} ({after_ready:?} of it after the new pod was Ready)",
                 round + 1,
                 of_round.len()
             );
