@@ -57,6 +57,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
         installation.wait_routed().await;
         let watched = Watched::start(&installation).await;
         let ready = faults::ReadyTimes::watch(&installation).await;
+        let reloads_before = total_reloads(&installation).await;
         let rounds = 5;
         let mut starts = Vec::new();
         for round in 1..=rounds {
@@ -67,8 +68,10 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
         }
         let observed = watched.finish().await;
         println!(
-            "{rounds} ungated rollouts: {} ok, {} failed",
-            observed.ok, observed.failed
+            "{rounds} ungated rollouts: {} ok, {} failed; {} HAProxy reloads on the two pods (their masters' count)",
+            observed.ok,
+            observed.failed,
+            total_reloads(&installation).await - reloads_before
         );
         assert_eq!(
             observed.failed as usize,
