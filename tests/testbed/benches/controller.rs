@@ -5,7 +5,8 @@
 //!   gated single-replica Deployment rolled `ROUNDS` times; the pod that
 //!   existed before the watcher is not a sample).
 //! - An endpoint readiness flip -> routable (and unroutable) through every
-//!   HAProxy pod, with the agents' reload counters showing no reload.
+//!   HAProxy pod, with each HAProxy master's own reload count (master CLI)
+//!   showing no reload.
 //!
 //! Figures, not assertions: a bench prints, a test asserts.
 
@@ -13,6 +14,9 @@
 #[allow(dead_code)]
 #[path = "../tests/controller/harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "../tests/controller/oracle.rs"]
+mod oracle;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -199,7 +203,7 @@ async fn flip_latency(installation: &Installation) {
     expect(false).await;
     let mut reloads_before = Vec::new();
     for proxy in &installation.proxies {
-        reloads_before.push(proxy.agent().state().await.expect("state").reloads);
+        reloads_before.push(oracle::reloads(proxy).await.expect("show proc"));
     }
     let mut samples = Vec::new();
     for flip in 0..FLIPS {
@@ -220,14 +224,14 @@ async fn flip_latency(installation: &Installation) {
     }
     let mut reloads_after = Vec::new();
     for proxy in &installation.proxies {
-        reloads_after.push(proxy.agent().state().await.expect("state").reloads);
+        reloads_after.push(oracle::reloads(proxy).await.expect("show proc"));
     }
     report(
         "endpoint readiness flip -> routable on both HAProxy pods (patch sent -> answer changes)",
         samples,
     );
     println!(
-        "  agent reloads during the flips: before {reloads_before:?}, after {reloads_after:?} (equal = runtime only)"
+        "  HAProxy reloads during the flips (each master's own count): before {reloads_before:?}, after {reloads_after:?} (equal = runtime only)"
     );
 }
 

@@ -161,6 +161,38 @@ impl Installation {
         installation
     }
 
+    /// [`Self::start`], the controller started on it, every HAProxy pod
+    /// routing the app and, when gated, the app pod's gate set (HAProxy
+    /// routes a moment before the gate is written: a scenario that looked
+    /// for a pod still held would find that one).
+    pub async fn serving(gate: bool, proxies: usize) -> (Self, RunningController) {
+        let installation = Self::start(gate, proxies).await;
+        let controller = installation.start_controller(installation.client()).await;
+        installation.wait_routed().await;
+        if gate {
+            installation.wait_gates_set().await;
+        }
+        (installation, controller)
+    }
+
+    /// Waits until every web pod's gate condition is True.
+    pub async fn wait_gates_set(&self) {
+        let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
+        bed::wait_for("every web pod's gate", Duration::from_secs(60), || async {
+            let list = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !list.items.is_empty() && list.items.iter().all(|p| gate_status(p) == Some("True")) {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        })
+        .await
+        .expect("gates set");
+    }
+
     pub fn client(&self) -> kube::Client {
         self.bed.client()
     }
@@ -298,14 +330,7 @@ impl Installation {
 
     /// A replica taking part in leader election on a short Lease.
     pub async fn start_replica(&self, identity: &str) -> RunningController {
-        let election = controller::ElectionSettings {
-            namespace: PROXY_NAMESPACE.into(),
-            lease_name: "haptic-controller".into(),
-            identity: identity.into(),
-            duration: Duration::from_secs(3),
-            grace: Duration::from_secs(1),
-        };
-        self.start_controller_with(self.client(), identity, Some(election))
+        self.start_controller_with(self.client(), identity, Some(election(identity)))
             .await
     }
 
@@ -380,6 +405,20 @@ impl Installation {
             .await
             .expect("routed");
         }
+    }
+
+    /// The app Deployment's rolling update: how many pods above and below
+    /// the one replica a rollout may go.
+    pub async fn set_rollout_strategy(&self, max_surge: u32, max_unavailable: u32) {
+        Api::<Deployment>::namespaced(self.client(), APP_NAMESPACE)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"strategy": {"rollingUpdate": {
+                    "maxSurge": max_surge, "maxUnavailable": max_unavailable}}}})),
+            )
+            .await
+            .expect("the Deployment's strategy");
     }
 
     /// `kubectl rollout restart deployment/web`, then waits for the rollout
@@ -482,6 +521,17 @@ impl Installation {
             }
         }
         counts
+    }
+}
+
+/// Replica `identity`'s part in leader election, on a short Lease (3 s).
+pub fn election(identity: &str) -> controller::ElectionSettings {
+    controller::ElectionSettings {
+        namespace: PROXY_NAMESPACE.into(),
+        lease_name: "haptic-controller".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        grace: Duration::from_secs(1),
     }
 }
 

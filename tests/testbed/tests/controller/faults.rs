@@ -1,0 +1,350 @@
+//! The faults the scenarios inject, and what they wait for around them.
+//!
+//! - [`Partition`]: packets to and from one TCP endpoint dropped by an
+//!   iptables rule in the bed's network namespace (the bed's own: rules
+//!   here never touch the machine's or another bed's traffic). A drop, not a
+//!   reset: the peer sees a silent path, as in a real partition, and its
+//!   connections hang until their timeouts.
+//! - [`ApiRelay`]: a TCP relay in front of the API server, so one client's
+//!   path to it can be partitioned while every other client's stays up.
+//! - [`Tmpfs`]: a small filesystem to fill.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use haptic_testbed::kubelet::bed;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+
+use super::harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status};
+
+/// Packets to and from `ip:port` (TCP) dropped until [`Partition::heal`]
+/// or drop.
+pub struct Partition {
+    rules: Vec<Vec<String>>,
+    healed: bool,
+}
+
+impl Partition {
+    /// Drops every TCP packet to `endpoint` and every one from it. On the
+    /// bed's loopback both directions pass INPUT, so established
+    /// connections stall as well as new ones.
+    pub fn cut(endpoint: SocketAddr) -> Self {
+        let (ip, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
+        let rules = vec![
+            ["-p", "tcp", "-d", &ip, "--dport", &port, "-j", "DROP"],
+            ["-p", "tcp", "-s", &ip, "--sport", &port, "-j", "DROP"],
+        ]
+        .into_iter()
+        .map(|rule| rule.into_iter().map(str::to_owned).collect())
+        .collect::<Vec<Vec<String>>>();
+        for rule in &rules {
+            iptables("-I", rule);
+        }
+        Self {
+            rules,
+            healed: false,
+        }
+    }
+
+    /// Removes the rules: the path carries packets again.
+    pub fn heal(mut self) {
+        self.remove();
+    }
+
+    fn remove(&mut self) {
+        if !self.healed {
+            self.healed = true;
+            for rule in &self.rules {
+                iptables("-D", rule);
+            }
+        }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.remove();
+        } else if !self.healed {
+            // Best effort while a test fails: the namespace goes with the bed.
+            self.healed = true;
+            for rule in &self.rules {
+                let _ = std::process::Command::new("iptables")
+                    .args(["-w", "-D", "INPUT"])
+                    .args(rule)
+                    .status();
+            }
+        }
+    }
+}
+
+/// `iptables -w <action> INPUT <rule>` in the calling thread's network
+/// namespace (every runtime thread of a bed is in the bed's).
+fn iptables(action: &str, rule: &[String]) {
+    let output = std::process::Command::new("iptables")
+        .args(["-w", action, "INPUT"])
+        .args(rule)
+        .output()
+        .unwrap_or_else(|error| panic!("running iptables (is it installed?): {error}"));
+    assert!(
+        output.status.success(),
+        "iptables {action} INPUT {}: {}",
+        rule.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A TCP relay to the API server on a port of its own, on the API server's
+/// address (its serving certificate names that address, so TLS through the
+/// relay verifies as without it). Runs until the test ends.
+pub struct ApiRelay {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ApiRelay {
+    pub async fn start(installation: &Installation) -> Self {
+        let upstream = api_server_addr(installation);
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(upstream.ip(), 0))
+            .await
+            .expect("a port for the API relay");
+        let addr = listener.local_addr().expect("the relay's address");
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self { addr, task }
+    }
+
+    /// An admin client whose every request goes through the relay.
+    pub async fn client(&self, installation: &Installation) -> kube::Client {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(installation.bed.control_plane.kubeconfig_path())
+                .expect("the bed's kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions {
+                context: Some(haptic_testbed::control_plane::ADMIN_USER.to_owned()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("the admin's client configuration");
+        config.cluster_url = format!("https://{}", self.addr)
+            .parse()
+            .expect("the relay's URL");
+        kube::Client::try_from(config).expect("a client through the relay")
+    }
+}
+
+impl Drop for ApiRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The API server's `ip:port`, from the bed's server URL.
+fn api_server_addr(installation: &Installation) -> SocketAddr {
+    let url = installation.bed.control_plane.server_url();
+    url.strip_prefix("https://")
+        .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("the API server URL {url} is https://<ip>:<port>"))
+}
+
+/// A pod's agent endpoint (`<pod IP>:8450`).
+pub fn agent_endpoint(ip: Ipv4Addr) -> SocketAddr {
+    SocketAddr::from((ip, 8450))
+}
+
+/// A tmpfs mounted over a directory, unmounted when dropped.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(status.success(), "mounting a tmpfs at {}", dir.display());
+        Self(dir.to_path_buf())
+    }
+
+    /// Fills the filesystem with one file; returns its path.
+    pub fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut file = std::fs::File::create(&path).expect("filler");
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// When a watch first saw each web pod Ready (the condition's own
+/// timestamp has a one-second resolution).
+pub struct ReadyTimes {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ReadyTimes {
+    pub async fn watch(installation: &Installation) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
+        let task = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut listed = Some(listed);
+                let mut ready = std::collections::BTreeSet::new();
+                let stream =
+                    watcher(pods, watcher::Config::default().labels("app=web")).default_backoff();
+                futures::pin_mut!(stream);
+                while let Some(event) = stream.next().await {
+                    let pod = match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(listed) = listed.take() {
+                                let _ = listed.send(());
+                            }
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    if condition(&pod, "Ready") == Some("True")
+                        && ready.insert(name)
+                        && let Ok(mut seen) = seen.lock()
+                    {
+                        seen.push(Instant::now());
+                    }
+                }
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(30), is_listed)
+            .await
+            .expect("the Ready watch lists within 30 s")
+            .expect("the Ready watch runs");
+        Self { seen, task }
+    }
+
+    /// The first pod seen Ready at or after `from` and before `to`.
+    pub fn first_within(&self, from: Instant, to: Option<Instant>) -> Option<Instant> {
+        let seen = self.seen.lock().ok()?;
+        seen.iter()
+            .copied()
+            .filter(|at| *at >= from && to.is_none_or(|to| *at < to))
+            .min()
+    }
+}
+
+impl Drop for ReadyTimes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A pod condition's status, if present.
+pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.as_str())
+}
+
+/// Waits for the rollout's new web pod: its containers ready, the pod not
+/// (the gate holds it); returns its name.
+pub async fn new_pod_held(installation: &Installation) -> String {
+    let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    bed::wait_for(
+        "the new pod's containers to be ready",
+        Duration::from_secs(60),
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .into_iter()
+                .find(|pod| {
+                    condition(pod, "ContainersReady") == Some("True")
+                        && condition(pod, "Ready") != Some("True")
+                })
+                .and_then(|pod| pod.metadata.name)
+                .ok_or_else(|| "none yet".to_owned())
+        },
+    )
+    .await
+    .expect("a new pod")
+}
+
+/// How long a fault holds a gate: longer than the fleet's 10 s push
+/// timeout, so the controller has retried at least once. (A controller that
+/// counted an unanswered pod as done only after its last attempt, 3 x 10 s,
+/// and the convergence wait would pass this hold: the order checker, which
+/// asks HAProxy when the gate is set, is what catches that.)
+pub const HOLD: Duration = Duration::from_secs(12);
+
+/// Asserts for `how_long` that web pod `pod` has no gate condition, because
+/// of `why`.
+pub async fn assert_gate_held(
+    installation: &Installation,
+    pod: &str,
+    how_long: Duration,
+    why: &str,
+) {
+    let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    let held = Instant::now();
+    while held.elapsed() < how_long {
+        let now = pods.get(pod).await.expect("the new pod");
+        assert_eq!(
+            gate_status(&now),
+            None,
+            "the gate was set on {pod} {:?} after {why}",
+            held.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Everything the agent container of HAProxy pod `name` logged so far.
+pub async fn agent_log(installation: &Installation, name: &str) -> String {
+    let pod = Api::<Pod>::namespaced(installation.client(), PROXY_NAMESPACE)
+        .get(name)
+        .await
+        .expect("pod");
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let mut log = String::new();
+    for restart in 0..10 {
+        let path = installation.bed.kubelet.log_path(&uid, "agent", restart);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => log.push_str(&text),
+            Err(_) => break,
+        }
+    }
+    log
+}
