@@ -67,6 +67,9 @@ const GATE_VALUE: &str =
     "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true";
 const APP_NAMESPACE: &str = "shop";
 const HOST: &str = "web.example.com";
+/// The backend the HTTPRoute's rule uses: kubernetes-backends' for Service
+/// shop/web port 80 (the route picks it by rule, not through a host map).
+const BACKEND: &str = "shop_web_80";
 const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
 /// Restarts of the gated Deployment under load.
 const RESTARTS: usize = 10;
@@ -125,6 +128,11 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
         .run(&kubeconfig, &features, &selection, &report, &log)
         .await?;
     let results = parse_results(&std::fs::read_to_string(&log)?);
+    save_pod_logs(
+        &client,
+        &out_dir.join(format!("haptic-{}", selection.name())),
+    )
+    .await;
     eprintln!(
         "Gateway API {} {PROFILE} ({}): {} in {:?}; suite log {}, report {}",
         suite.version,
@@ -441,6 +449,40 @@ fn summary(results: &BTreeMap<String, String>) -> String {
     )
 }
 
+/// Every container's log of haptic's pods (controller, HAProxy, agent) into
+/// `<prefix>-<pod>-<container>.log`, for the reader of a failed run: the bed
+/// sweeps the node's logs when it stops. Best effort: a log that cannot be
+/// read is named on stderr.
+async fn save_pod_logs(client: &kube::Client, prefix: &Path) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = match pods.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(error) => {
+            eprintln!("listing haptic's pods for their logs: {error}");
+            return;
+        }
+    };
+    for pod in &list.items {
+        let name = pod.name_any();
+        let containers = pod.spec.iter().flat_map(|s| &s.containers);
+        for container in containers.map(|c| c.name.clone()) {
+            let params = kube::api::LogParams {
+                container: Some(container.clone()),
+                ..Default::default()
+            };
+            let path = PathBuf::from(format!("{}-{name}-{container}.log", prefix.display()));
+            match pods.logs(&name, &params).await {
+                Ok(text) => {
+                    if let Err(error) = std::fs::write(&path, text) {
+                        eprintln!("writing {}: {error}", path.display());
+                    }
+                }
+                Err(error) => eprintln!("reading the log of {name}/{container}: {error}"),
+            }
+        }
+    }
+}
+
 /// haptic's version and the commit the run tested.
 fn implementation_version() -> String {
     let commit = std::process::Command::new("git")
@@ -729,7 +771,8 @@ impl GateOrder {
                 let mut violations = Vec::new();
                 for (proxy, socket) in &proxies {
                     if let Err(error) =
-                        haptic_testbed::oracle::every_worker_routes(socket, HOST, &ip, 8080).await
+                        haptic_testbed::oracle::every_worker_serves(socket, BACKEND, &ip, 8080)
+                            .await
                     {
                         violations.push(format!("gate set on {name} ({ip}) but {proxy}: {error}"));
                     }
