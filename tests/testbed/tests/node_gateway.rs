@@ -19,6 +19,9 @@
 //! - `Name,Name,...`: those tests only (to iterate on a failing one), the
 //!   report in the target directory.
 //!
+//! `HAPTIC_GATEWAY_TRY_FEATURES=Name,...` adds extended features the
+//! library does not declare yet to `--supported-features`, to see whether
+//! they pass before declaring them.
 //!
 //! The gated rollout behind an HTTPRoute: a single-replica echo Deployment
 //! with the readiness gate, behind a Gateway and an HTTPRoute, restarted
@@ -112,12 +115,20 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
 
     let began = Instant::now();
     install_chart(&kubeconfig, &[]).await?;
-    let features = gateway_class_features(&client).await?;
+    let mut features = gateway_class_features(&client).await?;
     eprintln!(
         "haptic installed with GatewayClass {GATEWAY_CLASS} accepted in {:?}; it declares: {}",
         began.elapsed(),
         features.join(",")
     );
+    let trying = features_to_try()?;
+    if !trying.is_empty() {
+        eprintln!(
+            "also trying (HAPTIC_GATEWAY_TRY_FEATURES, not declared): {}",
+            trying.join(",")
+        );
+        features.extend(trying);
+    }
 
     let out_dir = selection.report_dir();
     std::fs::create_dir_all(&out_dir)?;
@@ -169,6 +180,24 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
     }
     bed.stop().await;
     Ok(())
+}
+
+/// Features the suite checks on top of what the GatewayClass declares
+/// (`HAPTIC_GATEWAY_TRY_FEATURES=Name,Name`): to find out whether one
+/// passes before the library declares it.
+fn features_to_try() -> anyhow::Result<Vec<String>> {
+    let Ok(names) = std::env::var("HAPTIC_GATEWAY_TRY_FEATURES") else {
+        return Ok(Vec::new());
+    };
+    ensure!(
+        names.chars().all(|c| c.is_ascii_alphanumeric() || c == ','),
+        "HAPTIC_GATEWAY_TRY_FEATURES={names}: say feature names separated by commas"
+    );
+    Ok(names
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Which tests run.
