@@ -614,6 +614,10 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
     let (checked, violations) = checker.stop().await;
+    let logs = target_dir().join("gateway-conformance");
+    if std::fs::create_dir_all(&logs).is_ok() {
+        save_pod_logs(&client, &logs.join("haptic-rollout")).await;
+    }
     let slowest = rollouts.iter().max().copied().unwrap_or_default();
     let minimum = (seen.elapsed.as_secs_f64() * MIN_OK_PER_SECOND) as u64;
     eprintln!(
