@@ -602,7 +602,9 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     })
     .await?;
 
-    let proxies = haproxy_sockets(&client).await?;
+    // Short paths for the master sockets (see `haproxy_sockets`).
+    let links = tempfile::Builder::new().prefix("hgw").tempdir_in("/tmp")?;
+    let proxies = haproxy_sockets(&client, links.path()).await?;
     let checker = GateOrder::start(&client, proxies).await?;
     let load = Load::start(gateway, HOST, 2);
     let mut rollouts = Vec::new();
@@ -740,22 +742,34 @@ async fn gateway_address(client: &kube::Client) -> anyhow::Result<std::net::Sock
 }
 
 /// Each HAProxy pod's name and master socket (in its `config` emptyDir on
-/// the host).
-async fn haproxy_sockets(client: &kube::Client) -> anyhow::Result<Vec<(String, PathBuf)>> {
+/// the host), reached through a symlink in `links`: the emptyDir's own path
+/// (`/var/lib/haptic-testbed-node/kubelet/root/pods/<uid>/volumes/...`) is
+/// longer than a Unix socket address may be (108 bytes), so connecting by
+/// it fails with "path must be shorter than SUN_LEN".
+async fn haproxy_sockets(
+    client: &kube::Client,
+    links: &Path,
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let list = pods.list(&ListParams::default().labels(HAPROXY)).await?;
     ensure!(!list.items.is_empty(), "no HAProxy pod");
-    Ok(list
-        .items
+    list.items
         .iter()
-        .map(|pod| {
+        .enumerate()
+        .map(|(index, pod)| {
             let uid = pod.uid().unwrap_or_default();
-            (
-                pod.name_any(),
-                haptic_testbed::node::empty_dir_path(&uid, "config").join("master.sock"),
-            )
+            let link = links.join(index.to_string());
+            std::os::unix::fs::symlink(haptic_testbed::node::empty_dir_path(&uid, "config"), &link)
+                .with_context(|| {
+                    format!(
+                        "linking {} to {}'s config dir",
+                        link.display(),
+                        pod.name_any()
+                    )
+                })?;
+            Ok((pod.name_any(), link.join("master.sock")))
         })
-        .collect())
+        .collect()
 }
 
 /// Watches the app's pods; the first time a pod's gate is seen True, asks
