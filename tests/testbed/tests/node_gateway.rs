@@ -137,8 +137,11 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
     let report = out_dir.join(selection.report_name(&suite.version));
     let log = out_dir.join(format!("gateway-conformance-{}.log", selection.name()));
     let ran = Instant::now();
+    // One version for the suite's report and its header: the commit at the
+    // start (a commit during the hour-long run must not relabel it).
+    let version = implementation_version();
     let status = suite
-        .run(&kubeconfig, &features, &selection, &report, &log)
+        .run(&kubeconfig, &features, &selection, &report, &log, &version)
         .await?;
     let results = parse_results(&std::fs::read_to_string(&log)?);
     save_pod_logs(
@@ -159,7 +162,7 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
         eprintln!("  {result:<4} {test}");
     }
     if let Selection::All = selection {
-        stamp_report(&report)?;
+        stamp_report(&report, &version)?;
     }
     ensure!(
         status.success(),
@@ -311,6 +314,7 @@ impl Suite {
         selection: &Selection,
         report: &Path,
         log: &Path,
+        version: &str,
     ) -> anyhow::Result<std::process::ExitStatus> {
         let log_file = std::fs::File::create(log)?;
         let mut command = tokio::process::Command::new(&self.binary);
@@ -325,7 +329,7 @@ impl Suite {
             .arg("--organization=haptic")
             .arg("--project=haptic")
             .arg("--url=https://github.com/haproxy-haptic/haptic")
-            .arg(format!("--version={}", implementation_version()))
+            .arg(format!("--version={version}"))
             .arg("--contact=https://github.com/haproxy-haptic/haptic/issues")
             .env("KUBECONFIG", kubeconfig)
             .stdout(log_file.try_clone()?)
@@ -528,12 +532,11 @@ fn implementation_version() -> String {
 }
 
 /// The committed report says when and on what it ran, above the suite's YAML.
-fn stamp_report(report: &Path) -> anyhow::Result<()> {
+fn stamp_report(report: &Path, version: &str) -> anyhow::Result<()> {
     let body = std::fs::read_to_string(report)
         .with_context(|| format!("the suite wrote no report at {}", report.display()))?;
     let header = format!(
-        "# Gateway API conformance, haptic {} on the real-node test bed (make gateway-conformance)\n",
-        implementation_version()
+        "# Gateway API conformance, haptic {version} on the real-node test bed (make gateway-conformance)\n"
     );
     std::fs::write(report, header + &body)?;
     Ok(())
