@@ -100,6 +100,38 @@ impl Run {
     }
 }
 
+impl Run {
+    /// The pid of proxy `index`'s agent (its command line holds its
+    /// listen address, which proxies.json gives).
+    fn agent_pid(&self, index: usize) -> String {
+        let listing: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("proxies.json")).expect("proxies.json"),
+        )
+        .expect("json");
+        let endpoint = listing[index]["agent"].as_str().expect("agent").to_owned();
+        let address = endpoint.trim_start_matches("http://");
+        let found = Command::new("pgrep")
+            .args(["-f", &format!("agent .*{address}")])
+            .output()
+            .expect("pgrep");
+        let pids = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+        assert!(
+            !pids.is_empty() && !pids.contains('\n'),
+            "one agent listens on {address}: {pids:?}"
+        );
+        pids
+    }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `pid`.
+fn signal(pid: &str, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
 impl Drop for Run {
     /// Stops the run as Ctrl-C does, so a failing test leaves no HAProxy
     /// or agent behind; SIGKILL only if it does not exit.
@@ -240,6 +272,50 @@ fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_clea
         get(HTTP_PORT, "shop.example.com", "/"),
         Some((404, _))
     ));
+
+    // An edit while the deploy before it still waits for an agent that
+    // does not answer (stopped): the newer render supersedes that deploy
+    // and the pod that answers serves it within seconds, not at the next
+    // resync (30 s). That wait once held a new route's status, and an
+    // endpoint flip while its pod exited.
+    let stored = std::fs::read_to_string(&shop).expect("shop.yaml");
+    let hung = run.agent_pid(1);
+    signal(&hung, "-STOP");
+    save(
+        &shop,
+        &stored.replace("- host: store.example.com", "- host: held.example.com"),
+    );
+    wait_until(
+        "the first edit to be served by the pod that answers",
+        Duration::from_secs(10),
+        || match get(HTTP_PORT, "held.example.com", "/") {
+            Some((200, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    save(&shop, &stored);
+    let superseding = wait_until(
+        "the superseding edit to be served by the pod that answers",
+        Duration::from_secs(5),
+        || match (
+            get(HTTP_PORT, "store.example.com", "/").map(|r| r.0),
+            get(HTTP_PORT, "held.example.com", "/").map(|r| r.0),
+        ) {
+            (Some(200), Some(404)) => Ok(()),
+            other => Err(format!("(store, held): {other:?}")),
+        },
+    );
+    signal(&hung, "-CONT");
+    wait_until(
+        "the resumed pod to serve the newest edit",
+        Duration::from_secs(45),
+        || match get(HTTP_PORT + 1, "store.example.com", "/") {
+            Some((200, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let took = superseding;
+    println!("an edit superseding a deploy held by a stopped agent served after {took:?}");
 
     // An endpoint readiness edit: applied at runtime, no reload.
     let reloads_before: Vec<u64> = agents

@@ -184,8 +184,14 @@ fn literal_path(path: &str) -> Result<&str, String> {
 }
 
 /// The new path of a `ReplacePrefixMatch` for `prefix` (trailing `/`
-/// removed): two actions, one for the path equal to the prefix, one for a
-/// longer path, whose rest (from `/`) is kept. `line(fmt)` writes the action.
+/// removed): one action, the replacement then the rest of the path after
+/// the prefix (from its `/`). One action, not one for the path equal to the
+/// prefix and one for a longer path: the second's condition would read the
+/// path the first had just set (`/prefix` rewritten to `/`, then `/`
+/// "longer" than nothing, cut to an empty path HAProxy answers 400 to).
+/// Replaced by `/`, the `/` is written and the rest taken one byte later,
+/// so the bare prefix gives `/`, not an empty path (`bytes` past the end
+/// is empty). `line(fmt)` writes the action.
 fn prefix_replacement(
     replacement: &str,
     prefix: Option<&str>,
@@ -194,28 +200,15 @@ fn prefix_replacement(
 ) -> Result<(), String> {
     let prefix = prefix.ok_or("ReplacePrefixMatch needs a PathPrefix match")?;
     let replacement = literal_path(replacement)?.trim_end_matches('/');
-    let whole = if replacement.is_empty() {
-        "/"
+    let (head, skip) = if replacement.is_empty() {
+        ("/", prefix.len() + 1)
     } else {
-        replacement
+        (replacement, prefix.len())
     };
-    let equal = format!(
-        "{{ path -m str {} }}",
-        quote(if prefix.is_empty() { "/" } else { prefix })
-    );
-    out.push(Action {
-        line: line(&whole.replace('%', "%%")),
-        condition: equal.clone(),
-    });
-    let rest = format!(
-        "{}%[path,bytes({})]",
-        replacement.replace('%', "%%"),
-        prefix.len()
-    );
-    out.push(Action {
-        line: line(&rest),
-        condition: format!("!{equal}"),
-    });
+    out.push(Action::new(line(&format!(
+        "{}%[path,bytes({skip})]",
+        head.replace('%', "%%")
+    ))));
     Ok(())
 }
 
@@ -411,13 +404,12 @@ mod tests {
             json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new/"}}}),
             Some("/old"),
         );
-        assert_eq!(
-            l,
-            [
-                "http-request set-path '/new' if { path -m str '/old' }",
-                "http-request set-path '/new%[path,bytes(4)]' if !{ path -m str '/old' }",
-            ]
+        assert_eq!(l, ["http-request set-path '/new%[path,bytes(4)]' if "]);
+        let l = lines(
+            json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}),
+            Some("/old"),
         );
+        assert_eq!(l, ["http-request set-path '/%[path,bytes(5)]' if "]);
     }
 
     #[test]

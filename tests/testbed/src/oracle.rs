@@ -102,19 +102,41 @@ pub async fn worker_routes(
     port: u16,
 ) -> Result<(), String> {
     let backends = backends_for(socket, pid, host).await?;
+    worker_serves(socket, pid, &backends, ip, port)
+        .await
+        .map_err(|seen| {
+            format!(
+                "worker {pid} routes {host} to {backends:?}, none of whose servers is up at {ip}:{port}: {seen:?}"
+            )
+        })
+}
+
+/// Whether one of `backends` of worker `pid` has a running, enabled server
+/// at `ip:port`; else every server seen (`<backend>/<server ...>`), or what
+/// failed.
+async fn worker_serves(
+    socket: &Path,
+    pid: u32,
+    backends: &[String],
+    ip: &str,
+    port: u16,
+) -> Result<(), Vec<String>> {
     let mut seen = Vec::new();
-    for backend in &backends {
-        let answer = master(socket, &format!("@!{pid} show servers state {backend}")).await?;
-        let servers = parse_servers_state(&answer)
-            .ok_or_else(|| format!("worker {pid}: unreadable `show servers state`: {answer:?}"))?;
+    for backend in backends {
+        let answer = master(socket, &format!("@!{pid} show servers state {backend}"))
+            .await
+            .map_err(|error| vec![error])?;
+        let servers = parse_servers_state(&answer).ok_or_else(|| {
+            vec![format!(
+                "worker {pid}: unreadable `show servers state`: {answer:?}"
+            )]
+        })?;
         if servers.iter().any(|server| server.routes(ip, port)) {
             return Ok(());
         }
         seen.extend(servers.into_iter().map(|s| format!("{backend}/{s}")));
     }
-    Err(format!(
-        "worker {pid} routes {host} to {backends:?}, none of whose servers is up at {ip}:{port}: {seen:?}"
-    ))
+    Err(seen)
 }
 
 /// The backends `host`'s entries in the worker's maps point at.
@@ -234,6 +256,30 @@ pub async fn every_worker_routes(
             && workers(socket).await?.contains(&pid)
         {
             return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// Whether every live worker behind `socket` has a server at `ip:port` up
+/// and enabled in `backend`: for routes that pick their backend by rule
+/// (the Gateway API's `use_backend ... if { var(txn.gw_rule) ... }`) rather
+/// than through a host map, the test names the backend the route's Service
+/// gets (`<namespace>_<service>_<port>`, kubernetes-backends' names).
+pub async fn every_worker_serves(
+    socket: &Path,
+    backend: &str,
+    ip: &str,
+    port: u16,
+) -> Result<(), String> {
+    let backends = [backend.to_owned()];
+    for pid in workers(socket).await? {
+        if let Err(seen) = worker_serves(socket, pid, &backends, ip, port).await
+            && workers(socket).await?.contains(&pid)
+        {
+            return Err(format!(
+                "worker {pid}: no server of {backend} is up at {ip}:{port}: {seen:?}"
+            ));
         }
     }
     Ok(())

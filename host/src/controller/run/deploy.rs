@@ -75,7 +75,12 @@ impl Deployer {
                     self.write(&candidate, StatusVariant::Deployed);
                     retry.reset();
                 }
-                DeployResult::Superseded => {}
+                // Deploy the newer candidate at once: `changed()` in
+                // `deploy` already marked it seen, so the select above
+                // would sleep until the resync (30 s) with it undeployed:
+                // a route waited that long for its status, and an endpoint
+                // flip that long to reach HAProxy while its pod exited.
+                DeployResult::Superseded => wake_at = tokio::time::Instant::now(),
                 DeployResult::Failed(message) => {
                     self.write(&candidate, StatusVariant::DeployFailed);
                     let pause = retry.next();
