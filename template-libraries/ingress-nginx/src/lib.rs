@@ -16,6 +16,9 @@
 //!   ([`regex`]). Backends are `kubernetes-backends`' (one server per
 //!   endpoint, named after its pod), so readiness flips stay runtime
 //!   changes and the readiness gate holds for these Ingresses too.
+//! - TLS: `spec.tls` certificates by SNI from this library's crt-list, on
+//!   the one HTTPS bind `ingress` writes (or this library, when `ingress`
+//!   serves no TLS): [`haptic_sdk::ingress::tls`].
 //! - Annotations: typed ([`parse`]) before any reaches the configuration
 //!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
@@ -31,6 +34,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
+use haptic_sdk::ingress::tls::{
+    CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, parse_reference, secrets_watch,
+};
 use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
@@ -49,6 +55,8 @@ pub const INGRESS_CLASSES: &str = "ingressclasses";
 pub const SERVICES: &str = "services";
 /// Opaque Secrets: `auth-secret`'s users.
 pub const SECRETS: &str = "secrets";
+/// `kubernetes.io/tls` Secrets: the certificates of `spec.tls`.
+pub const TLS_SECRETS: &str = "tls-secrets";
 
 /// This library's routing maps (a file has one owner).
 pub const NGINX_MAPS: RouteMaps = RouteMaps {
@@ -86,6 +94,47 @@ pub struct NginxValues {
     pub unsupported_annotations: Unsupported,
     pub annotation_prefix: String,
     pub frontend: String,
+    #[serde(default)]
+    pub tls: NginxTlsValues,
+}
+
+/// `tls`: whether `spec.tls` certificates are served, and the HTTPS bind
+/// and default certificate when `ingress` (whose bind comes first) does
+/// not serve TLS itself.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NginxTlsValues {
+    pub enabled: bool,
+    /// The HTTPS address, e.g. `:8443`.
+    pub bind: String,
+    /// `namespace/name` of a `kubernetes.io/tls` Secret served when SNI
+    /// matches no certificate (ingress-nginx's `--default-ssl-certificate`).
+    pub default_certificate: String,
+}
+
+impl NginxTlsValues {
+    /// Refuses values that would write broken configuration lines.
+    fn check(&self) -> std::result::Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if self.bind.trim().is_empty() || self.bind.contains(['\n', '\r']) {
+            return Err(
+                "templateLibraries.ingressNginx.tls.bind must be one address such as \":8443\""
+                    .to_owned(),
+            );
+        }
+        if !self.default_certificate.is_empty()
+            && parse_reference(&self.default_certificate).is_none()
+        {
+            return Err(format!(
+                "templateLibraries.ingressNginx.tls.defaultCertificate is {:?}; write it as \
+                 namespace/name",
+                self.default_certificate
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Default values (the library itself is off unless enabled).
@@ -98,13 +147,26 @@ pub fn defaults() -> serde_json::Value {
         "unsupportedAnnotations": "warn",
         "annotationPrefix": "nginx.ingress.kubernetes.io",
         "frontend": "http",
+        "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
     })
 }
 
 /// The `ingress-nginx` library.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IngressNginx {
     values: NginxValues,
+    certificates: CertificateCache,
+    https: HttpsBind,
+}
+
+impl Default for IngressNginx {
+    fn default() -> Self {
+        Self {
+            values: NginxValues::default(),
+            certificates: CertificateCache::new(TLS_SECRETS),
+            https: HttpsBind::default(),
+        }
+    }
 }
 
 impl Library for IngressNginx {
@@ -118,7 +180,9 @@ impl Library for IngressNginx {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
-        Ok(Plan::default()
+        self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
+        self.https = HttpsBind::from_values(values);
+        let plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
                     .parse_as::<Ingress>()
@@ -143,7 +207,12 @@ impl Library for IngressNginx {
                     .parse_as::<Secret>()
                     .field_selector("type=Opaque")
                     .ignore_fields(["metadata.managedFields"]),
-            ))
+            );
+        Ok(if self.values.tls.enabled {
+            plan.watch(secrets_watch(TLS_SECRETS))
+        } else {
+            plan
+        })
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
@@ -161,6 +230,7 @@ impl Library for IngressNginx {
         });
 
         let mut routing = Routing::default();
+        let mut certificates = Certificates::new(&INGRESS_NGINX);
         let mut canaries = Vec::new();
         for ingress in &served {
             let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
@@ -188,13 +258,17 @@ impl Library for IngressNginx {
                 continue;
             }
             if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
-                out.warning(
-                    Some(ingress.key),
-                    "TLSCertificateNotServed",
-                    format!(
-                        "Ingress {id:?} has spec.tls, but the ingress-nginx library does not serve its certificates yet: HTTPS requests for its hosts get the default certificate"
-                    ),
-                )?;
+                if v.tls.enabled {
+                    certificates.add_ingress(ctx, &mut self.certificates, ingress, out)?;
+                } else {
+                    out.warning(
+                        Some(ingress.key),
+                        "TLSCertificateNotServed",
+                        format!(
+                            "Ingress {id:?} has spec.tls, but templateLibraries.ingressNginx.tls.enabled is false: HTTPS requests for its hosts get the default certificate"
+                        ),
+                    )?;
+                }
             }
             if policy.canary.is_some() {
                 // After every main Ingress: a canary joins their routes.
@@ -205,6 +279,20 @@ impl Library for IngressNginx {
         }
         for (ingress, id, policy) in &canaries {
             routing.add_canary(ctx, out, ingress, id, policy)?;
+        }
+        if v.tls.enabled {
+            if self.https.is_written_by(INGRESS_NGINX.name) {
+                self.https.write(
+                    ctx,
+                    &mut self.certificates,
+                    out,
+                    &v.frontend,
+                    &v.tls.bind,
+                    &v.tls.default_certificate,
+                    "templateLibraries.ingressNginx.tls.defaultCertificate",
+                )?;
+            }
+            certificates.finish(ctx, &mut self.certificates, out)?;
         }
         routing.finish(&v.frontend, out)
     }

@@ -32,8 +32,9 @@ use haptic_sdk::{
 };
 use serde::Deserialize;
 
-use crate::tls::{CertificateCache, TlsRender, TlsValues};
+use crate::tls::{TlsRender, TlsValues};
 use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
+use haptic_sdk::ingress::tls::{CertificateCache, HttpsBind};
 use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
 
 /// Watch names.
@@ -82,10 +83,21 @@ pub fn defaults() -> serde_json::Value {
 }
 
 /// The `ingress` library.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IngressLibrary {
     values: IngressValues,
     certificates: CertificateCache,
+    https: HttpsBind,
+}
+
+impl Default for IngressLibrary {
+    fn default() -> Self {
+        Self {
+            values: IngressValues::default(),
+            certificates: tls::certificate_cache(),
+            https: HttpsBind::default(),
+        }
+    }
 }
 
 impl Library for IngressLibrary {
@@ -98,6 +110,7 @@ impl Library for IngressLibrary {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
         self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
+        self.https = HttpsBind::from_values(values);
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -270,7 +283,7 @@ impl Library for IngressLibrary {
             for ingress in &served {
                 tls.add_ingress(ctx, certificates, ingress, out)?;
             }
-            tls.finish(ctx, certificates, out)?;
+            tls.finish(ctx, certificates, &self.https, out)?;
         }
 
         if let Some(status) = self.load_balancer_status() {

@@ -13,6 +13,7 @@
 
 mod classes;
 pub mod routes;
+pub mod tls;
 
 use serde::Deserialize;
 
