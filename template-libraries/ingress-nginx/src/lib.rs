@@ -335,6 +335,11 @@ struct Routing {
     ingress_backend_rules: BTreeMap<String, String>,
     /// Backend options (affinity, balance) by backend: (Ingress, lines).
     options: BTreeMap<String, (String, String)>,
+    /// Server options (`backend-protocol`) by backend: (Ingress, options).
+    server_options: BTreeMap<String, (String, &'static str)>,
+    /// The server options each main Ingress asked for, for its canaries'
+    /// backends (ingress-nginx speaks one protocol to both).
+    ingress_server_options: BTreeMap<String, &'static str>,
     /// Canary rules for the frontend: (request rules, routing rules).
     canary_rules: (String, String),
     canaries: usize,
@@ -450,6 +455,10 @@ impl Routing {
                 .push_str(&rules);
         }
         self.add_options(out, ingress, id, policy, &backends)?;
+        if let Some(options) = policy.server_options {
+            self.ingress_server_options.insert(id.to_owned(), options);
+            self.add_server_options(out, ingress, id, options, &backends)?;
+        }
         // nginx orders regex locations longest first.
         regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
         self.regex.extend(regex_routes);
@@ -540,6 +549,38 @@ impl Routing {
                         "BackendSettingsConflict",
                         format!(
                             "Ingress {id:?}: its affinity or balancing annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
+                        ),
+                    )?;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `backend-protocol` belongs to a whole backend's servers: the first
+    /// Ingress to set it on a Service port decides; a later one that
+    /// differs is told.
+    fn add_server_options(
+        &mut self,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        options: &'static str,
+        backends: &[String],
+    ) -> Result<()> {
+        for backend in backends {
+            match self.server_options.get(backend) {
+                None => {
+                    self.server_options
+                        .insert(backend.clone(), (id.to_owned(), options));
+                }
+                Some((owner, theirs)) if *theirs != options => {
+                    out.warning(
+                        Some(ingress.key),
+                        "BackendSettingsConflict",
+                        format!(
+                            "Ingress {id:?}: its backend-protocol differs from that of Ingress {owner:?} on the same Service port ({backend}); HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
                         ),
                     )?;
                 }
@@ -649,6 +690,15 @@ impl Routing {
                 );
                 if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
                     backends.push(backend.clone());
+                    if let Some(options) = self.ingress_server_options.get(&main).copied() {
+                        self.add_server_options(
+                            out,
+                            ingress,
+                            id,
+                            options,
+                            std::slice::from_ref(&backend),
+                        )?;
+                    }
                     if let Some(rules) = self.ingress_backend_rules.get(&main).cloned() {
                         self.backend_rules
                             .entry(backend.clone())
@@ -765,6 +815,14 @@ impl Routing {
         }
         for (backend, (_, lines)) in self.options {
             out.snippet(SectionKind::Backend, &backend, Slot::Other, 0, lines)?;
+        }
+        for (backend, (_, options)) in self.server_options {
+            haptic_sdk::extending::server_options(
+                out,
+                format!("ingress-nginx-server-options:{backend}"),
+                &backend,
+                options,
+            )?;
         }
         out.section(
             SectionKind::Backend,
