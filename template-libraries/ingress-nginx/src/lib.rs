@@ -8,8 +8,11 @@
 //!   cluster moving off ingress-nginx is taken over); the legacy
 //!   `kubernetes.io/ingress.class` annotation in `classNames`; class-less
 //!   Ingresses when `watchIngressWithoutClass` is set or one of those
-//!   IngressClasses is the default. The SDK's IngressClass index
-//!   ([`haptic_sdk::ingress::Classes`]) decides what is ours.
+//!   IngressClasses is the default: [`NginxClassRules`], in the SDK so
+//!   `ingress` stays quiet about the Ingresses this library takes.
+//! - Status: with `publishedAddress` set (or `ingress`'s), every served
+//!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`, as
+//!   `ingress` publishes its own.
 //! - Routing: the SDK's routing table ([`haptic_sdk::ingress::routes`],
 //!   the bundled `ingress` library's engine) under this library's map
 //!   names, plus a regex map for `use-regex` / `rewrite-target` paths
@@ -37,13 +40,14 @@ use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
 use haptic_sdk::ingress::tls::{
     CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, parse_reference, secrets_watch,
 };
-use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
+use haptic_sdk::ingress::{NginxClassRules, PublishedAddress, port_text, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::{map_line, sanitize};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
-    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values,
+    Watch,
 };
 use serde::Deserialize;
 
@@ -88,14 +92,19 @@ pub enum Unsupported {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NginxValues {
-    pub class_names: Vec<String>,
-    pub controller: String,
-    pub watch_ingress_without_class: bool,
+    /// `classNames`, `controller`, `watchIngressWithoutClass`: the SDK's
+    /// rule, which `ingress` reads too (so it stays quiet about ours).
+    #[serde(flatten)]
+    pub classes: NginxClassRules,
     pub unsupported_annotations: Unsupported,
     pub annotation_prefix: String,
     pub frontend: String,
     #[serde(default)]
     pub tls: NginxTlsValues,
+    /// Published in `status.loadBalancer` of the Ingresses it serves; when
+    /// empty, `ingress`'s `publishedAddress` (one address for haptic).
+    #[serde(default)]
+    pub published_address: PublishedAddress,
 }
 
 /// `tls`: whether `spec.tls` certificates are served, and the HTTPS bind
@@ -148,6 +157,7 @@ pub fn defaults() -> serde_json::Value {
         "annotationPrefix": "nginx.ingress.kubernetes.io",
         "frontend": "http",
         "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
+        "publishedAddress": { "ip": "", "hostname": "" },
     })
 }
 
@@ -182,7 +192,10 @@ impl Library for IngressNginx {
         self.values = values.get()?;
         self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
         self.https = HttpsBind::from_values(values);
-        let plan = Plan::default()
+        if !self.values.published_address.is_set() {
+            self.values.published_address = PublishedAddress::of_ingress_library(values);
+        }
+        let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
                     .parse_as::<Ingress>()
@@ -208,20 +221,22 @@ impl Library for IngressNginx {
                     .field_selector("type=Opaque")
                     .ignore_fields(["metadata.managedFields"]),
             );
-        Ok(if self.values.tls.enabled {
-            plan.watch(secrets_watch(TLS_SECRETS))
-        } else {
-            plan
-        })
+        if self.values.tls.enabled {
+            plan = plan.watch(secrets_watch(TLS_SECRETS));
+        }
+        if self.values.published_address.is_set() {
+            plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
+        }
+        Ok(plan)
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
         let v = &self.values;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
-        let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
+        let classes = v.classes.classes(classes.iter().map(|c| c.value));
         let mut served: Vec<Entry<'_, Ingress>> = ctx
             .objects::<Ingress>(INGRESSES)?
-            .filter(|ingress| serves(v, &classes, ingress))
+            .filter(|ingress| v.classes.serves(&classes, ingress))
             .collect();
         // Older Ingresses win conflicts, as in ingress-nginx.
         served.sort_by(|a, b| {
@@ -256,6 +271,16 @@ impl Library for IngressNginx {
             report::emit(out, ingress.key, &v.annotation_prefix, &findings, refused)?;
             if refused {
                 continue;
+            }
+            if let Some(status) = v.published_address.load_balancer_status() {
+                out.status_patch(
+                    StatusVariant::Deployed,
+                    "networking.k8s.io/v1",
+                    "Ingress",
+                    &ingress.key.namespace,
+                    &ingress.key.name,
+                    &status,
+                )?;
             }
             if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
                 if v.tls.enabled {
@@ -295,26 +320,6 @@ impl Library for IngressNginx {
             certificates.finish(ctx, &mut self.certificates, out)?;
         }
         routing.finish(&v.frontend, out)
-    }
-}
-
-/// Whether `ingress` is ours by these values (see the crate docs).
-fn serves(v: &NginxValues, classes: &Classes, ingress: &Ingress) -> bool {
-    let named = ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref());
-    if let Some(name) = named {
-        return classes.is_ours(name) || v.class_names.iter().any(|c| c == name);
-    }
-    let legacy = ingress
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LEGACY_ANNOTATION));
-    match legacy {
-        Some(value) => v.class_names.iter().any(|c| c == value),
-        None => v.watch_ingress_without_class || classes.default_is_ours(),
     }
 }
 

@@ -35,7 +35,9 @@ use serde::Deserialize;
 use crate::tls::{TlsRender, TlsValues};
 use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
 use haptic_sdk::ingress::tls::{CertificateCache, HttpsBind};
-use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
+use haptic_sdk::ingress::{
+    Classes, NginxClassRules, PublishedAddress, port_text, service_port_backend,
+};
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -62,15 +64,6 @@ pub struct IngressValues {
     pub tls: TlsValues,
 }
 
-/// `publishedAddress`; empty fields are left out, both empty means no patch.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct PublishedAddress {
-    #[serde(default)]
-    pub ip: String,
-    #[serde(default)]
-    pub hostname: String,
-}
-
 /// Default values.
 pub fn defaults() -> serde_json::Value {
     serde_json::json!({
@@ -88,6 +81,9 @@ pub struct IngressLibrary {
     values: IngressValues,
     certificates: CertificateCache,
     https: HttpsBind,
+    /// `ingress-nginx`'s class rules when it is enabled: the Ingresses it
+    /// serves are not logged as not served.
+    nginx: Option<NginxClassRules>,
 }
 
 impl Default for IngressLibrary {
@@ -96,6 +92,7 @@ impl Default for IngressLibrary {
             values: IngressValues::default(),
             certificates: tls::certificate_cache(),
             https: HttpsBind::default(),
+            nginx: None,
         }
     }
 }
@@ -111,6 +108,7 @@ impl Library for IngressLibrary {
         self.values = values.get()?;
         self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
         self.https = HttpsBind::from_values(values);
+        self.nginx = NginxClassRules::from_values(values);
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -132,7 +130,7 @@ impl Library for IngressLibrary {
         if self.values.tls.enabled {
             plan = plan.watch(tls::secrets_watch());
         }
-        if self.publishes() {
+        if self.values.published_address.is_set() {
             plan = plan.patches_status_of("networking.k8s.io/v1", "Ingress");
         }
         Ok(plan)
@@ -142,6 +140,10 @@ impl Library for IngressLibrary {
         let v = &self.values;
         let certificates = &mut self.certificates;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
+        let nginx = self
+            .nginx
+            .as_ref()
+            .map(|rules| (rules, rules.classes(classes.iter().map(|c| c.value))));
         let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
         // Warnings about an Ingress are logged when it changes (or on a
         // complete render), not again on every render of any Ingress.
@@ -151,6 +153,11 @@ impl Library for IngressLibrary {
         for ingress in ctx.objects::<Ingress>(INGRESSES)? {
             match classes.not_served_because(&ingress, &v.class_name) {
                 None => served.push(ingress),
+                // Another haptic library serves it: nothing to say.
+                Some(_)
+                    if nginx
+                        .as_ref()
+                        .is_some_and(|(rules, classes)| rules.serves(classes, &ingress)) => {}
                 Some(reason) => {
                     not_served += 1;
                     if ctx.is_complete() || changed.contains(ingress.key) {
@@ -286,7 +293,7 @@ impl Library for IngressLibrary {
             tls.finish(ctx, certificates, &self.https, out)?;
         }
 
-        if let Some(status) = self.load_balancer_status() {
+        if let Some(status) = self.values.published_address.load_balancer_status() {
             for ingress in &served {
                 out.status_patch(
                     StatusVariant::Deployed,
@@ -299,29 +306,6 @@ impl Library for IngressLibrary {
             }
         }
         Ok(())
-    }
-}
-
-impl IngressLibrary {
-    fn publishes(&self) -> bool {
-        let a = &self.values.published_address;
-        !a.ip.is_empty() || !a.hostname.is_empty()
-    }
-
-    /// `{"loadBalancer": {"ingress": [{"ip": ..., "hostname": ...}]}}`.
-    fn load_balancer_status(&self) -> Option<serde_json::Value> {
-        if !self.publishes() {
-            return None;
-        }
-        let a = &self.values.published_address;
-        let mut entry = serde_json::Map::new();
-        if !a.ip.is_empty() {
-            entry.insert("ip".into(), a.ip.clone().into());
-        }
-        if !a.hostname.is_empty() {
-            entry.insert("hostname".into(), a.hostname.clone().into());
-        }
-        Some(serde_json::json!({ "loadBalancer": { "ingress": [entry] } }))
     }
 }
 

@@ -69,6 +69,100 @@ impl ClassRules {
     }
 }
 
+/// `publishedAddress` (`ip`, `hostname`): the address an Ingress library
+/// publishes in the `status.loadBalancer` of the Ingresses it serves
+/// (a `deployed`-variant patch); both empty publishes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PublishedAddress {
+    pub ip: String,
+    pub hostname: String,
+}
+
+impl PublishedAddress {
+    /// Whether there is anything to publish.
+    pub fn is_set(&self) -> bool {
+        !self.ip.is_empty() || !self.hostname.is_empty()
+    }
+
+    /// `{"loadBalancer": {"ingress": [{"ip": ..., "hostname": ...}]}}`,
+    /// empty fields left out; `None` when neither is set.
+    pub fn load_balancer_status(&self) -> Option<serde_json::Value> {
+        if !self.is_set() {
+            return None;
+        }
+        let mut entry = serde_json::Map::new();
+        if !self.ip.is_empty() {
+            entry.insert("ip".into(), self.ip.clone().into());
+        }
+        if !self.hostname.is_empty() {
+            entry.insert("hostname".into(), self.hostname.clone().into());
+        }
+        Some(serde_json::json!({ "loadBalancer": { "ingress": [entry] } }))
+    }
+
+    /// The `ingress` library's `publishedAddress` (empty when it is
+    /// disabled or sets none).
+    pub fn of_ingress_library(values: &Values) -> Self {
+        values
+            .library("ingress")
+            .and_then(|tree| tree.get("publishedAddress"))
+            .and_then(|address| serde_json::from_value(address.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The class settings of the `ingress-nginx` library's values
+/// (`templateLibraries.ingressNginx.classNames`, `.controller`,
+/// `.watchIngressWithoutClass`): which Ingresses it serves, so `ingress`
+/// knows which of the Ingresses it does not serve another library takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NginxClassRules {
+    pub class_names: Vec<String>,
+    pub controller: String,
+    pub watch_ingress_without_class: bool,
+}
+
+impl NginxClassRules {
+    /// The `ingress-nginx` library's class settings; `None` when it is
+    /// disabled (the host sends only enabled libraries' values).
+    pub fn from_values(values: &Values) -> Option<Self> {
+        values
+            .library("ingressNginx")
+            .and_then(|tree| serde_json::from_value(tree.clone()).ok())
+    }
+
+    /// Indexes the cluster's IngressClasses by this controller.
+    pub fn classes<'a>(&self, classes: impl IntoIterator<Item = &'a IngressClass>) -> Classes {
+        Classes::new(classes, &self.controller)
+    }
+
+    /// Whether `ingress-nginx` serves `ingress`: `spec.ingressClassName`
+    /// in `classNames` or naming an IngressClass of `controller`; the
+    /// legacy annotation in `classNames`; class-less ones when
+    /// `watchIngressWithoutClass` is set or one of those IngressClasses is
+    /// the default.
+    pub fn serves(&self, classes: &Classes, ingress: &Ingress) -> bool {
+        let named = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref());
+        if let Some(name) = named {
+            return classes.is_ours(name) || self.class_names.iter().any(|c| c == name);
+        }
+        let legacy = ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LEGACY_ANNOTATION));
+        match legacy {
+            Some(value) => self.class_names.iter().any(|c| c == value),
+            None => self.watch_ingress_without_class || classes.default_is_ours(),
+        }
+    }
+}
+
 /// The backend of the Service port an Ingress backend names (the
 /// `kubernetes-backends` naming rule), or `None` when the Service (watched
 /// as [`ServicePorts`] under `services_watch`) or the port does not exist.
