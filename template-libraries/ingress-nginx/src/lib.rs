@@ -46,8 +46,7 @@ use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressService
 use haptic_sdk::names::{map_line, sanitize};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
-    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, StatusVariant, Values,
-    Watch,
+    Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
 };
 use serde::Deserialize;
 
@@ -272,16 +271,7 @@ impl Library for IngressNginx {
             if refused {
                 continue;
             }
-            if let Some(status) = v.published_address.load_balancer_status() {
-                out.status_patch(
-                    StatusVariant::Deployed,
-                    "networking.k8s.io/v1",
-                    "Ingress",
-                    &ingress.key.namespace,
-                    &ingress.key.name,
-                    &status,
-                )?;
-            }
+            v.published_address.publish(out, ingress.key)?;
             if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
                 if v.tls.enabled {
                     certificates.add_ingress(ctx, &mut self.certificates, ingress, out)?;

@@ -27,8 +27,8 @@ use std::collections::HashSet;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
-    Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
-    StatusVariant, Values, Watch, log,
+    Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot, Values,
+    Watch, log,
 };
 use serde::Deserialize;
 
@@ -293,17 +293,8 @@ impl Library for IngressLibrary {
             tls.finish(ctx, certificates, &self.https, out)?;
         }
 
-        if let Some(status) = self.values.published_address.load_balancer_status() {
-            for ingress in &served {
-                out.status_patch(
-                    StatusVariant::Deployed,
-                    "networking.k8s.io/v1",
-                    "Ingress",
-                    &ingress.key.namespace,
-                    &ingress.key.name,
-                    &status,
-                )?;
-            }
+        for ingress in &served {
+            self.values.published_address.publish(out, ingress.key)?;
         }
         Ok(())
     }

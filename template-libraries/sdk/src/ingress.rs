@@ -101,6 +101,22 @@ impl PublishedAddress {
         Some(serde_json::json!({ "loadBalancer": { "ingress": [entry] } }))
     }
 
+    /// Publishes this address in the `status.loadBalancer` of Ingress
+    /// `ingress` (a `deployed`-variant patch); nothing when it is unset.
+    pub fn publish(&self, out: &mut crate::Output, ingress: &crate::ObjectKey) -> Result<()> {
+        let Some(status) = self.load_balancer_status() else {
+            return Ok(());
+        };
+        out.status_patch(
+            crate::StatusVariant::Deployed,
+            "networking.k8s.io/v1",
+            "Ingress",
+            &ingress.namespace,
+            &ingress.name,
+            &status,
+        )
+    }
+
     /// The `ingress` library's `publishedAddress` (empty when it is
     /// disabled or sets none).
     pub fn of_ingress_library(values: &Values) -> Self {
