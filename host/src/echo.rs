@@ -11,11 +11,19 @@
 //! method=GET
 //! host=shop.example.com
 //! path=/cart?item=1
+//! protocol=HTTP/1.1
+//! tls=false
 //! header.x-forwarded-proto=https
 //! ```
 //!
 //! A request may ask for a status with `x-haptic-echo-status: 503` (so a
 //! check can see what HAProxy does with a failing backend).
+//!
+//! It speaks what a pod may: HTTP/1.1 or HTTP/2 (prior knowledge, h2c, as
+//! gRPC servers do), in plain text or over TLS (a client hello as the first
+//! byte; a self-signed certificate, ALPN `h2` and `http/1.1`), and says which
+//! (`protocol=HTTP/2.0`, `tls=true`), so a check sees how HAProxy spoke to
+//! the backend.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -90,30 +98,76 @@ pub fn endpoints(inputs: &[PathBuf]) -> Result<Vec<Endpoint>, ManifestError> {
     Ok(found)
 }
 
+/// The first byte of a TLS connection (a handshake record).
+const TLS_HANDSHAKE: u8 = 0x16;
+
 /// Serves echo answers on `listener` until the task is dropped.
 pub async fn serve(listener: tokio::net::TcpListener) {
     let local = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    // Without a certificate (it cannot be generated) TLS clients fail their
+    // handshake, and plain ones are still answered.
+    let acceptor = tls_acceptor().ok();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let local = local.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let answer = answer(&local, &request);
-                async move { Ok::<_, Infallible>(answer) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let mut first = [0u8; 1];
+            let hello = matches!(stream.peek(&mut first).await, Ok(1) if first[0] == TLS_HANDSHAKE);
+            match acceptor.filter(|_| hello) {
+                Some(acceptor) => {
+                    if let Ok(tls) = acceptor.accept(stream).await {
+                        serve_connection(tls, local, true).await;
+                    }
+                }
+                None => serve_connection(stream, local, false).await,
+            }
         });
     }
 }
 
-fn answer(local: &str, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// HTTP/1.1 or HTTP/2, whichever the client speaks.
+async fn serve_connection<S>(stream: S, local: String, tls: bool)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let answer = answer(&local, tls, &request);
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// A TLS server with a fresh self-signed certificate.
+fn tls_acceptor() -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let generated = crate::tls::DefaultCertificate::generate().map_err(|e| e.to_string())?;
+    let (certificate, key) = crate::tls::split_bundle(generated.pem.expose());
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(certificate.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| "the generated certificate does not parse".to_owned())?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+        .map_err(|_| "the generated key does not parse".to_owned())?;
+    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .map_err(|e| e.to_string())?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+}
+
+fn answer(local: &str, tls: bool, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     let header = |name: &str| {
         request
             .headers()
@@ -126,10 +180,16 @@ fn answer(local: &str, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
+    // HTTP/2 carries the host in the URI (`:authority`), not a header.
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str())
+        .unwrap_or_else(|| header("host"));
     let mut body = format!(
-        "backend={local}\nmethod={}\nhost={}\npath={path}\n",
+        "backend={local}\nmethod={}\nhost={host}\npath={path}\nprotocol={:?}\ntls={tls}\n",
         request.method(),
-        header("host")
+        request.version(),
     );
     for (name, value) in request.headers() {
         let value = String::from_utf8_lossy(value.as_bytes());
@@ -157,6 +217,10 @@ pub struct Echo {
     pub host: String,
     /// Path and query as the backend received them.
     pub path: String,
+    /// `HTTP/1.1` or `HTTP/2.0`.
+    pub protocol: String,
+    /// Whether the connection was TLS.
+    pub tls: bool,
     /// Request headers as the backend received them (names lowercase; a
     /// repeated header's values joined with `, `).
     pub headers: BTreeMap<String, String>,
@@ -176,6 +240,8 @@ impl Echo {
                 "method" => echo.method = value.to_owned(),
                 "host" => echo.host = value.to_owned(),
                 "path" => echo.path = value.to_owned(),
+                "protocol" => echo.protocol = value.to_owned(),
+                "tls" => echo.tls = value == "true",
                 _ => {
                     if let Some(name) = key.strip_prefix("header.") {
                         echo.headers

@@ -136,7 +136,18 @@ pub fn check_certificate(
                 .unwrap_or_else(|_| not_before.to_string()),
         ));
     }
-    let mut dns_names: Vec<String> = match parsed.subject_alternative_name() {
+    let dns_names = names_of(&parsed);
+    Ok(CertificateInfo {
+        dns_names,
+        not_before,
+        not_after,
+    })
+}
+
+/// The DNS names a certificate is valid for: its subject alternative
+/// names, else its common name; lowercase.
+fn names_of(parsed: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
+    let names: Vec<String> = match parsed.subject_alternative_name() {
         Ok(Some(names)) => names
             .value
             .general_names
@@ -148,19 +159,22 @@ pub fn check_certificate(
             .collect(),
         _ => Vec::new(),
     };
-    if dns_names.is_empty() {
-        dns_names = parsed
-            .subject()
-            .iter_common_name()
-            .filter_map(|name| name.as_str().ok())
-            .map(str::to_ascii_lowercase)
-            .collect();
+    if !names.is_empty() {
+        return names;
     }
-    Ok(CertificateInfo {
-        dns_names,
-        not_before,
-        not_after,
-    })
+    parsed
+        .subject()
+        .iter_common_name()
+        .filter_map(|name| name.as_str().ok())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// The DNS names of a DER certificate (what a TLS server presented);
+/// `None` when it does not parse.
+pub fn der_certificate_names(der: &[u8]) -> Option<Vec<String>> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(names_of(&parsed))
 }
 
 /// rustls-pki-types' PEM errors can quote the offending section; keep only

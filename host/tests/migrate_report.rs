@@ -67,6 +67,12 @@ fn the_report_covers_every_annotation_of_the_examples() {
         stderr.contains("validated by HAProxy"),
         "the report's render is validated: {stderr}"
     );
+    // `ingress` renders too; it knows ingress-nginx takes these Ingresses
+    // and says nothing of them.
+    assert!(
+        !stderr.contains("is not served"),
+        "ingress logs nothing about the nginx-class Ingresses: {stderr}"
+    );
 
     let expected = annotations_in_the_manifests();
     assert_eq!(expected.len(), 5, "four apps, the canary pair has two");

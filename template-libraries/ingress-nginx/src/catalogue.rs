@@ -45,15 +45,14 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "auth-tls-error-page"
         | "auth-tls-pass-certificate-to-upstream"
         | "auth-tls-match-cn" => "client certificate authentication is not in this library yet",
-        "backend-protocol"
-        | "proxy-ssl-secret"
+        "proxy-ssl-secret"
         | "proxy-ssl-ciphers"
         | "proxy-ssl-name"
         | "proxy-ssl-protocols"
         | "proxy-ssl-verify"
         | "proxy-ssl-verify-depth"
         | "proxy-ssl-server-name" => {
-            "the protocol to the backend is a server option of kubernetes-backends' servers, which this library does not set yet"
+            "TLS settings to the backend (client certificate, CA, verification, SNI, ciphers) are not in this library yet; backend-protocol HTTPS and GRPCS connect without verifying the pod's certificate"
         }
         "canary"
         | "canary-by-header"

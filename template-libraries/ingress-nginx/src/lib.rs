@@ -8,14 +8,20 @@
 //!   cluster moving off ingress-nginx is taken over); the legacy
 //!   `kubernetes.io/ingress.class` annotation in `classNames`; class-less
 //!   Ingresses when `watchIngressWithoutClass` is set or one of those
-//!   IngressClasses is the default. The SDK's IngressClass index
-//!   ([`haptic_sdk::ingress::Classes`]) decides what is ours.
+//!   IngressClasses is the default: [`NginxClassRules`], in the SDK so
+//!   `ingress` stays quiet about the Ingresses this library takes.
+//! - Status: with `publishedAddress` set (or `ingress`'s), every served
+//!   Ingress gets a `deployed`-variant patch of `status.loadBalancer`, as
+//!   `ingress` publishes its own.
 //! - Routing: the SDK's routing table ([`haptic_sdk::ingress::routes`],
 //!   the bundled `ingress` library's engine) under this library's map
 //!   names, plus a regex map for `use-regex` / `rewrite-target` paths
 //!   ([`regex`]). Backends are `kubernetes-backends`' (one server per
 //!   endpoint, named after its pod), so readiness flips stay runtime
 //!   changes and the readiness gate holds for these Ingresses too.
+//! - TLS: `spec.tls` certificates by SNI from this library's crt-list, on
+//!   the one HTTPS bind `ingress` writes (or this library, when `ingress`
+//!   serves no TLS): [`haptic_sdk::ingress::tls`].
 //! - Annotations: typed ([`parse`]) before any reaches the configuration
 //!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
@@ -30,8 +36,12 @@ pub mod report;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use haptic_sdk::ingress::published::{self, PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
-use haptic_sdk::ingress::{Classes, LEGACY_ANNOTATION, port_text, service_port_backend};
+use haptic_sdk::ingress::tls::{
+    CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, parse_reference, secrets_watch,
+};
+use haptic_sdk::ingress::{NginxClassRules, port_text, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::{map_line, sanitize};
@@ -47,8 +57,13 @@ use crate::policy::{Annotations, Policy};
 pub const INGRESSES: &str = "ingresses";
 pub const INGRESS_CLASSES: &str = "ingressclasses";
 pub const SERVICES: &str = "services";
+/// The Service whose address is published (with `publishedService`, its
+/// own or `ingress`'s).
+pub const PUBLISHED_SERVICE: &str = "published-service";
 /// Opaque Secrets: `auth-secret`'s users.
 pub const SECRETS: &str = "secrets";
+/// `kubernetes.io/tls` Secrets: the certificates of `spec.tls`.
+pub const TLS_SECRETS: &str = "tls-secrets";
 
 /// This library's routing maps (a file has one owner).
 pub const NGINX_MAPS: RouteMaps = RouteMaps {
@@ -80,12 +95,61 @@ pub enum Unsupported {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NginxValues {
-    pub class_names: Vec<String>,
-    pub controller: String,
-    pub watch_ingress_without_class: bool,
+    /// `classNames`, `controller`, `watchIngressWithoutClass`: the SDK's
+    /// rule, which `ingress` reads too (so it stays quiet about ours).
+    #[serde(flatten)]
+    pub classes: NginxClassRules,
     pub unsupported_annotations: Unsupported,
     pub annotation_prefix: String,
     pub frontend: String,
+    #[serde(default)]
+    pub tls: NginxTlsValues,
+    /// Published in `status.loadBalancer` of the Ingresses it serves (a
+    /// fixed address, or the address of a Service, `namespace/name`); both
+    /// empty: what `ingress` publishes (one address for haptic).
+    #[serde(default)]
+    pub published_address: PublishedAddress,
+    #[serde(default)]
+    pub published_service: String,
+}
+
+/// `tls`: whether `spec.tls` certificates are served, and the HTTPS bind
+/// and default certificate when `ingress` (whose bind comes first) does
+/// not serve TLS itself.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NginxTlsValues {
+    pub enabled: bool,
+    /// The HTTPS address, e.g. `:8443`.
+    pub bind: String,
+    /// `namespace/name` of a `kubernetes.io/tls` Secret served when SNI
+    /// matches no certificate (ingress-nginx's `--default-ssl-certificate`).
+    pub default_certificate: String,
+}
+
+impl NginxTlsValues {
+    /// Refuses values that would write broken configuration lines.
+    fn check(&self) -> std::result::Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if self.bind.trim().is_empty() || self.bind.contains(['\n', '\r']) {
+            return Err(
+                "templateLibraries.ingressNginx.tls.bind must be one address such as \":8443\""
+                    .to_owned(),
+            );
+        }
+        if !self.default_certificate.is_empty()
+            && parse_reference(&self.default_certificate).is_none()
+        {
+            return Err(format!(
+                "templateLibraries.ingressNginx.tls.defaultCertificate is {:?}; write it as \
+                 namespace/name",
+                self.default_certificate
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Default values (the library itself is off unless enabled).
@@ -98,13 +162,30 @@ pub fn defaults() -> serde_json::Value {
         "unsupportedAnnotations": "warn",
         "annotationPrefix": "nginx.ingress.kubernetes.io",
         "frontend": "http",
+        "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
+        "publishedAddress": { "ip": "", "hostname": "" },
+        "publishedService": "",
     })
 }
 
 /// The `ingress-nginx` library.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IngressNginx {
     values: NginxValues,
+    publishing: Publishing,
+    certificates: CertificateCache,
+    https: HttpsBind,
+}
+
+impl Default for IngressNginx {
+    fn default() -> Self {
+        Self {
+            values: NginxValues::default(),
+            publishing: Publishing::default(),
+            certificates: CertificateCache::new(TLS_SECRETS),
+            https: HttpsBind::default(),
+        }
+    }
 }
 
 impl Library for IngressNginx {
@@ -118,7 +199,16 @@ impl Library for IngressNginx {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
-        Ok(Plan::default()
+        self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
+        self.https = HttpsBind::from_values(values);
+        self.publishing = Publishing::new(
+            self.values.published_address.clone(),
+            &self.values.published_service,
+        )?;
+        if !self.publishing.is_on() {
+            self.publishing = Publishing::of_ingress_library(values)?;
+        }
+        let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
                     .parse_as::<Ingress>()
@@ -143,16 +233,27 @@ impl Library for IngressNginx {
                     .parse_as::<Secret>()
                     .field_selector("type=Opaque")
                     .ignore_fields(["metadata.managedFields"]),
-            ))
+            );
+        if self.values.tls.enabled {
+            plan = plan.watch(secrets_watch(TLS_SECRETS));
+        }
+        if self.publishing.is_on() {
+            plan = self
+                .publishing
+                .watch(plan, PUBLISHED_SERVICE)
+                .patches_status_of("networking.k8s.io/v1", "Ingress");
+        }
+        Ok(plan)
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+        let published_status = self.publishing.status(ctx, PUBLISHED_SERVICE)?;
         let v = &self.values;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
-        let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
+        let classes = v.classes.classes(classes.iter().map(|c| c.value));
         let mut served: Vec<Entry<'_, Ingress>> = ctx
             .objects::<Ingress>(INGRESSES)?
-            .filter(|ingress| serves(v, &classes, ingress))
+            .filter(|ingress| v.classes.serves(&classes, ingress))
             .collect();
         // Older Ingresses win conflicts, as in ingress-nginx.
         served.sort_by(|a, b| {
@@ -161,6 +262,7 @@ impl Library for IngressNginx {
         });
 
         let mut routing = Routing::default();
+        let mut certificates = Certificates::new(&INGRESS_NGINX);
         let mut canaries = Vec::new();
         for ingress in &served {
             let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
@@ -187,14 +289,21 @@ impl Library for IngressNginx {
             if refused {
                 continue;
             }
+            if let Some(status) = &published_status {
+                published::patch_ingress(out, ingress.key, status)?;
+            }
             if spec.tls.as_ref().is_some_and(|tls| !tls.is_empty()) {
-                out.warning(
-                    Some(ingress.key),
-                    "TLSCertificateNotServed",
-                    format!(
-                        "Ingress {id:?} has spec.tls, but the ingress-nginx library does not serve its certificates yet: HTTPS requests for its hosts get the default certificate"
-                    ),
-                )?;
+                if v.tls.enabled {
+                    certificates.add_ingress(ctx, &mut self.certificates, ingress, out)?;
+                } else {
+                    out.warning(
+                        Some(ingress.key),
+                        "TLSCertificateNotServed",
+                        format!(
+                            "Ingress {id:?} has spec.tls, but templateLibraries.ingressNginx.tls.enabled is false: HTTPS requests for its hosts get the default certificate"
+                        ),
+                    )?;
+                }
             }
             if policy.canary.is_some() {
                 // After every main Ingress: a canary joins their routes.
@@ -206,27 +315,21 @@ impl Library for IngressNginx {
         for (ingress, id, policy) in &canaries {
             routing.add_canary(ctx, out, ingress, id, policy)?;
         }
+        if v.tls.enabled {
+            if self.https.is_written_by(INGRESS_NGINX.name) {
+                self.https.write(
+                    ctx,
+                    &mut self.certificates,
+                    out,
+                    &v.frontend,
+                    &v.tls.bind,
+                    &v.tls.default_certificate,
+                    "templateLibraries.ingressNginx.tls.defaultCertificate",
+                )?;
+            }
+            certificates.finish(ctx, &mut self.certificates, out)?;
+        }
         routing.finish(&v.frontend, out)
-    }
-}
-
-/// Whether `ingress` is ours by these values (see the crate docs).
-fn serves(v: &NginxValues, classes: &Classes, ingress: &Ingress) -> bool {
-    let named = ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref());
-    if let Some(name) = named {
-        return classes.is_ours(name) || v.class_names.iter().any(|c| c == name);
-    }
-    let legacy = ingress
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LEGACY_ANNOTATION));
-    match legacy {
-        Some(value) => v.class_names.iter().any(|c| c == value),
-        None => v.watch_ingress_without_class || classes.default_is_ours(),
     }
 }
 
@@ -247,6 +350,11 @@ struct Routing {
     ingress_backend_rules: BTreeMap<String, String>,
     /// Backend options (affinity, balance) by backend: (Ingress, lines).
     options: BTreeMap<String, (String, String)>,
+    /// Server options (`backend-protocol`) by backend: (Ingress, options).
+    server_options: BTreeMap<String, (String, &'static str)>,
+    /// The server options each main Ingress asked for, for its canaries'
+    /// backends (ingress-nginx speaks one protocol to both).
+    ingress_server_options: BTreeMap<String, &'static str>,
     /// Canary rules for the frontend: (request rules, routing rules).
     canary_rules: (String, String),
     canaries: usize,
@@ -362,6 +470,10 @@ impl Routing {
                 .push_str(&rules);
         }
         self.add_options(out, ingress, id, policy, &backends)?;
+        if let Some(options) = policy.server_options {
+            self.ingress_server_options.insert(id.to_owned(), options);
+            self.add_server_options(out, ingress, id, options, &backends)?;
+        }
         // nginx orders regex locations longest first.
         regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
         self.regex.extend(regex_routes);
@@ -452,6 +564,38 @@ impl Routing {
                         "BackendSettingsConflict",
                         format!(
                             "Ingress {id:?}: its affinity or balancing annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
+                        ),
+                    )?;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `backend-protocol` belongs to a whole backend's servers: the first
+    /// Ingress to set it on a Service port decides; a later one that
+    /// differs is told.
+    fn add_server_options(
+        &mut self,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        options: &'static str,
+        backends: &[String],
+    ) -> Result<()> {
+        for backend in backends {
+            match self.server_options.get(backend) {
+                None => {
+                    self.server_options
+                        .insert(backend.clone(), (id.to_owned(), options));
+                }
+                Some((owner, theirs)) if *theirs != options => {
+                    out.warning(
+                        Some(ingress.key),
+                        "BackendSettingsConflict",
+                        format!(
+                            "Ingress {id:?}: its backend-protocol differs from that of Ingress {owner:?} on the same Service port ({backend}); HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
                         ),
                     )?;
                 }
@@ -561,6 +705,15 @@ impl Routing {
                 );
                 if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
                     backends.push(backend.clone());
+                    if let Some(options) = self.ingress_server_options.get(&main).copied() {
+                        self.add_server_options(
+                            out,
+                            ingress,
+                            id,
+                            options,
+                            std::slice::from_ref(&backend),
+                        )?;
+                    }
                     if let Some(rules) = self.ingress_backend_rules.get(&main).cloned() {
                         self.backend_rules
                             .entry(backend.clone())
@@ -677,6 +830,14 @@ impl Routing {
         }
         for (backend, (_, lines)) in self.options {
             out.snippet(SectionKind::Backend, &backend, Slot::Other, 0, lines)?;
+        }
+        for (backend, (_, options)) in self.server_options {
+            haptic_sdk::extending::server_options(
+                out,
+                format!("ingress-nginx-server-options:{backend}"),
+                &backend,
+                options,
+            )?;
         }
         out.section(
             SectionKind::Backend,

@@ -187,6 +187,8 @@ pub struct Policy {
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
     pub retries: Option<u64>,
+    /// Server options for the protocol to the pods (`backend-protocol`).
+    pub server_options: Option<&'static str>,
 }
 
 impl Policy {
@@ -197,6 +199,7 @@ impl Policy {
         let mut p = Self::default();
         p.read_canary(a);
         p.read_backend(a);
+        p.read_protocol(a);
         if p.canary.is_some() {
             // ingress-nginx ignores a canary's other annotations: the main
             // Ingress's apply to its requests.
@@ -311,6 +314,40 @@ impl Policy {
             c.cookie = Some(cookie);
         }
         self.canary = Some(c);
+    }
+
+    /// `backend-protocol`: how HAProxy speaks to the pods, as options on
+    /// kubernetes-backends' server lines. ingress-nginx verifies no backend
+    /// certificate unless `proxy-ssl-verify` says so, hence `verify none`.
+    fn read_protocol(&mut self, a: &mut Annotations<'_>) {
+        let Some((key, value)) = a.take("backend-protocol") else {
+            return;
+        };
+        let (options, status) = match value.trim().to_ascii_uppercase().as_str() {
+            "HTTP" => (None, Status::Honoured("HTTP/1.1 to the pods (the default)".into())),
+            "HTTPS" => (
+                Some("ssl verify none"),
+                Status::Honoured("TLS to the pods, their certificate not verified (as ingress-nginx without proxy-ssl-verify): server option ssl verify none".into()),
+            ),
+            "GRPC" | "H2C" => (
+                Some("proto h2"),
+                Status::Honoured("HTTP/2 without TLS to the pods (h2c): server option proto h2".into()),
+            ),
+            "GRPCS" => (
+                Some("ssl verify none alpn h2"),
+                Status::Honoured("HTTP/2 over TLS to the pods, their certificate not verified: server options ssl verify none alpn h2".into()),
+            ),
+            "AUTO_HTTP" | "FCGI" | "AJP" => (
+                None,
+                Status::NotHonoured(format!("{value}: HAProxy 2.6 backends here speak HTTP/1.1, HTTP/2 (h2c) or either over TLS; the pods get HTTP/1.1")),
+            ),
+            _ => (
+                None,
+                Status::Invalid(format!("{value:?} is not HTTP, HTTPS, GRPC, GRPCS, H2C, AUTO_HTTP, FCGI or AJP")),
+            ),
+        };
+        a.record(key, status);
+        self.server_options = options;
     }
 
     fn read_backend(&mut self, a: &mut Annotations<'_>) {

@@ -29,15 +29,16 @@ use std::collections::HashSet;
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
-    Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
-    StatusVariant, Values, Watch, log,
+    Context, Entry, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot, Values,
+    Watch, log,
 };
 use serde::Deserialize;
 
-use crate::tls::{CertificateCache, TlsRender, TlsValues};
-use haptic_sdk::ingress::published::{PublishedAddress, Publishing};
+use crate::tls::{TlsRender, TlsValues};
+use haptic_sdk::ingress::published::{self, PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
-use haptic_sdk::ingress::{Classes, port_text, service_port_backend};
+use haptic_sdk::ingress::tls::{CertificateCache, HttpsBind};
+use haptic_sdk::ingress::{Classes, NginxClassRules, port_text, service_port_backend};
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -83,11 +84,27 @@ pub fn defaults() -> serde_json::Value {
 }
 
 /// The `ingress` library.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IngressLibrary {
     values: IngressValues,
     publishing: Publishing,
     certificates: CertificateCache,
+    https: HttpsBind,
+    /// `ingress-nginx`'s class rules when it is enabled: the Ingresses it
+    /// serves are not logged as not served.
+    nginx: Option<NginxClassRules>,
+}
+
+impl Default for IngressLibrary {
+    fn default() -> Self {
+        Self {
+            values: IngressValues::default(),
+            publishing: Publishing::default(),
+            certificates: tls::certificate_cache(),
+            https: HttpsBind::default(),
+            nginx: None,
+        }
+    }
 }
 
 impl Library for IngressLibrary {
@@ -104,6 +121,8 @@ impl Library for IngressLibrary {
             self.values.published_address.clone(),
             &self.values.published_service,
         )?;
+        self.https = HttpsBind::from_values(values);
+        self.nginx = NginxClassRules::from_values(values);
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -138,6 +157,10 @@ impl Library for IngressLibrary {
         let v = &self.values;
         let certificates = &mut self.certificates;
         let classes: Vec<_> = ctx.objects::<IngressClass>(INGRESS_CLASSES)?.collect();
+        let nginx = self
+            .nginx
+            .as_ref()
+            .map(|rules| (rules, rules.classes(classes.iter().map(|c| c.value))));
         let classes = Classes::new(classes.iter().map(|c| c.value), &v.controller);
         // Warnings about an Ingress are logged when it changes (or on a
         // complete render), not again on every render of any Ingress.
@@ -147,6 +170,11 @@ impl Library for IngressLibrary {
         for ingress in ctx.objects::<Ingress>(INGRESSES)? {
             match classes.not_served_because(&ingress, &v.class_name) {
                 None => served.push(ingress),
+                // Another haptic library serves it: nothing to say.
+                Some(_)
+                    if nginx
+                        .as_ref()
+                        .is_some_and(|(rules, classes)| rules.serves(classes, &ingress)) => {}
                 Some(reason) => {
                     not_served += 1;
                     if ctx.is_complete() || changed.contains(ingress.key) {
@@ -279,19 +307,12 @@ impl Library for IngressLibrary {
             for ingress in &served {
                 tls.add_ingress(ctx, certificates, ingress, out)?;
             }
-            tls.finish(ctx, certificates, out)?;
+            tls.finish(ctx, certificates, &self.https, out)?;
         }
 
         if let Some(status) = self.publishing.status(ctx, PUBLISHED_SERVICE)? {
             for ingress in &served {
-                out.status_patch(
-                    StatusVariant::Deployed,
-                    "networking.k8s.io/v1",
-                    "Ingress",
-                    &ingress.key.namespace,
-                    &ingress.key.name,
-                    &status,
-                )?;
+                published::patch_ingress(out, ingress.key, &status)?;
             }
         }
         Ok(())

@@ -12,6 +12,12 @@
 //!   agent applies it with a runtime `set server state`, not a reload. Not
 //!   routed endpoints (not ready, or terminating) stay in the file as
 //!   `disabled` servers for the same reason.
+//! - The `server` lines are a snippet of the backend at `Slot::Other`,
+//!   priority [`SERVERS_PRIORITY`], after any other library's lines there:
+//!   a library that needs options on them (TLS or HTTP/2 to the pods) adds
+//!   a `default-server` line with
+//!   [`haptic_sdk::extending::server_options`], and a readiness flip still
+//!   changes only the server lines.
 //! - `podReadinessGate.enabled` also watches Pods (trimmed) and routes a
 //!   not-ready endpoint whose pod passes the gate
 //!   ([`haptic_sdk::readiness`]).
@@ -24,9 +30,10 @@ mod render;
 
 use std::collections::{BTreeSet, HashMap};
 
+use haptic_sdk::extending::SERVERS_PRIORITY;
 use haptic_sdk::readiness::{self, GatePod, POD_IGNORE_FIELDS};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, SLICE_IGNORE_FIELDS, ServicePorts, Slice};
-use haptic_sdk::{Context, Info, Library, Output, Plan, Result, SectionKind, Values, Watch};
+use haptic_sdk::{Context, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch};
 use serde::Deserialize;
 
 /// Watch names.
@@ -36,6 +43,11 @@ pub const PODS: &str = "backend-pods";
 
 /// `(namespace, name)`.
 type Key = (String, String);
+
+/// The item key of a backend's `server` lines snippet.
+fn servers_key(backend: &str) -> String {
+    format!("servers:{backend}")
+}
 
 /// Values under `templateLibraries.kubernetesBackends`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -261,13 +273,27 @@ impl KubernetesBackends {
         }
         let old_backends = self.backends_of.remove(&key).unwrap_or_default();
         let mut names = Vec::with_capacity(rendered.backends.len());
-        for (name, body) in rendered.backends {
-            out.section(SectionKind::Backend, name.clone(), body)?;
-            names.push(name);
+        for backend in rendered.backends {
+            out.section(SectionKind::Backend, backend.name.clone(), backend.body)?;
+            let key = servers_key(&backend.name);
+            if backend.servers.is_empty() {
+                out.remove(&key);
+            } else {
+                out.snippet_keyed(
+                    key,
+                    SectionKind::Backend,
+                    backend.name.clone(),
+                    Slot::Other,
+                    SERVERS_PRIORITY,
+                    backend.servers,
+                )?;
+            }
+            names.push(backend.name);
         }
         for name in old_backends {
             if !names.contains(&name) {
                 out.remove_section(SectionKind::Backend, &name);
+                out.remove(&servers_key(&name));
             }
         }
         if !names.is_empty() {

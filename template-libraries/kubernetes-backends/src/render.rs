@@ -13,8 +13,8 @@ use crate::{BackendValues, Key};
 /// What rendering one Service produced.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
-    /// `(backend name, section body)`, ordered by Service port order.
-    pub backends: Vec<(String, String)>,
+    /// Ordered by Service port order.
+    pub backends: Vec<Backend>,
     /// Pods whose gate state decides a server's state: those of not-ready,
     /// not-terminating endpoints, tracked only with the gate enabled. A
     /// ready or terminating endpoint does not depend on its pod.
@@ -22,6 +22,17 @@ pub(crate) struct Rendered {
     /// Endpoint addresses that are not IP addresses of the slice's type,
     /// skipped: written raw, one would become words of the server line.
     pub invalid_addresses: BTreeSet<String>,
+}
+
+/// One backend: its section body (`balance`) and its `server` lines, which
+/// go in a snippet of their own after every other library's `Slot::Other`
+/// lines, so a `default-server` line another library adds
+/// ([`haptic_sdk::extending::server_options`]) applies to them.
+#[derive(Debug)]
+pub(crate) struct Backend {
+    pub name: String,
+    pub body: String,
+    pub servers: String,
 }
 
 /// One server line before naming conflicts are settled.
@@ -87,14 +98,19 @@ pub(crate) fn service_backends<'a>(
                 });
             }
         }
-        rendered.backends.push((
-            backend_name(namespace, name, port.port),
-            backend_body(
+        let mut body = String::new();
+        if !values.balance.is_empty() {
+            let _ = writeln!(body, "    balance {}", values.balance);
+        }
+        rendered.backends.push(Backend {
+            name: backend_name(namespace, name, port.port),
+            body,
+            servers: server_lines(
                 servers,
                 values,
                 port.app_protocol.as_deref() == Some(H2C_APP_PROTOCOL),
             ),
-        ));
+        });
     }
     rendered
 }
@@ -109,15 +125,12 @@ fn server_name(endpoint: &SliceEndpoint, address: &str) -> String {
 
 /// `h2c`: the Service port's appProtocol is `kubernetes.io/h2c`, so its
 /// servers speak HTTP/2 without TLS (`proto h2`), as gRPC backends need.
-fn backend_body(mut servers: Vec<Server>, values: &BackendValues, h2c: bool) -> String {
+fn server_lines(mut servers: Vec<Server>, values: &BackendValues, h2c: bool) -> String {
     // Sorted by name then address so the text, and each server's name, is
     // the same whatever order the slices list them in. A name seen twice
     // (one pod in an IPv4 and an IPv6 slice) gets a numbered suffix.
     servers.sort_by(|a, b| (&a.name, &a.address).cmp(&(&b.name, &b.address)));
-    let mut body = String::with_capacity(64 + servers.len() * 64);
-    if !values.balance.is_empty() {
-        let _ = writeln!(body, "    balance {}", values.balance);
-    }
+    let mut body = String::with_capacity(servers.len() * 64);
     // Sorted, so repeats of a name are adjacent.
     let mut repeat = 1;
     for (i, server) in servers.iter().enumerate() {

@@ -46,10 +46,18 @@ fn gate_values(enabled: bool) -> Value {
     json!({"kubernetesBackends": {"podReadinessGate": {"enabled": enabled}}})
 }
 
+/// The backend's text as merged: its body, then its server lines.
 fn backend(h: &Harness<KubernetesBackends>, name: &str) -> String {
-    h.section(SectionKind::Backend, name)
+    let mut text = h
+        .section(SectionKind::Backend, name)
         .unwrap_or_else(|| panic!("no backend {name} in {:?}", h.output().keys()))
-        .to_owned()
+        .to_owned();
+    if let Some(haptic_sdk::Item::Snippet { lines, .. }) =
+        h.output().get(&format!("servers:{name}"))
+    {
+        text.push_str(lines);
+    }
+    text
 }
 
 #[test]
@@ -179,7 +187,8 @@ fn one_endpoint_change_re_renders_one_backend() {
         );
         h.apply(PODS, &pod(&format!("p{i}"), true, false));
     }
-    assert_eq!(h.render().unwrap().upserts.len(), 50);
+    // A section and its server lines per backend.
+    assert_eq!(h.render().unwrap().upserts.len(), 100);
 
     h.apply(
         ENDPOINT_SLICES,
@@ -197,7 +206,8 @@ fn one_endpoint_change_re_renders_one_backend() {
             .iter()
             .map(|(k, _)| k.as_str())
             .collect::<Vec<_>>(),
-        ["section:backend:default_s7_80"]
+        ["servers:default_s7_80"],
+        "a flip changes the server lines only"
     );
     assert!(!delta.complete);
 
@@ -212,9 +222,11 @@ fn one_endpoint_change_re_renders_one_backend() {
     let delta = h.render().unwrap();
     assert_eq!(delta.upserts.len(), 1);
     match &delta.upserts[0].1 {
-        Item::Section { name, body, .. } => {
-            assert_eq!(name, "default_s9_80");
-            assert!(body.ends_with("server p9 10.0.0.1:8080\n"), "{body}");
+        Item::Snippet {
+            target_name, lines, ..
+        } => {
+            assert_eq!(target_name, "default_s9_80");
+            assert!(lines.ends_with("server p9 10.0.0.1:8080\n"), "{lines}");
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -267,7 +279,11 @@ fn a_slice_moving_to_another_service_re_renders_both() {
             &[("p", "10.0.0.1", true, false)],
         ),
     );
-    assert_eq!(h.render().unwrap().upserts.len(), 2);
+    let delta = h.render().unwrap();
+    assert_eq!(
+        (delta.upserts.len(), delta.removals.as_slice()),
+        (1, ["servers:default_a_80".to_owned()].as_slice())
+    );
     assert!(!backend(&h, "default_a_80").contains("server"));
     assert!(backend(&h, "default_b_80").contains("server p 10.0.0.1:8080"));
 }

@@ -43,8 +43,9 @@
 //!     http-request deny if ...                        yours: RequestRules, -200
 //!     http-request set-var(txn.haptic_host) ...       ingress: RequestRules, 0 (four set-var lines, then
 //!                                                      six that set txn.haptic_ingress)
-//!     http-request set-header X-Forwarded-Proto ...   ingress: RequestRules, 10 (TLS: two lines, then
-//!     http-request set-var(txn.haptic_tls) ...         txn.haptic_tls and the HTTPS redirect)
+//!     http-request set-header X-Forwarded-Proto ...   ingress: RequestRules, 5 (TLS: two lines)
+//!     http-request set-var(txn.haptic_tls) ...        ingress: RequestRules, 10 (txn.haptic_tls and
+//!                                                      the HTTPS redirect)
 //!     use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)] if ...
 //!                                                     ingress: Routing, 0 (six map lookups)
 //!     use_backend yours if ...                        yours: Routing, 500
@@ -58,6 +59,19 @@
 //! below `0` wins over every Ingress route; at `1` to `999` it catches what
 //! no Ingress rule matched, before an Ingress default backend does; and
 //! `default_backend haptic.not-found` takes the rest.
+//!
+//! # Options on a backend's servers
+//!
+//! `kubernetes-backends` writes a backend's `server` lines as a snippet of
+//! that backend at [`Slot::Other`](crate::Slot::Other), priority
+//! [`SERVERS_PRIORITY`]. HAProxy applies a `default-server` line to the
+//! `server` lines after it, so a library that routes to a backend and needs
+//! its servers to speak TLS or HTTP/2 (`ssl verify none`, `proto h2`) calls
+//! [`server_options`]: one `default-server` line before the servers. The
+//! server lines themselves do not change, so endpoint readiness flips stay
+//! runtime changes. Two libraries asking options of one backend both apply,
+//! the later line winning a keyword both set; a library should ask one set
+//! per backend and warn about its own conflicts.
 //!
 //! # What the bundled libraries provide
 //!
@@ -77,7 +91,8 @@
 //! | `txn.haptic_tls` | variable | `ingress` | for a TLS host, `redirect` or `no-redirect`; unset otherwise (set at priority 10) |
 //! | `maps/ingress-exact.map`, `maps/ingress-prefix.map` | files | `ingress` | `<key> <backend>` per Ingress path (read them; a file has one owner) |
 //! | `maps/ingress-exact-routes.map`, `maps/ingress-prefix-routes.map` | files | `ingress` | the same keys, `<key> <namespace>/<name>` of the Ingress: where `txn.haptic_ingress` comes from |
-//! | `maps/ingress-tls.map`, `certs/ingress.crt-list`, `certs/default.pem` | files | `ingress` | TLS hosts, the SNI list, the default certificate |
+//! | `maps/ingress-tls.map`, `certs/ingress.crt-list`, `certs/default.pem` | files | `ingress` | TLS hosts, the SNI list, the default certificate (`certs/default.pem` and the HTTPS bind come from the first library of [`ingress::tls::HTTPS_LIBRARIES`](crate::ingress::tls::HTTPS_LIBRARIES) serving TLS) |
+//! | `servers:<backend>` snippets | backend lines | `kubernetes-backends` | the `server` lines, at `Other` priority [`SERVERS_PRIORITY`]; options on them with [`server_options`] |
 //!
 //! The variables are set for every request in the frontend `ingress` routes
 //! in (`templateLibraries.ingress.frontend`, `http` by default) whenever the
@@ -94,3 +109,38 @@
 //! adding one is not. Anything not listed (other variables, ACL names, the
 //! lines of a section's body, the order of the maps' entries) may change in
 //! any release; do not match on it.
+
+/// The priority of `kubernetes-backends`' `server` lines in their backend's
+/// [`Slot::Other`](crate::Slot::Other): after every other library's lines
+/// there (keep yours below it).
+pub const SERVERS_PRIORITY: i32 = 1_000_000;
+
+/// The priority [`server_options`] writes at.
+pub const SERVER_OPTIONS_PRIORITY: i32 = 900_000;
+
+/// Asks for `options` (HAProxy server keywords, one line, such as
+/// `ssl verify none alpn h2`) on every server of `backend` (a
+/// `kubernetes-backends` backend, [`crate::names::backend_name`]): a
+/// `default-server` line before its server lines. `key` names the item
+/// (unique in your library, e.g. `server-options:<backend>`). Options with
+/// a line break are refused.
+pub fn server_options(
+    out: &mut crate::Output,
+    key: impl Into<String>,
+    backend: &str,
+    options: &str,
+) -> crate::Result<()> {
+    if options.contains(['\n', '\r']) {
+        return Err(crate::Error::msg(format!(
+            "server options for backend {backend} must be one line"
+        )));
+    }
+    out.snippet_keyed(
+        key,
+        crate::SectionKind::Backend,
+        backend,
+        crate::Slot::Other,
+        SERVER_OPTIONS_PRIORITY,
+        format!("    default-server {options}\n"),
+    )
+}

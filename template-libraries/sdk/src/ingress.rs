@@ -14,6 +14,7 @@
 mod classes;
 pub mod published;
 pub mod routes;
+pub mod tls;
 
 use serde::Deserialize;
 
@@ -66,6 +67,57 @@ impl ClassRules {
     /// Whether haptic serves `ingress`, by the bundled library's rules.
     pub fn is_served(&self, ingress: &Ingress, classes: &Classes) -> bool {
         classes.serves(ingress, &self.class_name)
+    }
+}
+
+/// The class settings of the `ingress-nginx` library's values
+/// (`templateLibraries.ingressNginx.classNames`, `.controller`,
+/// `.watchIngressWithoutClass`): which Ingresses it serves, so `ingress`
+/// knows which of the Ingresses it does not serve another library takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NginxClassRules {
+    pub class_names: Vec<String>,
+    pub controller: String,
+    pub watch_ingress_without_class: bool,
+}
+
+impl NginxClassRules {
+    /// The `ingress-nginx` library's class settings; `None` when it is
+    /// disabled (the host sends only enabled libraries' values).
+    pub fn from_values(values: &Values) -> Option<Self> {
+        values
+            .library("ingressNginx")
+            .and_then(|tree| serde_json::from_value(tree.clone()).ok())
+    }
+
+    /// Indexes the cluster's IngressClasses by this controller.
+    pub fn classes<'a>(&self, classes: impl IntoIterator<Item = &'a IngressClass>) -> Classes {
+        Classes::new(classes, &self.controller)
+    }
+
+    /// Whether `ingress-nginx` serves `ingress`: `spec.ingressClassName`
+    /// in `classNames` or naming an IngressClass of `controller`; the
+    /// legacy annotation in `classNames`; class-less ones when
+    /// `watchIngressWithoutClass` is set or one of those IngressClasses is
+    /// the default.
+    pub fn serves(&self, classes: &Classes, ingress: &Ingress) -> bool {
+        let named = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref());
+        if let Some(name) = named {
+            return classes.is_ours(name) || self.class_names.iter().any(|c| c == name);
+        }
+        let legacy = ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LEGACY_ANNOTATION));
+        match legacy {
+            Some(value) => self.class_names.iter().any(|c| c == value),
+            None => self.watch_ingress_without_class || classes.default_is_ours(),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::k8s::api::core::v1::Service;
-use crate::{Context, Plan, Result, Watch};
+use crate::{Context, ObjectKey, Output, Plan, Result, StatusVariant, Values, Watch};
 
 /// `publishedAddress`: empty fields are left out; both empty is no address.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -26,7 +26,8 @@ pub struct PublishedAddress {
 }
 
 impl PublishedAddress {
-    fn is_empty(&self) -> bool {
+    /// Whether neither field is set.
+    pub fn is_empty(&self) -> bool {
         self.ip.is_empty() && self.hostname.is_empty()
     }
 
@@ -76,6 +77,28 @@ impl Publishing {
         Ok(Self { address, service })
     }
 
+    /// The `ingress` library's publishing (its `publishedAddress` and
+    /// `publishedService`), for another library serving Ingresses that
+    /// publishes haptic's one address when its values name none; nothing
+    /// when `ingress` is disabled.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for `ingress`'s `publishedService`.
+    pub fn of_ingress_library(values: &Values) -> Result<Self> {
+        let Some(tree) = values.library("ingress") else {
+            return Ok(Self::default());
+        };
+        let address = tree
+            .get("publishedAddress")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
+        let service = tree
+            .get("publishedService")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Self::new(address, service)
+    }
+
     /// Whether anything is published (then the library patches the status
     /// of the kind it serves).
     pub fn is_on(&self) -> bool {
@@ -116,6 +139,22 @@ impl Publishing {
             .filter(|entries| !entries.is_empty())
             .map(load_balancer))
     }
+}
+
+/// Writes `status` (from [`Publishing::status`]) on the Ingress `ingress`, a
+/// `deployed`-variant patch: written once the configuration serving it is.
+///
+/// # Errors
+/// As [`Output::status_patch`].
+pub fn patch_ingress(out: &mut Output, ingress: &ObjectKey, status: &Value) -> Result<()> {
+    out.status_patch(
+        StatusVariant::Deployed,
+        "networking.k8s.io/v1",
+        "Ingress",
+        &ingress.namespace,
+        &ingress.name,
+        status,
+    )
 }
 
 fn load_balancer(entries: Vec<Value>) -> Value {
