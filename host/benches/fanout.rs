@@ -55,7 +55,9 @@ fn main() {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let next = runtime
                     .block_on(converged_on_new(&agents, Some(&id), left))
-                    .unwrap_or_else(|| panic!("change {round} not on all {proxies} instances in 60 s"));
+                    .unwrap_or_else(|| {
+                        panic!("change {round} not on all {proxies} instances in 60 s")
+                    });
                 id = next;
                 if run.bundle_mentions(&id, &host) {
                     samples.push(started.elapsed());
@@ -146,8 +148,9 @@ impl Run {
     /// Whether bundle `id` on the first instance names `host`.
     fn bundle_mentions(&self, id: &str, host: &str) -> bool {
         let config_dir = self.scratch().join("haproxy-0");
-        let dir = haptic::agent::disk::ConfigDir::new(config_dir.clone(), config_dir.join("worker.sock"))
-            .bundle_dir(id);
+        let dir =
+            haptic::agent::disk::ConfigDir::new(config_dir.clone(), config_dir.join("worker.sock"))
+                .bundle_dir(id);
         contains(&dir, host)
     }
 }
@@ -165,14 +168,18 @@ fn write_ingress(cluster: &Path, host: &str) {
 }
 
 fn contains(dir: &Path, text: &str) -> bool {
-    std::fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| {
-        let path = entry.path();
-        if path.is_dir() {
-            contains(&path, text)
-        } else {
-            std::fs::read_to_string(&path).is_ok_and(|content| content.contains(text))
-        }
-    })
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                contains(&path, text)
+            } else {
+                std::fs::read_to_string(&path).is_ok_and(|content| content.contains(text))
+            }
+        })
 }
 
 impl Drop for Run {
@@ -224,7 +231,12 @@ fn cpu_ticks(pid: u32) -> u64 {
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
     // utime and stime are fields 14 and 15; `rest` starts at field 3.
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(14) + field(15)
 }
 
