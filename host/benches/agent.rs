@@ -9,7 +9,10 @@
 //!   request in -> the apply answers, and -> a new TLS handshake presents
 //!   the new certificate;
 //! - reload apply at 3,000 routes (3,000 backends, a 3,000-entry host map):
-//!   request in -> the new worker answers `show info` with the new id;
+//!   request in -> the new worker answers `show info` with the new id; and
+//!   in the same rounds, on the configuration the agent just deployed,
+//!   HAProxy's own reload (master CLI `reload` -> the new worker answers
+//!   `show info`), and the ratio of the two;
 //! - the agent's resident memory (current and peak).
 //!
 //! `HAPTIC_BENCH_ROUNDS` sets the runtime rounds (default 200; rotations are
@@ -156,7 +159,12 @@ fn main() {
         .block_on(pod.client.apply(&tokens.request(&first)))
         .expect("seed");
     let reloads_before = reload_ms(&pod.agent_log()).len();
+    let haproxy = haptic::agent::haproxy::Haproxy {
+        master_socket: haptic::agent::default_master_socket(&pod.config_dir()),
+        worker_socket: haptic::agent::default_worker_socket(&pod.config_dir()),
+    };
     let mut samples = Vec::new();
+    let mut bare = Vec::new();
     for generation in 1..=(rounds / 10).max(10) {
         let next = render(generation);
         let request = tokens.request(&next);
@@ -174,10 +182,20 @@ fn main() {
                 .body,
             "A"
         );
+        bare.push(runtime.block_on(bare_reload(&haproxy)));
     }
     report(
         "reload apply, 3,000 routes (request -> new worker runs the id)",
         &mut samples,
+    );
+    report(
+        "bare HAProxy reload, same configuration, same rounds (master `reload` -> new worker answers `show info`)",
+        &mut bare,
+    );
+    let median = |sorted: &[Duration]| sorted[sorted.len() / 2].as_secs_f64();
+    println!(
+        "  ratio of the medians, agent / bare HAProxy: {:.2}",
+        median(&samples) / median(&bare)
     );
     // The agent's own figure: files written -> the new worker reports the id.
     let mut inside = reload_ms(&pod.agent_log()).split_off(reloads_before);
@@ -203,6 +221,31 @@ fn main() {
             field("VmRSS:"),
             field("VmHWM:")
         );
+    }
+}
+
+/// HAProxy's own reload through the master CLI, timed until a new worker
+/// (a pid that was not current before) answers `show info`: the floor the
+/// agent's reload apply is held to.
+async fn bare_reload(haproxy: &haptic::agent::haproxy::Haproxy) -> Duration {
+    let before = haproxy.show_proc().await.expect("show proc").current;
+    let started = Instant::now();
+    haproxy.reload().await.expect("master reload");
+    let deadline = started + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no new worker within 30 s of a bare reload"
+        );
+        // The master re-executes during a reload and drops connections.
+        if let Ok(procs) = haproxy.show_proc().await
+            && let Some(&pid) = procs.current.iter().find(|pid| !before.contains(pid))
+            && haproxy.worker_info(pid).await.is_ok()
+        {
+            return started.elapsed();
+        }
+        // As often as the agent polls.
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

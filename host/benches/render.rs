@@ -96,6 +96,7 @@ fn main() -> anyhow::Result<()> {
 
     // One endpoint's readiness flips (its EndpointSlice and Pod change).
     let mut flips = Vec::new();
+    let mut flip_merges = Vec::new();
     for round in 0..rounds {
         let namespace = round % spec.namespaces;
         let service = (round / spec.namespaces) % spec.services_per_namespace;
@@ -108,8 +109,10 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         renderer.render(changes)?;
         flips.push(started.elapsed());
+        flip_merges.push(renderer.timings().merge);
     }
     report("render after one endpoint readiness change", &mut flips);
+    report("  of which merge", &mut flip_merges);
     if let Some(slowest) = renderer
         .timings()
         .libraries
@@ -138,6 +141,7 @@ fn main() -> anyhow::Result<()> {
     let rendered = renderer.render(Vec::new())?;
     let files: Vec<(String, String)> = rendered.files.clone().into_iter().collect();
     let merged = started.elapsed();
+    patch_memory(&rendered);
     let started = Instant::now();
     haptic::validate::validate(&rendered.config, &files)?;
     println!(
@@ -286,6 +290,56 @@ gateway-api: {GATEWAYS} Gateways, {ROUTES} HTTPRoutes (2 matches, a header filte
         );
     }
     Ok(())
+}
+
+/// Issue 17's open decision, measured: what the planned status patches of
+/// this cluster hold parsed (`serde_json::Map`, as `StatusPatch` carries
+/// them) against their compact JSON text (the form before). Each form is
+/// built `COPIES` times and the growth of resident memory divided, so page
+/// granularity and allocator slack average out.
+fn patch_memory(rendered: &haptic::render::Rendered) {
+    const COPIES: usize = 10;
+    let patches: Vec<&serde_json::Map<String, serde_json::Value>> = rendered
+        .status_patches
+        .values()
+        .flatten()
+        .map(|(_, patch)| &patch.status)
+        .collect();
+    let resident = || rss_kib().unwrap_or(0);
+    let before = resident();
+    let parsed: Vec<Vec<serde_json::Map<String, serde_json::Value>>> = (0..COPIES)
+        .map(|_| patches.iter().map(|status| (*status).clone()).collect())
+        .collect();
+    let parsed_kib = resident().saturating_sub(before) / COPIES as u64;
+    drop(parsed);
+    let before = resident();
+    let text: Vec<Vec<String>> = (0..COPIES)
+        .map(|_| {
+            patches
+                .iter()
+                .map(|status| serde_json::to_string(status).unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    let text_kib = resident().saturating_sub(before) / COPIES as u64;
+    let bytes: usize = text[0].iter().map(String::len).sum();
+    drop(text);
+    println!(
+        "\nstatus patches held by one render: {} patches; parsed {parsed_kib} KiB, as compact JSON text {text_kib} KiB ({bytes} bytes of text)",
+        patches.len()
+    );
+}
+
+/// VmRSS in KiB.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn load_times() -> anyhow::Result<()> {

@@ -836,6 +836,7 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
         .build()
         .context("starting the controller's runtime")?;
     runtime.block_on(async {
+        let started = std::time::Instant::now();
         let libraries = haptic::engine::load_libraries(&args.libraries.runtime(false)?, &custom)?;
         let mut engine = haptic::engine::Engine::new(libraries, values)?;
         if let Some(socket) = &args.validator_socket {
@@ -845,6 +846,7 @@ fn run_controller(args: ControllerArgs) -> Result<ExitCode> {
             "connecting to the Kubernetes API (in-cluster service account, or KUBECONFIG)",
         )?;
         let state = std::sync::Arc::new(controller::State::default());
+        state.metrics.seed.record("load", started.elapsed());
         controller::run_in_cluster(client, engine, settings, state, shutdown_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)

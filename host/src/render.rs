@@ -11,8 +11,8 @@ mod merge;
 mod store;
 
 pub use merge::{
-    LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning, Rendered,
-    merge, redact_line,
+    Changed, LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning,
+    Rendered, merge, redact_line,
 };
 pub use store::{ClusterChange, ClusterObject, ObjectRef, WatchFilter, ingest_trims};
 
@@ -111,6 +111,8 @@ struct LibrarySlot {
     objects: BTreeSet<ObjectKey>,
     /// The library's last good output.
     items: BTreeMap<String, Item>,
+    /// What changed in `items` since the last merge.
+    unmerged: Unmerged,
     /// The instance must be (re)built and configured before the next render:
     /// first use, after a failure, after values changed.
     stale: bool,
@@ -122,6 +124,38 @@ struct LibrarySlot {
 impl LibrarySlot {
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+/// What changed in a library's items since the last merge: what the merge
+/// takes in again.
+enum Unmerged {
+    /// Everything may have (a complete output).
+    All,
+    /// These keys, each with the item it held at the last merge.
+    Keys(BTreeMap<String, Option<Item>>),
+}
+
+impl Unmerged {
+    fn nothing() -> Self {
+        Self::Keys(BTreeMap::new())
+    }
+
+    /// `key` held `was` before this change; the first change since the
+    /// merge says what the merge saw.
+    fn record(&mut self, key: &str, was: Option<Item>) {
+        if let Self::Keys(keys) = self
+            && !keys.contains_key(key)
+        {
+            keys.insert(key.to_owned(), was);
+        }
+    }
+
+    fn changed(&self) -> Changed<'_> {
+        match self {
+            Self::All => Changed::All,
+            Self::Keys(keys) => Changed::Keys(keys),
+        }
     }
 }
 
@@ -283,9 +317,15 @@ impl Renderer {
             .map(|slot| LibraryItems {
                 library: &slot.name,
                 items: &slot.items,
+                changed: slot.unmerged.changed(),
             })
             .collect();
         let rendered = merge(&libraries, &mut self.merge_cache);
+        // Merged, or failed and the cache starts over: either way the next
+        // merge needs no record of these changes.
+        for slot in &mut self.slots {
+            slot.unmerged = Unmerged::nothing();
+        }
         self.timings.merge = started.elapsed();
         Ok(rendered?)
     }
@@ -316,6 +356,7 @@ fn slots(mut libraries: Vec<LoadedLibrary>) -> Vec<LibrarySlot> {
             plan: Plan::default(),
             objects: BTreeSet::new(),
             items: BTreeMap::new(),
+            unmerged: Unmerged::All,
             stale: true,
             fed: false,
         })
@@ -417,11 +458,16 @@ impl LibrarySlot {
         self.fed = true;
         if output.complete {
             self.items.clear();
+            self.unmerged = Unmerged::All;
         }
         for key in output.removals {
-            self.items.remove(&key);
+            let was = self.items.remove(&key);
+            self.unmerged.record(&key, was);
         }
-        self.items.extend(output.upserts);
+        for (key, item) in output.upserts {
+            self.unmerged.record(&key, self.items.get(&key).cloned());
+            self.items.insert(key, item);
+        }
         Ok(())
     }
 }

@@ -14,8 +14,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -82,6 +83,78 @@ pub struct Metrics {
     /// Where the memory is (set after each render; resident memory when
     /// scraped).
     pub memory: MemoryGauges,
+    /// Where the controller's start went, phase by phase.
+    pub seed: SeedPhases,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// `load`, `lists`, `render`, `validate` or `deploy`.
+    pub phase: &'static str,
+}
+
+/// `haptic_seed_phase_seconds{phase}`: where the controller's start went,
+/// in the order the phases run, each set once: `load` (libraries compiled
+/// and configured, API client made), `lists` (-> every watch's first list
+/// is in), `render` and `validate` (the first render and its `haproxy
+/// -c`), `deploy` (the first configuration published -> every HAProxy pod
+/// runs it). Their sum is the seed `make bench-scale` prints; the phases
+/// say which one to work on.
+#[derive(Debug)]
+pub struct SeedPhases {
+    family: Family<PhaseLabels, Gauge<f64, AtomicU64>>,
+    /// When these metrics were made: the libraries are loaded by then.
+    made: Instant,
+    /// When the first configuration was published to the deploy task.
+    published: OnceLock<Instant>,
+}
+
+impl Default for SeedPhases {
+    fn default() -> Self {
+        Self {
+            family: Family::default(),
+            made: Instant::now(),
+            published: OnceLock::new(),
+        }
+    }
+}
+
+impl SeedPhases {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "seed_phase_seconds",
+            "Where the controller's start went: load, lists, render, validate, deploy (each set once)",
+            self.family.clone(),
+        );
+    }
+
+    /// Sets `phase` to `took`, the first time only: a later render or
+    /// deploy is not part of the start.
+    pub fn record(&self, phase: &'static str, took: Duration) {
+        if self.family.get(&PhaseLabels { phase }).is_none() {
+            self.family
+                .get_or_create(&PhaseLabels { phase })
+                .set(took.as_secs_f64());
+        }
+    }
+
+    /// Since these metrics were made.
+    pub fn since_made(&self) -> Duration {
+        self.made.elapsed()
+    }
+
+    /// The first configuration is published now (later calls change nothing).
+    pub fn published(&self) {
+        let _ = self.published.set(Instant::now());
+    }
+
+    /// A deploy converged: the first one after the first publication is
+    /// the seed's `deploy` phase.
+    pub fn converged(&self) {
+        if let Some(published) = self.published.get() {
+            self.record("deploy", published.elapsed());
+        }
+    }
 }
 
 /// The readiness gates waiting for the fleet: what "why is my rollout
@@ -375,7 +448,10 @@ impl Default for Metrics {
         ingress_nginx_annotations.register(&mut registry);
         let memory = MemoryGauges::default();
         memory.register(&mut registry);
+        let seed = SeedPhases::default();
+        seed.register(&mut registry);
         Self {
+            seed,
             fleet_failed_pods,
             gates,
             certificates,

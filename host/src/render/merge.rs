@@ -6,9 +6,12 @@
 //! error that names both, because silently picking one would make the result
 //! depend on load order.
 //!
-//! The text of each section is cached: items are shared (`Arc`), so a section
-//! whose body and snippets are the very same items as last time is reused
-//! as is, and one changed endpoint costs one section's text, not the file's.
+//! The merge is incremental: the cache keeps what the last merge made of
+//! every item, and a merge takes back and puts in only the items the
+//! libraries changed (the render core says which), then assembles the file
+//! from per-section texts, re-rendering only the sections whose items
+//! changed. One changed endpoint costs its section's text and a few map
+//! updates, not a pass over ten thousand items.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::library::types::{
-    Item, ObjectRef, OwnedObject, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,
+    AuxFile, Item, OwnedObject, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,
     Warning,
 };
 
@@ -26,6 +29,8 @@ use crate::library::types::{
 pub struct LibraryItems<'a> {
     pub library: &'a Arc<str>,
     pub items: &'a BTreeMap<String, Item>,
+    /// What changed since the merge that filled the cache.
+    pub changed: Changed<'a>,
 }
 
 /// A status patch the render plans, with the library that made it.
@@ -202,8 +207,6 @@ pub enum MergeError {
     NoGlobal,
 }
 
-type SectionId = (SectionKind, String);
-
 fn display_section(kind: SectionKind, name: &str) -> String {
     if name.is_empty() {
         kind.keyword().to_owned()
@@ -212,23 +215,40 @@ fn display_section(kind: SectionKind, name: &str) -> String {
     }
 }
 
-/// Where a snippet goes within its section: slot, priority, the position of
-/// its library in merge order, its item key.
-type SnippetOrder<'a> = (Slot, i32, usize, &'a str);
-
-/// One section and what goes into it, as collected for this merge.
-struct Gathered<'a> {
-    owner: &'a Arc<str>,
-    section: &'a Arc<Section>,
-    /// Each snippet with its order and library.
-    snippets: Vec<(SnippetOrder<'a>, &'a Arc<Snippet>, &'a Arc<str>)>,
+/// What changed in one library's items since the merge that filled the
+/// cache. The render core knows it from the library's output: a delta
+/// names the keys it upserts and removes.
+#[derive(Debug, Clone, Copy)]
+pub enum Changed<'a> {
+    /// Anything may have (a complete output, a new instance): this merge
+    /// starts over.
+    All,
+    /// Only these keys, each with the item it held at the last merge
+    /// (`None`: it held none).
+    Keys(&'a BTreeMap<String, Option<Item>>),
 }
 
-/// The rendered text of one section and the items it was made from.
-struct CachedSection {
-    section: Arc<Section>,
-    snippets: Vec<Arc<Snippet>>,
-    owners: Vec<Arc<str>>,
+/// An item's place in merge order: its library's position, its key.
+type ItemId = (usize, String);
+
+/// Where a section sorts in the file ([`section_order`]), owned.
+type TargetKey = (u8, bool, String);
+
+/// One section of the file: the items that define it (one, unless two
+/// conflict), the snippets that go into it, and its text until one of them
+/// changes.
+struct Target {
+    kind: SectionKind,
+    name: String,
+    owners: BTreeMap<ItemId, Arc<Section>>,
+    /// In the order they go into the section: slot, priority, library
+    /// position, item key.
+    snippets: BTreeMap<(Slot, i32, ItemId), Arc<Snippet>>,
+    text: Option<SectionText>,
+}
+
+/// The rendered text of one section.
+struct SectionText {
     text: String,
     /// Line ranges relative to the section's first line (0-based).
     origins: Vec<(Range<usize>, Arc<str>)>,
@@ -237,225 +257,483 @@ struct CachedSection {
     lines: usize,
 }
 
-impl CachedSection {
-    fn matches(&self, gathered: &Gathered<'_>) -> bool {
-        Arc::ptr_eq(&self.section, gathered.section)
-            && Arc::ptr_eq(&self.owners[0], gathered.owner)
-            && self.snippets.len() == gathered.snippets.len()
-            && self
-                .snippets
-                .iter()
-                .zip(&self.owners[1..])
-                .zip(&gathered.snippets)
-                .all(|((cached, owner), (_, snippet, library))| {
-                    Arc::ptr_eq(cached, snippet) && Arc::ptr_eq(owner, library)
-                })
-    }
+/// A status patch by what it patches, for finding two owners of one.
+#[derive(Clone)]
+struct PatchIdentity(Arc<StatusPatch>);
 
-    fn render(gathered: &Gathered<'_>) -> Self {
-        let mut writer = SectionWriter::default();
-        writer.line(
-            &display_section(gathered.section.kind, &gathered.section.name),
-            gathered.owner,
-        );
-        writer.block(
-            &gathered.section.body,
-            gathered.owner,
-            gathered.section.secret,
-        );
-        for (_, snippet, library) in &gathered.snippets {
-            writer.block(&snippet.lines, library, snippet.secret);
-        }
-        let mut owners = vec![gathered.owner.clone()];
-        owners.extend(
-            gathered
-                .snippets
-                .iter()
-                .map(|(_, _, library)| (*library).clone()),
-        );
-        Self {
-            section: gathered.section.clone(),
-            snippets: gathered
-                .snippets
-                .iter()
-                .map(|(_, snippet, _)| (*snippet).clone())
-                .collect(),
-            owners,
-            lines: writer.lines,
-            text: writer.text,
-            origins: writer.origins,
-            secret: writer.secret,
-        }
+impl PartialEq for PatchIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.variant == other.0.variant && self.0.object == other.0.object
     }
 }
 
-/// Section texts kept between merges.
+impl Eq for PatchIdentity {}
+
+impl std::hash::Hash for PatchIdentity {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.variant.hash(state);
+        self.0.object.hash(state);
+    }
+}
+
+/// An owned object by what it names (apiVersion, kind, namespace, name).
+#[derive(Clone)]
+struct OwnedIdentity(Arc<OwnedObject>);
+
+impl OwnedIdentity {
+    fn names(&self) -> (&str, &str, &str, &str) {
+        let object = &self.0;
+        (
+            &object.api_version,
+            &object.kind,
+            &object.owner.namespace,
+            &object.name,
+        )
+    }
+}
+
+impl PartialEq for OwnedIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        self.names() == other.names()
+    }
+}
+
+impl Eq for OwnedIdentity {}
+
+impl std::hash::Hash for OwnedIdentity {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.names().hash(state);
+    }
+}
+
+/// What the last merge made of every item, kept so the next merge takes
+/// in only the items that changed: one changed endpoint costs its own
+/// section's text and a few map updates, not a pass over every item.
 #[derive(Default)]
 pub struct MergeCache {
-    sections: HashMap<SectionId, CachedSection>,
+    /// The libraries of the last merge, in order; `None` until a merge
+    /// succeeded (and after one failed): the next merge starts over.
+    libraries: Option<Vec<Arc<str>>>,
+    targets: BTreeMap<TargetKey, Target>,
+    files: BTreeMap<String, BTreeMap<ItemId, Arc<AuxFile>>>,
+    patches: BTreeMap<StatusVariant, BTreeMap<ItemId, Arc<StatusPatch>>>,
+    /// Who patches what: one item, unless two conflict (a sorted `Vec`: a
+    /// B-tree node per patch would cost ten times the memory).
+    patch_owners: HashMap<PatchIdentity, Vec<ItemId>>,
+    warnings: BTreeMap<ItemId, Arc<Warning>>,
+    owned: BTreeMap<ItemId, Arc<OwnedObject>>,
+    owned_owners: HashMap<OwnedIdentity, Vec<ItemId>>,
 }
 
-/// Merges the outputs of `libraries` (already in merge order), reusing the
-/// text of sections that did not change since the merge that filled `cache`.
+/// What one merge added or removed, to check for conflicts and missing
+/// sections once every change is in (a key that moves within a library
+/// is briefly held twice).
+#[derive(Default)]
+struct Touched {
+    targets: BTreeSet<TargetKey>,
+    files: BTreeSet<String>,
+    patches: Vec<PatchIdentity>,
+    owned: Vec<OwnedIdentity>,
+}
+
+/// Merges the outputs of `libraries` (already in merge order). The cache
+/// holds what the last merge made; the items each library says changed
+/// are taken back and put in again, and the configuration is assembled
+/// from cached section texts. A merge from an empty cache (the first, after
+/// a failure, after a complete output) takes in every item: the same
+/// mechanism with everything changed.
 pub fn merge(
     libraries: &[LibraryItems<'_>],
     cache: &mut MergeCache,
 ) -> Result<Rendered, MergeError> {
-    let mut sections: BTreeMap<(u8, bool, &str), (SectionKind, Gathered<'_>)> = BTreeMap::new();
-    // Who patches what: (variant, apiVersion, kind, namespace, name).
-    let mut patch_owners: HashMap<(StatusVariant, &ObjectRef), &Arc<str>> = HashMap::new();
-    // Who asks for which object: (apiVersion, kind, namespace, name).
-    let mut object_owners: HashMap<(&str, &str, &str, &str), &Arc<str>> = HashMap::new();
-    let mut rendered = Rendered::default();
+    let same_libraries = cache.libraries.as_ref().is_some_and(|merged| {
+        merged.len() == libraries.len()
+            && merged
+                .iter()
+                .zip(libraries)
+                .all(|(merged, library)| Arc::ptr_eq(merged, library.library))
+    });
+    let incremental = same_libraries
+        && libraries
+            .iter()
+            .all(|library| matches!(library.changed, Changed::Keys(_)));
+    let mut touched = Touched::default();
+    if incremental {
+        for (position, library) in libraries.iter().enumerate() {
+            let Changed::Keys(keys) = library.changed else {
+                continue;
+            };
+            for (key, old) in keys {
+                let new = library.items.get(key);
+                if let (Some(old), Some(new)) = (old, new)
+                    && same_item(old, new)
+                {
+                    continue;
+                }
+                let id = (position, key.clone());
+                if let Some(old) = old {
+                    cache.take_back(&id, old, &mut touched);
+                }
+                if let Some(new) = new {
+                    cache.take_in(id, new, &mut touched);
+                }
+            }
+        }
+    } else {
+        *cache = MergeCache::default();
+        for (position, library) in libraries.iter().enumerate() {
+            for (key, item) in library.items {
+                cache.take_in((position, key.clone()), item, &mut touched);
+            }
+        }
+    }
+    let names: Vec<&Arc<str>> = libraries.iter().map(|library| library.library).collect();
+    match cache.check(&touched, &names) {
+        Ok(()) => {
+            cache.libraries = Some(names.iter().map(|name| (*name).clone()).collect());
+            Ok(cache.assemble(&names))
+        }
+        Err(error) => {
+            // Start over next time rather than keep a state no merge from
+            // scratch would make.
+            *cache = MergeCache::default();
+            Err(error)
+        }
+    }
+}
 
-    for library in libraries {
-        for (key, item) in library.items {
-            match item {
-                Item::Section(section) => {
-                    let order = section_order(section.kind, &section.name);
-                    if let Some((_, existing)) = sections.get(&order) {
-                        return Err(MergeError::SectionConflict {
-                            section: display_section(section.kind, &section.name),
-                            first: existing.owner.to_string(),
-                            second: library.library.to_string(),
-                        });
-                    }
-                    let gathered = Gathered {
-                        owner: library.library,
-                        section,
-                        snippets: Vec::new(),
-                    };
-                    sections.insert(order, (section.kind, gathered));
+/// The very same item (libraries share unchanged items).
+fn same_item(a: &Item, b: &Item) -> bool {
+    match (a, b) {
+        (Item::Section(a), Item::Section(b)) => Arc::ptr_eq(a, b),
+        (Item::Snippet(a), Item::Snippet(b)) => Arc::ptr_eq(a, b),
+        (Item::File(a), Item::File(b)) => Arc::ptr_eq(a, b),
+        (Item::StatusPatch(a), Item::StatusPatch(b)) => Arc::ptr_eq(a, b),
+        (Item::Warning(a), Item::Warning(b)) => Arc::ptr_eq(a, b),
+        (Item::OwnedObject(a), Item::OwnedObject(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
+}
+
+fn claim(owners: &mut Vec<ItemId>, id: ItemId) {
+    if let Err(at) = owners.binary_search(&id) {
+        owners.insert(at, id);
+    }
+}
+
+fn release(owners: &mut Vec<ItemId>, id: &ItemId) {
+    if let Ok(at) = owners.binary_search(id) {
+        owners.remove(at);
+    }
+}
+
+fn target_key(kind: SectionKind, name: &str) -> TargetKey {
+    let (rank, named, name) = section_order(kind, name);
+    (rank, named, name.to_owned())
+}
+
+impl MergeCache {
+    fn target(&mut self, kind: SectionKind, name: &str, touched: &mut Touched) -> &mut Target {
+        let key = target_key(kind, name);
+        touched.targets.insert(key.clone());
+        let target = self.targets.entry(key).or_insert_with(|| Target {
+            kind,
+            name: name.to_owned(),
+            owners: BTreeMap::new(),
+            snippets: BTreeMap::new(),
+            text: None,
+        });
+        target.text = None;
+        target
+    }
+
+    fn take_in(&mut self, id: ItemId, item: &Item, touched: &mut Touched) {
+        match item {
+            Item::Section(section) => {
+                self.target(section.kind, &section.name, touched)
+                    .owners
+                    .insert(id, section.clone());
+            }
+            Item::Snippet(snippet) => {
+                self.target(snippet.target_kind, &snippet.target_name, touched)
+                    .snippets
+                    .insert((snippet.slot, snippet.priority, id), snippet.clone());
+            }
+            Item::File(file) => {
+                touched.files.insert(file.path.clone());
+                self.files
+                    .entry(file.path.clone())
+                    .or_default()
+                    .insert(id, file.clone());
+            }
+            Item::StatusPatch(patch) => {
+                let identity = PatchIdentity(patch.clone());
+                let owners = self.patch_owners.entry(identity.clone()).or_default();
+                claim(owners, id.clone());
+                if owners.len() > 1 {
+                    touched.patches.push(identity);
                 }
-                Item::File(file) => {
-                    if let Some(first) = rendered.file_origins.get(&file.path) {
-                        return Err(MergeError::FileConflict {
-                            path: file.path.clone(),
-                            first: first.to_string(),
-                            second: library.library.to_string(),
-                        });
-                    }
-                    rendered
-                        .file_origins
-                        .insert(file.path.clone(), library.library.clone());
-                    rendered
-                        .files
-                        .insert(file.path.clone(), file.content.clone());
-                    if file.secret {
-                        rendered.secret_files.insert(file.path.clone());
-                    }
+                self.patches
+                    .entry(patch.variant)
+                    .or_default()
+                    .insert(id, patch.clone());
+            }
+            Item::Warning(warning) => {
+                self.warnings.insert(id, warning.clone());
+            }
+            Item::OwnedObject(object) => {
+                let identity = OwnedIdentity(object.clone());
+                let owners = self.owned_owners.entry(identity.clone()).or_default();
+                claim(owners, id.clone());
+                if owners.len() > 1 {
+                    touched.owned.push(identity);
                 }
-                Item::StatusPatch(patch) => {
-                    let identity = (patch.variant, &patch.object);
-                    if let Some(first) = patch_owners.insert(identity, library.library) {
-                        return Err(MergeError::StatusConflict {
-                            variant: patch.variant.as_str(),
-                            object: format!(
-                                "{} {}/{}",
-                                patch.object.kind, patch.object.namespace, patch.object.name
-                            ),
-                            first: first.to_string(),
-                            second: library.library.to_string(),
-                        });
-                    }
-                    rendered
-                        .status_patches
-                        .entry(patch.variant)
-                        .or_default()
-                        .push((library.library.clone(), patch.clone()))
-                }
-                Item::Warning(warning) => {
-                    rendered
-                        .warnings
-                        .push((library.library.clone(), key.clone(), warning.clone()));
-                }
-                Item::OwnedObject(object) => {
-                    let identity = (
-                        object.api_version.as_str(),
-                        object.kind.as_str(),
-                        object.owner.namespace.as_str(),
-                        object.name.as_str(),
-                    );
-                    if let Some(first) = object_owners.insert(identity, library.library) {
-                        return Err(MergeError::OwnedObjectConflict {
-                            object: format!(
-                                "{} {}/{}",
-                                object.kind, object.owner.namespace, object.name
-                            ),
-                            first: first.to_string(),
-                            second: library.library.to_string(),
-                        });
-                    }
-                    rendered
-                        .owned_objects
-                        .push((library.library.clone(), object.clone()));
-                }
-                Item::Snippet(_) => {}
+                self.owned.insert(id, object.clone());
             }
         }
     }
 
-    // Snippets second, so a snippet may target a section of a library that
-    // merges after its own.
-    for (position, library) in libraries.iter().enumerate() {
-        for (key, item) in library.items {
-            if let Item::Snippet(snippet) = item {
-                let order = section_order(snippet.target_kind, &snippet.target_name);
-                let Some((_, gathered)) = sections.get_mut(&order) else {
-                    return Err(MergeError::MissingSection {
-                        library: library.library.to_string(),
-                        section: display_section(snippet.target_kind, &snippet.target_name),
-                    });
-                };
-                gathered.snippets.push((
-                    (snippet.slot, snippet.priority, position, key.as_str()),
-                    snippet,
-                    library.library,
-                ));
+    fn take_back(&mut self, id: &ItemId, item: &Item, touched: &mut Touched) {
+        match item {
+            Item::Section(section) => {
+                self.target(section.kind, &section.name, touched)
+                    .owners
+                    .remove(id);
+            }
+            Item::Snippet(snippet) => {
+                self.target(snippet.target_kind, &snippet.target_name, touched)
+                    .snippets
+                    .remove(&(snippet.slot, snippet.priority, id.clone()));
+            }
+            Item::File(file) => {
+                touched.files.insert(file.path.clone());
+                if let Some(owners) = self.files.get_mut(&file.path) {
+                    owners.remove(id);
+                }
+            }
+            Item::StatusPatch(patch) => {
+                let identity = PatchIdentity(patch.clone());
+                if let Some(owners) = self.patch_owners.get_mut(&identity) {
+                    release(owners, id);
+                    if owners.is_empty() {
+                        self.patch_owners.remove(&identity);
+                    }
+                }
+                if let Some(patches) = self.patches.get_mut(&patch.variant) {
+                    patches.remove(id);
+                    if patches.is_empty() {
+                        self.patches.remove(&patch.variant);
+                    }
+                }
+            }
+            Item::Warning(_) => {
+                self.warnings.remove(id);
+            }
+            Item::OwnedObject(object) => {
+                let identity = OwnedIdentity(object.clone());
+                if let Some(owners) = self.owned_owners.get_mut(&identity) {
+                    release(owners, id);
+                    if owners.is_empty() {
+                        self.owned_owners.remove(&identity);
+                    }
+                }
+                self.owned.remove(id);
             }
         }
     }
 
-    if !sections.contains_key(&section_order(SectionKind::Global, "")) {
-        return Err(MergeError::NoGlobal);
-    }
-
-    let mut used = HashMap::with_capacity(sections.len());
-    let mut next_line = 1;
-    for (_, (kind, mut gathered)) in sections {
-        gathered.snippets.sort_by(|a, b| a.0.cmp(&b.0));
-        let id = (kind, gathered.section.name.clone());
-        let cached = match cache.sections.remove(&id) {
-            Some(cached) if cached.matches(&gathered) => cached,
-            _ => CachedSection::render(&gathered),
+    /// Conflicts and missing sections among what this merge touched (what
+    /// it did not touch passed the merge before), and the `global` section.
+    /// Drops sections and files nothing holds any more.
+    fn check(&mut self, touched: &Touched, names: &[&Arc<str>]) -> Result<(), MergeError> {
+        let name = |id: &ItemId| names[id.0].to_string();
+        let two = |owners: Vec<&ItemId>| {
+            let first = owners.first().map(|id| name(id)).unwrap_or_default();
+            let second = owners.get(1).map(|id| name(id)).unwrap_or_default();
+            (first, second)
         };
-        rendered.config.push_str(&cached.text);
-        rendered.config.push('\n');
-        for range in &cached.secret {
-            let range = range.start + next_line..range.end + next_line;
-            match rendered.secret_lines.last_mut() {
-                Some(last) if last.end == range.start => last.end = range.end,
-                _ => rendered.secret_lines.push(range),
+        for key in &touched.targets {
+            let Some(target) = self.targets.get(key) else {
+                continue;
+            };
+            if target.owners.len() > 1 {
+                let (first, second) = two(target.owners.keys().take(2).collect());
+                return Err(MergeError::SectionConflict {
+                    section: display_section(target.kind, &target.name),
+                    first,
+                    second,
+                });
+            }
+            if target.owners.is_empty() && target.snippets.is_empty() {
+                self.targets.remove(key);
             }
         }
-        for (range, library) in &cached.origins {
-            let range = range.start + next_line..range.end + next_line;
-            match rendered.line_origins.last_mut() {
-                Some((last, owner)) if Arc::ptr_eq(owner, library) && last.end == range.start => {
-                    last.end = range.end
-                }
-                _ => rendered.line_origins.push((range, library.clone())),
+        for path in &touched.files {
+            let Some(owners) = self.files.get(path) else {
+                continue;
+            };
+            if owners.len() > 1 {
+                let (first, second) = two(owners.keys().take(2).collect());
+                return Err(MergeError::FileConflict {
+                    path: path.clone(),
+                    first,
+                    second,
+                });
+            }
+            if owners.is_empty() {
+                self.files.remove(path);
             }
         }
-        next_line += cached.lines + 1;
-        used.insert(id, cached);
+        for identity in &touched.patches {
+            if let Some(owners) = self.patch_owners.get(identity)
+                && owners.len() > 1
+            {
+                let patch = &identity.0;
+                let (first, second) = two(owners.iter().take(2).collect());
+                return Err(MergeError::StatusConflict {
+                    variant: patch.variant.as_str(),
+                    object: format!(
+                        "{} {}/{}",
+                        patch.object.kind, patch.object.namespace, patch.object.name
+                    ),
+                    first,
+                    second,
+                });
+            }
+        }
+        for identity in &touched.owned {
+            if let Some(owners) = self.owned_owners.get(identity)
+                && owners.len() > 1
+            {
+                let object = &identity.0;
+                let (first, second) = two(owners.iter().take(2).collect());
+                return Err(MergeError::OwnedObjectConflict {
+                    object: format!("{} {}/{}", object.kind, object.owner.namespace, object.name),
+                    first,
+                    second,
+                });
+            }
+        }
+        // The first library (in merge order) whose lines have no section.
+        let missing = touched
+            .targets
+            .iter()
+            .filter_map(|key| self.targets.get(key))
+            .filter(|target| target.owners.is_empty())
+            .filter_map(|target| {
+                let ((_, _, id), _) = target.snippets.iter().min_by(|a, b| a.0.2.cmp(&b.0.2))?;
+                Some((id, target))
+            })
+            .min_by(|a, b| a.0.cmp(b.0));
+        if let Some((id, target)) = missing {
+            return Err(MergeError::MissingSection {
+                library: name(id),
+                section: display_section(target.kind, &target.name),
+            });
+        }
+        if !self
+            .targets
+            .contains_key(&target_key(SectionKind::Global, ""))
+        {
+            return Err(MergeError::NoGlobal);
+        }
+        Ok(())
     }
-    // Sections that are gone drop out of the cache with their items.
-    cache.sections = used;
 
-    // Patches stay in library order, then item-key order: deterministic
-    // without sorting ten thousand of them on every change.
-    Ok(rendered)
+    /// The configuration and everything beside it, from what the cache
+    /// holds (checked: one owner of everything).
+    fn assemble(&mut self, names: &[&Arc<str>]) -> Rendered {
+        let mut rendered = Rendered::default();
+        let mut next_line = 1;
+        for target in self.targets.values_mut() {
+            let Some((owner, section)) = target.owners.iter().next() else {
+                continue;
+            };
+            let owner = names[owner.0];
+            let text = target
+                .text
+                .get_or_insert_with(|| section_text(owner, section, target.snippets.iter(), names));
+            rendered.config.push_str(&text.text);
+            rendered.config.push('\n');
+            for range in &text.secret {
+                let range = range.start + next_line..range.end + next_line;
+                match rendered.secret_lines.last_mut() {
+                    Some(last) if last.end == range.start => last.end = range.end,
+                    _ => rendered.secret_lines.push(range),
+                }
+            }
+            for (range, library) in &text.origins {
+                let range = range.start + next_line..range.end + next_line;
+                match rendered.line_origins.last_mut() {
+                    Some((last, owner))
+                        if Arc::ptr_eq(owner, library) && last.end == range.start =>
+                    {
+                        last.end = range.end
+                    }
+                    _ => rendered.line_origins.push((range, library.clone())),
+                }
+            }
+            next_line += text.lines + 1;
+        }
+        for (path, owners) in &self.files {
+            let Some(((position, _), file)) = owners.iter().next() else {
+                continue;
+            };
+            rendered
+                .file_origins
+                .insert(path.clone(), names[*position].clone());
+            rendered.files.insert(path.clone(), file.content.clone());
+            if file.secret {
+                rendered.secret_files.insert(path.clone());
+            }
+        }
+        // Patches in library order, then item-key order: deterministic
+        // without sorting ten thousand of them.
+        for (variant, patches) in &self.patches {
+            rendered.status_patches.insert(
+                *variant,
+                patches
+                    .iter()
+                    .map(|((position, _), patch)| (names[*position].clone(), patch.clone()))
+                    .collect(),
+            );
+        }
+        rendered.warnings = self
+            .warnings
+            .iter()
+            .map(|((position, key), warning)| {
+                (names[*position].clone(), key.clone(), warning.clone())
+            })
+            .collect();
+        rendered.owned_objects = self
+            .owned
+            .iter()
+            .map(|((position, _), object)| (names[*position].clone(), object.clone()))
+            .collect();
+        rendered
+    }
+}
+
+/// One section's text: its header and body by its owner, then each
+/// snippet by its library.
+fn section_text<'a>(
+    owner: &Arc<str>,
+    section: &Section,
+    snippets: impl Iterator<Item = (&'a (Slot, i32, ItemId), &'a Arc<Snippet>)>,
+    names: &[&Arc<str>],
+) -> SectionText {
+    let mut writer = SectionWriter::default();
+    writer.line(&display_section(section.kind, &section.name), owner);
+    writer.block(&section.body, owner, section.secret);
+    for ((_, _, (position, _)), snippet) in snippets {
+        writer.block(&snippet.lines, names[*position], snippet.secret);
+    }
+    SectionText {
+        lines: writer.lines,
+        text: writer.text,
+        origins: writer.origins,
+        secret: writer.secret,
+    }
 }
 
 /// Where a section goes in the file: HAProxy needs `global` first and

@@ -7,7 +7,8 @@
 //!
 //! Prints: seed (controller start -> first configuration on every HAProxy
 //! pod), one Ingress change -> a configuration holding it running on every
-//! pod (n, p50, p90, max and the changes not deployed in time), the
+//! pod (n, p50, p95, max and the changes not deployed in time; n is
+//! `HAPTIC_BENCH_ROUNDS`, default 100), the
 //! controller's peak and current resident memory, the agents' memory.
 //! Asserts the objects were all created and each change's bundle holds it,
 //! so a figure is never of a smaller cluster or of another render.
@@ -29,7 +30,9 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use synthetic::{ControllerProcess, change_host, converged_on_new, create_all, memory_kib};
 
-const CHANGES: usize = 20;
+/// Ingress changes measured unless `HAPTIC_BENCH_ROUNDS` says otherwise:
+/// enough for a p95.
+const CHANGES: usize = 100;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -78,9 +81,13 @@ fn main() {
         let (peak, now) = controller.memory_mib();
         println!("controller memory after the first status writes: peak {peak} MiB, now {now} MiB");
         let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "ns-0");
+        let changes: usize = std::env::var("HAPTIC_BENCH_ROUNDS")
+            .ok()
+            .and_then(|rounds| rounds.parse().ok())
+            .unwrap_or(CHANGES);
         let mut samples = Vec::new();
         let mut timeouts = 0;
-        for change in 0..CHANGES {
+        for change in 0..changes {
             let name = format!("app-{}", change % ClusterSpec::benchmark().ingresses_per_namespace);
             let host = format!("changed-{change}.example.com");
             let started = change_host(&ingresses, &name, &host).await;
@@ -105,10 +112,11 @@ fn main() {
         }
         samples.sort();
         println!(
-            "one Ingress change -> deployed on both HAProxy pods: n={} p50={:?} p90={:?} max={:?}, {timeouts} not deployed within 30 s",
+            "one Ingress change -> deployed on both HAProxy pods: n={} p50={:?} p90={:?} p95={:?} max={:?}, {timeouts} not deployed within 30 s",
             samples.len(),
             percentile(&samples, 0.5),
             percentile(&samples, 0.9),
+            percentile(&samples, 0.95),
             samples.last().copied().unwrap_or_default()
         );
         let (peak, now) = controller.memory_mib();
@@ -123,7 +131,7 @@ fn main() {
             Ok(metrics) => {
                 for line in synthetic::metric_lines(&metrics, &[
                     "haptic_deploys_total", "haptic_validations_skipped_total", "haptic_renders_total",
-                    "haptic_gate_conditions_set_total", "haptic_memory_",
+                    "haptic_gate_conditions_set_total", "haptic_memory_", "haptic_seed_phase_seconds",
                 ]) {
                     println!("  {line}");
                 }

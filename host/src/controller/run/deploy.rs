@@ -72,6 +72,7 @@ impl Deployer {
             }
             match self.deploy(&candidate, epoch, &mut candidates).await {
                 DeployResult::Converged => {
+                    self.state.metrics.seed.converged();
                     self.write(&candidate, StatusVariant::Deployed);
                     retry.reset();
                 }

@@ -110,10 +110,17 @@ pub(super) async fn run(
                 continue;
             }
         }
+        if first {
+            state
+                .metrics
+                .seed
+                .record("lists", state.metrics.seed.since_made());
+        }
         first = false;
         let changes = std::mem::take(&mut pending);
         let started = Instant::now();
         let result = tokio::task::block_in_place(|| engine.render(changes));
+        state.metrics.seed.record("render", started.elapsed());
         state
             .metrics
             .render_seconds
@@ -142,6 +149,7 @@ pub(super) async fn run(
         if needs_validation(accepted.as_deref(), &next) {
             let started = Instant::now();
             let validated = tokio::task::block_in_place(|| engine.validate(&rendered));
+            state.metrics.seed.record("validate", started.elapsed());
             state
                 .metrics
                 .validate_seconds
@@ -172,6 +180,7 @@ pub(super) async fn run(
         accepted = Some(candidate.bundle.clone());
         last_good = Some(rendered);
         let _ = candidates.send(Some(Arc::new(candidate)));
+        state.metrics.seed.published();
         state.ready.store(true, Ordering::Relaxed);
     }
 }

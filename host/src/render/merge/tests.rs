@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::library::types::AuxFile;
+use crate::library::types::{AuxFile, ObjectRef};
 
 fn section(kind: SectionKind, name: &str, body: &str) -> Item {
     Item::Section(Arc::new(Section {
@@ -86,10 +86,12 @@ fn sections_are_ordered_and_snippets_follow_slots() {
         LibraryItems {
             library: &name("base"),
             items: &base,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &name("ingress"),
             items: &ingress,
+            changed: Changed::All,
         },
     ])
     .unwrap();
@@ -109,10 +111,12 @@ fn two_owners_of_one_section_name_both() {
         LibraryItems {
             library: &name("base"),
             items: &a,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &name("custom"),
             items: &b,
+            changed: Changed::All,
         },
     ])
     .unwrap_err();
@@ -142,10 +146,12 @@ fn two_owners_of_one_file_name_both() {
         LibraryItems {
             library: &name("ingress"),
             items: &a,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &name("custom"),
             items: &b,
+            changed: Changed::All,
         },
     ])
     .unwrap_err();
@@ -173,6 +179,7 @@ fn snippet_without_target_names_library_and_section() {
     let error = merge_once(&[LibraryItems {
         library: &name("ingress"),
         items: &a,
+        changed: Changed::All,
     }])
     .unwrap_err();
     assert_eq!(
@@ -190,7 +197,8 @@ fn missing_global_is_an_error() {
     assert_eq!(
         merge_once(&[LibraryItems {
             library: &name("x"),
-            items: &a
+            items: &a,
+            changed: Changed::All,
         }])
         .unwrap_err(),
         MergeError::NoGlobal
@@ -213,30 +221,47 @@ fn cached_sections_follow_changes() {
         ),
     ]);
     let mut cache = MergeCache::default();
-    let merge_with = |backends: &BTreeMap<String, Item>, cache: &mut MergeCache| {
-        let libraries = [
-            LibraryItems {
-                library: &base_name,
-                items: &base,
-            },
-            LibraryItems {
-                library: &backends_name,
-                items: backends,
-            },
-        ];
-        merge(&libraries, cache).unwrap()
-    };
-    let first = merge_with(&backends, &mut cache);
-    assert_eq!(first, merge_with(&backends, &mut MergeCache::default()));
+    let no_changes = BTreeMap::new();
+    let merge_with =
+        |backends: &BTreeMap<String, Item>, changed: Changed<'_>, cache: &mut MergeCache| {
+            let libraries = [
+                LibraryItems {
+                    library: &base_name,
+                    items: &base,
+                    changed: match changed {
+                        Changed::All => Changed::All,
+                        Changed::Keys(_) => Changed::Keys(&no_changes),
+                    },
+                },
+                LibraryItems {
+                    library: &backends_name,
+                    items: backends,
+                    changed,
+                },
+            ];
+            merge(&libraries, cache).unwrap()
+        };
+    let first = merge_with(&backends, Changed::All, &mut cache);
+    assert_eq!(
+        first,
+        merge_with(&backends, Changed::All, &mut MergeCache::default())
+    );
 
+    let was: BTreeMap<String, Option<Item>> = ["a", "b"]
+        .into_iter()
+        .map(|key| (key.to_owned(), backends.get(key).cloned()))
+        .collect();
     backends.insert(
         "b".into(),
         section(SectionKind::Backend, "b", "server b1 127.0.0.1:2 disabled"),
     );
     backends.remove("a");
-    let second = merge_with(&backends, &mut cache);
+    let second = merge_with(&backends, Changed::Keys(&was), &mut cache);
     // The cached merge equals a merge from scratch, changes included.
-    assert_eq!(second, merge_with(&backends, &mut MergeCache::default()));
+    assert_eq!(
+        second,
+        merge_with(&backends, Changed::All, &mut MergeCache::default())
+    );
     assert!(second.config.contains("server b1 127.0.0.1:2 disabled"));
     assert!(!second.config.contains("backend a"));
     assert_eq!(second.library_at_line(4), Some("backends"));
@@ -275,14 +300,17 @@ fn two_libraries_patching_one_objects_status_in_one_variant_conflict() {
         LibraryItems {
             library: &base,
             items: &global,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &lib_a,
             items: &a,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &lib_b,
             items: &b_other_pod,
+            changed: Changed::All,
         },
     ])
     .expect("distinct objects or variants do not conflict");
@@ -291,14 +319,17 @@ fn two_libraries_patching_one_objects_status_in_one_variant_conflict() {
         LibraryItems {
             library: &base,
             items: &global,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &lib_a,
             items: &a,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &lib_b,
             items: &b_same,
+            changed: Changed::All,
         },
     ])
     .expect_err("a conflict");
@@ -415,14 +446,17 @@ fn snippets_sort_by_slot_then_priority_then_library_then_key() {
         LibraryItems {
             library: &name("base"),
             items: &base,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &name("first"),
             items: &first,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &name("second"),
             items: &second,
+            changed: Changed::All,
         },
     ])
     .unwrap();
@@ -478,10 +512,12 @@ fn secret_lines_are_tracked_and_shown_redacted() {
         LibraryItems {
             library: &base_name,
             items: &base,
+            changed: Changed::All,
         },
         LibraryItems {
             library: &auth_name,
             items: &auth,
+            changed: Changed::All,
         },
     ])
     .expect("merges");
@@ -504,4 +540,114 @@ fn secret_lines_are_tracked_and_shown_redacted() {
     );
     let debug = format!("{rendered:?}");
     assert!(!debug.contains(hash), "Debug redacts too: {debug}");
+}
+
+/// The incremental merge against a merge from scratch of the same items,
+/// over seeded random changes by three libraries: sections, snippets,
+/// files, patches, warnings and owned objects appear, change, move and go,
+/// conflicts and missing sections come and are fixed. After every change
+/// both agree, on the configuration and on the error.
+#[test]
+fn incremental_merges_equal_merges_from_scratch() {
+    let names = [name("base"), name("ingress"), name("backends")];
+    let mut outputs: Vec<BTreeMap<String, Item>> = vec![BTreeMap::new(); names.len()];
+    outputs[0].insert("g".into(), section(SectionKind::Global, "", "maxconn 1"));
+    outputs[0].insert("common".into(), section(SectionKind::Backend, "common", ""));
+    let mut cache = MergeCache::default();
+    let mut changed: Vec<BTreeMap<String, Option<Item>>> = vec![BTreeMap::new(); names.len()];
+    let mut all = true;
+    let mut rng = fastrand::Rng::with_seed(16);
+    let (mut errors, mut merged) = (0, 0);
+    for round in 0..3_000 {
+        let library = rng.usize(..names.len());
+        let key = format!("k{}", rng.usize(..12));
+        // Mostly an identity of the item's own; one in ten is shared, so
+        // two items may claim it.
+        let own = if rng.usize(..10) == 0 {
+            "shared".to_owned()
+        } else {
+            format!("l{library}{key}")
+        };
+        let item = match rng.usize(..8) {
+            0 => None,
+            1 | 2 => Some(section(SectionKind::Backend, &own, &format!("# {round}"))),
+            3 => {
+                // Into base's section, or one that may not be there.
+                let target = if rng.usize(..5) == 0 {
+                    format!("l{}k{}", rng.usize(..3), rng.usize(..12))
+                } else {
+                    "common".to_owned()
+                };
+                Some(snippet(
+                    SectionKind::Backend,
+                    &target,
+                    Slot::Other,
+                    rng.i32(-2..2),
+                    &format!("# snippet {round}"),
+                ))
+            }
+            4 => Some(Item::File(Arc::new(AuxFile {
+                path: format!("maps/{own}.map"),
+                content: format!("{round}\n"),
+                secret: false,
+            }))),
+            5 => Some(status(
+                StatusVariant::Deployed,
+                &own,
+                &format!(r#"{{"r":{round}}}"#),
+            )),
+            6 => Some(Item::Warning(Arc::new(Warning {
+                object: None,
+                reason: "Test".into(),
+                message: format!("{round}"),
+            }))),
+            _ => Some(Item::OwnedObject(Arc::new(OwnedObject {
+                owner: crate::library::types::ObjectKey {
+                    watch: "services".into(),
+                    namespace: "shop".into(),
+                    name: "web".into(),
+                },
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: own.clone(),
+                manifest: format!("{{\"r\":{round}}}"),
+            }))),
+        };
+        let old = match item {
+            Some(item) => outputs[library].insert(key.clone(), item),
+            None => outputs[library].remove(&key),
+        };
+        changed[library].entry(key).or_insert(old);
+        // Now and then a library sends a complete output.
+        all |= rng.usize(..200) == 0;
+        let libraries: Vec<LibraryItems<'_>> = names
+            .iter()
+            .zip(&outputs)
+            .zip(&changed)
+            .map(|((library, items), changed)| LibraryItems {
+                library,
+                items,
+                changed: if all {
+                    Changed::All
+                } else {
+                    Changed::Keys(changed)
+                },
+            })
+            .collect();
+        let incremental = merge(&libraries, &mut cache);
+        let scratch = merge_once(&libraries);
+        assert_eq!(incremental, scratch, "round {round}");
+        if incremental.is_ok() {
+            merged += 1;
+        } else {
+            errors += 1;
+        }
+        changed.iter_mut().for_each(BTreeMap::clear);
+        all = false;
+    }
+    // Both paths were taken many times.
+    assert!(
+        merged > 300 && errors > 300,
+        "{merged} merged, {errors} errors"
+    );
 }
