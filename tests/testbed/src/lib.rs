@@ -9,9 +9,13 @@
 //!   v1.35.4): pods are containers from locally built images.
 //! - [`oracle`]: HAProxy's master CLI asked whether every worker routes a
 //!   host to a pod.
+//! - [`credentials`]: which containers of a pod can read its token.
+//! - [`paths`]: the running test's target directory.
 
 pub mod control_plane;
+pub mod credentials;
 pub mod helm;
 pub mod kubelet;
 pub mod node;
 pub mod oracle;
+pub mod paths;

@@ -494,50 +494,6 @@ async fn controller_pods(client: &kube::Client) -> anyhow::Result<Vec<(String, S
         .collect())
 }
 
-/// Whether each container of every controller pod can read the projected
-/// service-account token, asked of the kernel: `cat` in the container's own
-/// mount namespace (`nsenter -m` on the pid the kubelet reports). The
-/// validator, which runs `haproxy -c`, must not; the controller must.
-async fn token_probe(client: &kube::Client) -> anyhow::Result<()> {
-    const TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/component=controller"))
-        .await?;
-    ensure!(!list.items.is_empty(), "no controller pods to probe");
-    for pod in list.items {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let statuses = pod
-            .status
-            .and_then(|s| s.container_statuses)
-            .unwrap_or_default();
-        for (container, may_read) in [("controller", true), ("validator", false)] {
-            let id = statuses
-                .iter()
-                .find(|c| c.name == container)
-                .and_then(|c| c.container_id.clone())
-                .with_context(|| format!("pod {name} has no running {container} container"))?;
-            let pid = id
-                .strip_prefix("process://")
-                .with_context(|| format!("container id {id:?} is not a process id"))?;
-            let probe = std::process::Command::new("nsenter")
-                .args(["-t", pid, "-m", "--", "cat", TOKEN])
-                .output()
-                .context("running nsenter (util-linux)")?;
-            // Never print the token: only whether it was read.
-            let read = probe.status.success() && !probe.stdout.is_empty();
-            ensure!(
-                read == may_read,
-                "pod {name} container {container}: token {} (expected {}); cat said: {}",
-                if read { "readable" } else { "not readable" },
-                if may_read { "readable" } else { "not readable" },
-                String::from_utf8_lossy(&probe.stderr).trim()
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Every container log the kubelet kept for `container` (all pods, all
 /// restarts), as (path, text).
 fn logs(bed: &Bed, container: &str) -> Vec<(PathBuf, String)> {
@@ -648,7 +604,13 @@ async fn scenario(bed: &Bed, timings: &mut Vec<(String, Duration)>) -> anyhow::R
     let proxies = proxies(&client).await?;
     ensure!(proxies.len() == 2, "HAProxy pods: {proxies:?}");
     // haproxy -c runs in the validator container, which holds no token.
-    token_probe(&client).await?;
+    haptic_testbed::credentials::check_token_access(
+        &client,
+        NAMESPACE,
+        "app.kubernetes.io/component=controller",
+        &[("controller", true), ("validator", false)],
+    )
+    .await?;
     let roles: Api<ClusterRole> = Api::all(client.clone());
     let role = roles.get(CONTROLLER).await?;
     ensure!(

@@ -19,7 +19,7 @@ use haptic_testbed::kubelet::http;
 use haptic_testbed::node::rollout::{self, Load, LoadSeen};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::ListParams;
@@ -90,7 +90,16 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         );
     }
 
-    token_probe(&client).await?;
+    // The validator runs `haproxy -c` on what namespace users wrote: it must
+    // hold no Kubernetes credential (issue 23), on real containers too.
+    haptic_testbed::credentials::check_token_access(
+        &client,
+        NAMESPACE,
+        "app.kubernetes.io/component=controller",
+        &[("controller", true), ("validator", false)],
+    )
+    .await?;
+    eprintln!("token probe: the controller container reads the token, the validator has none");
 
     create_app(&client).await?;
     let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
@@ -189,111 +198,6 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
 
 async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<http::Response> {
     Ok(http::get(addr, Some(HOST), path, &[], Duration::from_secs(5)).await?)
-}
-
-/// The chart's validator container runs `haproxy -c` on what namespace users
-/// wrote, so it must hold no Kubernetes credential (issue 23): the
-/// service-account token is in the controller container's filesystem and
-/// not in the validator's. The oracle is the kernel's view of each
-/// container: the root of a process in that container's cgroup
-/// (`/proc/<pid>/root`), as runc set it up, not the pod spec.
-async fn token_probe(client: &kube::Client) -> anyhow::Result<()> {
-    const TOKEN: &str = "var/run/secrets/kubernetes.io/serviceaccount/token";
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/component=controller"))
-        .await?;
-    ensure!(!list.items.is_empty(), "no controller pods to probe");
-    for pod in list.items {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let statuses = pod
-            .status
-            .and_then(|s| s.container_statuses)
-            .unwrap_or_default();
-        for (container, may_read) in [("controller", true), ("validator", false)] {
-            let id = statuses
-                .iter()
-                .find(|c| c.name == container)
-                .and_then(|c| c.container_id.clone())
-                .with_context(|| format!("pod {name} has no running {container} container"))?;
-            let id = id
-                .strip_prefix("containerd://")
-                .with_context(|| format!("container id {id:?} is not containerd's"))?;
-            let pid = processes_in_container(id)
-                .into_iter()
-                .next()
-                .with_context(|| {
-                    format!("no process of pod {name} container {container} ({id})")
-                })?;
-            // Never print the token: only whether it could be read.
-            let read = std::fs::read(in_root_of(pid, TOKEN)?);
-            let readable = read.as_ref().is_ok_and(|t| !t.is_empty());
-            ensure!(
-                readable == may_read,
-                "pod {name} container {container}: the service-account token is {} (expected {}): {}",
-                if readable { "readable" } else { "not readable" },
-                if may_read { "readable" } else { "not readable" },
-                read.err().map(|e| e.to_string()).unwrap_or_default()
-            );
-        }
-    }
-    eprintln!("token probe: the controller container reads the token, the validator has none");
-    Ok(())
-}
-
-/// `path` (relative to `/`) as the process `pid` sees it, through
-/// `/proc/<pid>/root`: symlinks are followed inside that root (the image may
-/// link `/var/run` to `/run`, and an absolute link read from the host would
-/// leave the container).
-fn in_root_of(pid: u32, path: &str) -> anyhow::Result<std::path::PathBuf> {
-    let root = std::path::PathBuf::from(format!("/proc/{pid}/root"));
-    let mut resolved = root.clone();
-    let mut todo: Vec<String> = path.split('/').rev().map(str::to_owned).collect();
-    let mut links = 0;
-    while let Some(part) = todo.pop() {
-        match part.as_str() {
-            "" | "." => continue,
-            ".." => {
-                if resolved != root {
-                    resolved.pop();
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let next = resolved.join(&part);
-        match std::fs::read_link(&next) {
-            Ok(target) => {
-                links += 1;
-                ensure!(
-                    links < 40,
-                    "too many links resolving {path} in pid {pid}'s root"
-                );
-                let target = target.to_string_lossy().into_owned();
-                if target.starts_with('/') {
-                    resolved = root.clone();
-                }
-                todo.extend(target.split('/').rev().map(str::to_owned));
-            }
-            Err(_) => resolved = next,
-        }
-    }
-    Ok(resolved)
-}
-
-/// Pids of the processes in the container `id` (cgroupfs: the container's
-/// cgroup path ends in its id).
-fn processes_in_container(id: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|c| c.lines().any(|l| l.ends_with(id)))
-        })
-        .collect()
 }
 
 /// Pids of processes named `comm` that run in a pod (a `/kubepods` cgroup).

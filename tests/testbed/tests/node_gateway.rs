@@ -42,6 +42,7 @@ use futures::StreamExt as _;
 use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::node::rollout::{self, Load};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
+use haptic_testbed::paths::target_dir;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
@@ -540,17 +541,6 @@ fn stamp_report(report: &Path, version: &str) -> anyhow::Result<()> {
     );
     std::fs::write(report, header + &body)?;
     Ok(())
-}
-
-/// The cargo target directory of the running test.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    dir.pop();
-    dir
 }
 
 /// Runs a program to completion; its stdout, or an error with all it printed.

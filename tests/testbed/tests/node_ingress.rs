@@ -25,6 +25,7 @@ use std::time::Instant;
 use anyhow::{Context as _, ensure};
 use haptic_testbed::kubelet::bed::init_tracing;
 use haptic_testbed::node::NodeBed;
+use haptic_testbed::paths::target_dir;
 use serde::Deserialize;
 
 const NAMESPACE: &str = "haptic";
@@ -264,15 +265,4 @@ fn report(results: &BTreeMap<String, Outcome>) -> String {
         }
     }
     out
-}
-
-/// The cargo target directory of the running test.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    dir.pop();
-    dir
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::Error;
+use crate::paths::target_dir;
 
 /// The sandbox image (pause from the kubernetes module, `gcc -static`).
 pub const PAUSE_IMAGE: &str = "localhost/testbed-pause:3.10.1";
@@ -23,17 +24,6 @@ pub const TOOLS_IMAGE: &str = "haptic.test/tools:testbed";
 
 /// haptic's image as `make image` names it (the chart's default).
 pub const HAPTIC_IMAGE: &str = concat!("localhost/haptic:", env!("CARGO_PKG_VERSION"));
-
-/// The cargo target directory of the running test (`target/<profile>/deps/..`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    dir.pop();
-    dir
-}
 
 /// The archive `make image` wrote (`HAPTIC_IMAGE_ARCHIVE`, else
 /// `<target>/image/haptic-<version>.oci.tar`), if there is one.
