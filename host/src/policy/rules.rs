@@ -201,12 +201,12 @@ pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
             found.extend(after(words, "-f").map(|path| file("-f (pattern file)", path)));
             for word in &words.words {
                 found.extend(map_files(word).map(|(function, path)| file(function, path)));
-                found.extend(calls(word).filter(|(name, _)| *name == "env").map(
-                    |(_, variable)| Finding::EnvironmentFetch {
-                        variable: variable.to_owned(),
-                    },
-                ));
             }
+            found.extend(
+                env_fetches(words).map(|variable| Finding::EnvironmentFetch {
+                    variable: variable.to_owned(),
+                }),
+            );
         }
         Section::HttpErrors if directive == "errorfile" => {
             found.push(file(directive, words.get(2)));
@@ -276,6 +276,89 @@ fn map_files(word: &str) -> impl Iterator<Item = (&'static str, &str)> + '_ {
     })
 }
 
+/// The variables of the `env()` sample fetches HAProxy evaluates in a
+/// proxy line, and only those: a fetch in a log-format argument
+/// (`%[env(X)]`, but not the literal text `%%[env(X)]`) or a fetch in a
+/// fetch position (a condition after `if`/`unless`/`{`/`||`/`!`, an `acl`'s
+/// criterion, the expression of `set-var(...)`, `capture`, `set-src`...).
+/// A user's string that merely contains `env(` where HAProxy reads text (a
+/// realm, a regex, an escaped rewrite) is not a fetch: if the policy refused
+/// it, any namespace user could stop every deploy with an annotation.
+fn env_fetches(words: &Words) -> impl Iterator<Item = &str> + '_ {
+    const FETCH: &str = "env(";
+    let formats = log_format_positions(words);
+    let in_formats = formats.into_iter().flat_map(move |index| {
+        let word = words.get(index);
+        word.match_indices("%[").filter_map(move |(at, _)| {
+            let percents = word[..=at].bytes().rev().take_while(|b| *b == b'%').count();
+            let expression = &word[at + 2..];
+            (percents % 2 == 1 && expression.starts_with(FETCH))
+                .then(|| argument(&expression[FETCH.len()..]))
+        })
+    });
+    let rule = matches!(
+        words.get(0),
+        "http-request" | "http-response" | "http-after-response" | "tcp-request" | "tcp-response"
+    );
+    let in_positions = words
+        .words
+        .iter()
+        .enumerate()
+        .filter_map(move |(index, word)| {
+            let previous = index.checked_sub(1).map_or("", |i| words.get(i));
+            let fetch_position = matches!(previous, "if" | "unless" | "{" | "||" | "!" | "or")
+                || previous.starts_with("set-var(")
+                || (rule
+                    && index == 2
+                    && matches!(
+                        previous,
+                        "capture" | "set-src" | "set-dst" | "set-src-port" | "set-dst-port"
+                    ))
+                || (rule && previous.starts_with("track-sc"))
+                || (words.get(0) == "acl" && index == 2);
+            let word = word.trim_start_matches('!');
+            (fetch_position && word.starts_with(FETCH)).then(|| argument(&word[FETCH.len()..]))
+        });
+    in_formats.chain(in_positions)
+}
+
+/// Which words of a proxy line HAProxy reads as log-format strings (where
+/// `%[...]` is evaluated), from section 4.2 of its 2.6 manual.
+fn log_format_positions(words: &Words) -> Vec<usize> {
+    let action = words.get(1);
+    let mut positions = Vec::new();
+    match words.get(0) {
+        "http-request" | "http-response" | "http-after-response" => {
+            let index = match action {
+                "set-header" | "add-header" | "early-hint" | "redirect" => Some(3),
+                "replace-header" | "replace-value" => Some(4),
+                "set-path" | "set-pathq" | "set-query" | "set-uri" | "set-method" => Some(2),
+                "replace-path" | "replace-pathq" | "replace-uri" => Some(3),
+                a if a.starts_with("set-var-fmt(") => Some(2),
+                _ => None,
+            };
+            positions.extend(index);
+            // `return ... lf-string <fmt>` and `hdr <name> <fmt>`.
+            for (index, word) in words.words.iter().enumerate() {
+                match word.as_str() {
+                    "lf-string" => positions.push(index + 1),
+                    "hdr" if action == "return" => positions.push(index + 2),
+                    _ => {}
+                }
+            }
+        }
+        "use_backend" | "use-server" | "log-format" | "log-format-sd" | "unique-id-format"
+        | "error-log-format" => positions.push(1),
+        _ => {}
+    }
+    positions
+}
+
+/// The first argument of a call, from just after its `(`.
+fn argument(rest: &str) -> &str {
+    rest.split([',', ')']).next().unwrap_or_default().trim()
+}
+
 /// Each `name(first-argument` call in one word: sample fetches, converters
 /// and actions (`%[env(HOME)]`, `map_str(maps/hosts.map,default)`).
 fn calls(word: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
@@ -284,11 +367,6 @@ fn calls(word: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
         let name_start = before
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
             .map_or(0, |i| i + 1);
-        let argument = word[open + 1..]
-            .split([',', ')'])
-            .next()
-            .unwrap_or_default()
-            .trim();
-        (&before[name_start..], argument)
+        (&before[name_start..], argument(&word[open + 1..]))
     })
 }

@@ -114,11 +114,27 @@ fn the_env_fetch_is_refused_unless_the_environment_is_allowed() {
     let config = "frontend f\n    http-response set-header x %[env(AGENT_TOKEN)]\n\
                   http-request deny if { env(DEBUG) -m found }\n\
                   http-request set-var(txn.env) str(x)\n\
-                  http-request set-header y %[req.hdr(getenv),lower]\n";
+                  http-request set-header y %[req.hdr(getenv),lower]\n\
+                  http-request set-var(txn.k) env(KEY)\n\
+                  acl debug env(DEBUG) -m found\n\
+                  http-request set-header z a%%%[env(Z)]\n";
     assert_eq!(
         problems(config, &[]),
-        ["2: env(AGENT_TOKEN)", "3: env(DEBUG)"]
+        [
+            "2: env(AGENT_TOKEN)",
+            "3: env(DEBUG)",
+            "6: env(KEY)",
+            "7: env(DEBUG)",
+            "8: env(Z)"
+        ]
     );
+    // Text that contains `env(` is not a fetch: an escaped log-format
+    // `%%[`, a realm, a regex. Refusing it would let a namespace user stop
+    // every deploy with an annotation.
+    let text = "frontend f\n    http-request replace-path '^/a(.*)' '%%[env(HOME)]'\n\
+                http-request auth realm '%[env(HOME)]'\n\
+                http-request deny if { req.hdr(x) -m reg %[env(HOME)] }\n";
+    assert_eq!(problems(text, &[]), Vec::<String>::new());
     let allowing = policy(json!({
         "directivePolicy": {"allow": [{"library": "lib", "directives": [ENVIRONMENT]}]}
     }));
