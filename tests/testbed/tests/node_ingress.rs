@@ -36,6 +36,8 @@ const INGRESS_CLASS: &str = "haptic";
 #[ignore = "needs the suite built from a checkout of its repository: make ingress-conformance"]
 async fn e2e_conformance_the_ingress_suite_passes_with_default_values() -> anyhow::Result<()> {
     init_tracing();
+    // The commit under test is the one at the start: the image and chart were built from it.
+    let commit = head_commit();
     let suite = suite_dir()?;
     ensure!(
         NodeBed::has_haptic_image(),
@@ -88,7 +90,7 @@ async fn e2e_conformance_the_ingress_suite_passes_with_default_values() -> anyho
     }
     if let Some(dir) = std::env::var_os("HAPTIC_CONFORMANCE_REPORT_DIR") {
         let path = PathBuf::from(dir).join("ingress-controller-conformance.md");
-        std::fs::write(&path, report(&results))?;
+        std::fs::write(&path, report(&results, &commit))?;
         eprintln!("report written to {}", path.display());
     }
     ensure!(
@@ -225,16 +227,22 @@ fn results(dir: &Path) -> anyhow::Result<BTreeMap<String, Outcome>> {
     Ok(results)
 }
 
-/// The Markdown report for docs/conformance/.
-fn report(results: &BTreeMap<String, Outcome>) -> String {
-    let passed = results.values().filter(|r| r.passed()).count();
-    let commit = std::process::Command::new("git")
+/// The checked-out commit, short.
+fn head_commit() -> String {
+    std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(haptic_testbed::helm::repo_root())
         .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// The Markdown report for docs/conformance/.
+fn report(results: &BTreeMap<String, Outcome>, commit: &str) -> String {
+    let passed = results.values().filter(|r| r.passed()).count();
     let date = std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d"])
         .output()
@@ -250,7 +258,7 @@ fn report(results: &BTreeMap<String, Outcome>) -> String {
          found (tests/testbed/scripts/build-ingress-conformance.sh).\n\n\
          **{passed} of {} scenarios passed.**\n\n| result | feature: scenario |\n| --- | --- |\n",
         env!("CARGO_PKG_VERSION"),
-        commit.trim(),
+        commit,
         date.trim(),
         results.len()
     );
