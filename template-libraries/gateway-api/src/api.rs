@@ -396,24 +396,6 @@ pub struct LoadBalancerIngress {
     pub hostname: Option<String>,
 }
 
-/// A `kubernetes.io/tls` Secret; data stays base64 until used.
-#[derive(Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct TlsSecret {
-    pub metadata: Meta,
-    #[serde(deserialize_with = "nullable")]
-    pub data: BTreeMap<String, String>,
-}
-
-impl std::fmt::Debug for TlsSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsSecret")
-            .field("metadata", &self.metadata)
-            .field("data", &self.data.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
 /// A GRPCRoute, read as the HTTPRoute it amounts to: gRPC is HTTP/2 with
 /// the path `/<service>/<method>`, so a method match is a path match.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -31,6 +31,7 @@ pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use haptic_sdk::ingress::tls::CertificateCache;
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{
     Context, Entry, Error, Info, Library, ObjectKey, Output, Plan, Result, SectionKind, Slot,
@@ -141,9 +142,20 @@ pub fn defaults() -> Value {
 }
 
 /// The `gateway-api` library.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GatewayApi {
     values: GatewayValues,
+    /// Secrets checked by the host, kept between renders.
+    certificates: CertificateCache,
+}
+
+impl Default for GatewayApi {
+    fn default() -> Self {
+        Self {
+            values: GatewayValues::default(),
+            certificates: tls::certificate_cache(),
+        }
+    }
 }
 
 impl Library for GatewayApi {
@@ -229,7 +241,7 @@ impl Library for GatewayApi {
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
-        render(&self.values, ctx, out)
+        render(&self.values, &mut self.certificates, ctx, out)
     }
 }
 
@@ -262,7 +274,12 @@ impl GatewayModel<'_> {
     }
 }
 
-fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
+fn render(
+    v: &GatewayValues,
+    cache: &mut CertificateCache,
+    ctx: &Context<'_>,
+    out: &mut Output,
+) -> Result<()> {
     let api_version = format!("{GROUP}/v1");
     // Classes.
     let mut our_classes = BTreeSet::new();
@@ -333,7 +350,7 @@ fn render(v: &GatewayValues, ctx: &Context<'_>, out: &mut Output) -> Result<()> 
         namespaces: &namespaces,
         services: &services,
     };
-    let mut certificates = Certificates::load(ctx)?;
+    let mut certificates = Certificates::load(ctx, cache)?;
 
     // Gateways, oldest first (they keep their HAProxy ports).
     let mut gateways: Vec<GatewayModel<'_>> = Vec::new();

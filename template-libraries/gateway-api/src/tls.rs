@@ -4,21 +4,24 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use haptic_sdk::tls::check_certificate;
+use haptic_sdk::ingress::tls::{CertificateCache, TlsSecret};
 use haptic_sdk::{Context, Result, Watch};
 
-use crate::api::{ObjectReference, TlsSecret};
+use crate::api::ObjectReference;
 use crate::grants::{Grants, Reference};
 
 /// The watch of TLS Secrets.
 pub const SECRETS: &str = "gateway-secrets";
 
-/// Only TLS Secrets; the API server filters.
+/// Only TLS Secrets (the API server filters), without annotations: the
+/// SDK's watch, the one Ingress libraries use.
 pub fn secrets_watch() -> Watch {
-    Watch::new(SECRETS, "v1", "Secret")
-        .parse_as::<TlsSecret>()
-        .field_selector("type=kubernetes.io/tls")
+    haptic_sdk::ingress::tls::secrets_watch(SECRETS)
+}
+
+/// The cache of checked Secrets, kept by the library between renders.
+pub fn certificate_cache() -> CertificateCache {
+    CertificateCache::new(SECRETS)
 }
 
 /// Why a listener's certificates cannot be used: its ResolvedRefs reason.
@@ -38,17 +41,18 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    /// Reads every TLS Secret once per render.
-    pub fn load(ctx: &Context<'_>) -> Result<Self> {
+    /// Every TLS Secret as this render sees it, each checked by the host
+    /// once per resourceVersion (`cache` keeps the answers between renders).
+    pub fn load(ctx: &Context<'_>, cache: &mut CertificateCache) -> Result<Self> {
         let mut secrets = BTreeMap::new();
         if ctx.count(SECRETS) > 0 {
             for secret in ctx.objects::<TlsSecret>(SECRETS)? {
-                secrets.insert(
-                    (secret.key.namespace.clone(), secret.key.name.clone()),
-                    usable(&secret),
-                );
+                let (namespace, name) = (&secret.key.namespace, &secret.key.name);
+                let usable = cache.bundle(ctx, namespace, name)?;
+                secrets.insert((namespace.clone(), name.clone()), usable);
             }
         }
+        cache.retain_existing(ctx);
         Ok(Self {
             secrets,
             files: BTreeMap::new(),
@@ -104,7 +108,7 @@ impl Certificates {
                 Some(Err(why)) => {
                     return Err(Problem {
                         reason: "InvalidCertificateRef",
-                        message: format!("Secret {namespace}/{} cannot be served: {why}", r.name),
+                        message: why.clone(),
                     });
                 }
                 Some(Ok(pem)) => {
@@ -116,27 +120,4 @@ impl Certificates {
         }
         Ok(files)
     }
-}
-
-/// The PEM HAProxy loads (chain, then key), or why the Secret is unusable
-/// (never quoting its data).
-fn usable(secret: &TlsSecret) -> std::result::Result<String, String> {
-    let field = |name: &str| -> std::result::Result<String, String> {
-        let encoded = secret
-            .data
-            .get(name)
-            .ok_or_else(|| format!("it has no `{name}`"))?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim())
-            .map_err(|_| format!("its `{name}` is not base64"))?;
-        String::from_utf8(bytes).map_err(|_| format!("its `{name}` is not PEM text"))
-    };
-    let certificate = field("tls.crt")?;
-    let key = field("tls.key")?;
-    check_certificate(&certificate, &key)?;
-    let mut pem = certificate.trim_end().to_owned();
-    pem.push('\n');
-    pem.push_str(key.trim_end());
-    pem.push('\n');
-    Ok(pem)
 }

@@ -342,29 +342,10 @@ impl Suite {
 
 /// The chart with haptic's image and the `gateway-api` library on.
 async fn install_chart(kubeconfig: &Path, extra: &[&str]) -> anyhow::Result<()> {
-    let mut args: Vec<std::ffi::OsString> = ["install", "haptic"].map(Into::into).to_vec();
-    args.push(haptic_testbed::helm::chart_dir().into());
-    args.extend(
-        [
-            "--namespace",
-            NAMESPACE,
-            "--create-namespace",
-            "--wait",
-            "--timeout",
-            "180s",
-            "--kubeconfig",
-        ]
-        .map(Into::into),
-    );
-    args.push(kubeconfig.into());
-    for value in CHART_VALUES.iter().chain(extra) {
-        args.extend(["--set".into(), (*value).into()]);
-    }
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    run(&haptic_testbed::helm::bin()?, &args)
+    let values: Vec<&str> = CHART_VALUES.iter().chain(extra).copied().collect();
+    haptic_testbed::helm::install(kubeconfig, NAMESPACE, &values)
         .await
-        .context("helm install")?;
-    Ok(())
+        .context("helm install")
 }
 
 /// Creates GatewayClass `haptic` unless the chart did, waits for the

@@ -222,8 +222,23 @@ impl CertificateCache {
         Ok(outcome)
     }
 
-    /// Forgets Secrets that no longer exist.
-    fn retain_existing(&mut self, ctx: &Context<'_>) {
+    /// The file HAProxy loads for Secret `namespace/name` (certificate
+    /// chain, then key), or why it cannot be served, naming the Secret and
+    /// never quoting its data. The `gateway-api` library's listeners use it
+    /// too: one check of a Secret for every library.
+    pub fn bundle(
+        &mut self,
+        ctx: &Context<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        Ok(self
+            .check(ctx, namespace, name)?
+            .map(|certificate| certificate.bundle))
+    }
+
+    /// Forgets Secrets that no longer exist; once per render.
+    pub fn retain_existing(&mut self, ctx: &Context<'_>) {
         let watch = &self.watch;
         self.checked.retain(|(namespace, name), _| {
             matches!(ctx.get::<TlsSecret>(watch, namespace, name), Ok(Some(_)))
