@@ -10,7 +10,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up bench bench-agent bench-fanout bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up bench bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -235,6 +235,10 @@ bench-agent:
 # One change -> every HAProxy converged, 1 to 100 local instances (`haptic run --proxies N`).
 bench-fanout:
 	$(CARGO) bench -p haptic --bench fanout
+
+# 1,000 HTTPRoutes over 50 Gateways: one route change -> every HAProxy converged (`haptic run --proxies 2`).
+bench-gateway:
+	$(CARGO) bench -p haptic --features synthetic --bench gateway
 
 # Gate latency and endpoint flips on the test bed (two HAProxy pods).
 bench-controller: testbed-binaries

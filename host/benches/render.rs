@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::render::{ClusterChange, ClusterObject, Renderer};
+use haptic::synthetic::gateway::{GatewayObjects, GatewaySpec};
 use haptic::synthetic::{Cluster, ClusterSpec};
 use haptic::values::Values;
 
@@ -171,66 +172,9 @@ fn gateway_routes(
     values: &Values,
     rounds: usize,
 ) -> anyhow::Result<()> {
-    const GATEWAYS: usize = 50;
-    const ROUTES: usize = 1_000;
-    let services: Vec<(String, String, i64)> = cluster
-        .objects()
-        .filter(|o| o["kind"] == "Service")
-        .filter_map(|o| {
-            Some((
-                o["metadata"]["namespace"].as_str()?.to_owned(),
-                o["metadata"]["name"].as_str()?.to_owned(),
-                o["spec"]["ports"][0]["port"].as_i64()?,
-            ))
-        })
-        .collect();
-    anyhow::ensure!(
-        !services.is_empty(),
-        "the synthetic cluster has no Services"
-    );
-    let route = |index: usize, version: usize| -> serde_json::Value {
-        let (namespace, service, port) = &services[index % services.len()];
-        serde_json::json!({
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "HTTPRoute",
-            "metadata": {"name": format!("route-{index}"), "namespace": namespace,
-                "resourceVersion": format!("{}", 10_000_000 + index * 1_000 + version)},
-            "spec": {
-                "parentRefs": [{"name": format!("gw-{}", index % GATEWAYS), "namespace": "gateways"}],
-                "hostnames": [format!("r{index}.example.com")],
-                "rules": [{
-                    "matches": [{"path": {"type": "PathPrefix", "value": format!("/v{version}/app")}},
-                                {"path": {"type": "Exact", "value": "/healthz"}, "headers": [{"name": "x-probe", "value": "1"}]}],
-                    "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-route", "value": format!("route-{index}")}]}}],
-                    "backendRefs": [{"name": service, "namespace": namespace, "port": port}]
-                }]
-            }
-        })
-    };
-    let mut objects: Vec<serde_json::Value> = vec![
-        serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "haptic", "resourceVersion": "9000000"},
-            "spec": {"controllerName": "haproxy-haptic.org/gateway-controller"}}),
-        serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "gateways", "resourceVersion": "9000001"}}),
-    ];
-    for index in 0..GATEWAYS {
-        objects.push(serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": format!("gw-{index}"), "namespace": "gateways", "resourceVersion": format!("{}", 9_100_000 + index)},
-            "spec": {"gatewayClassName": "haptic", "listeners": [
-                {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]}}));
-    }
-    // Cross-namespace backendRefs need grants: one per namespace, from any
-    // HTTPRoute namespace the routes use.
-    let namespaces: std::collections::BTreeSet<&str> =
-        services.iter().map(|(ns, _, _)| ns.as_str()).collect();
-    for (index, namespace) in namespaces.iter().enumerate() {
-        objects.push(serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ReferenceGrant",
-            "metadata": {"name": "routes", "namespace": namespace, "resourceVersion": format!("{}", 9_200_000 + index)},
-            "spec": {"from": namespaces.iter().map(|ns| serde_json::json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": ns})).collect::<Vec<_>>(),
-                     "to": [{"group": "", "kind": "Service"}]}}));
-    }
-    objects.extend((0..ROUTES).map(|index| route(index, 0)));
+    let gateway = GatewayObjects::generate(cluster, GatewaySpec::benchmark())?;
+    let spec = gateway.spec();
+    let objects = gateway.objects();
 
     let mut values = values.clone();
     values.set_assignment("templateLibraries.gatewayApi.enabled=true")?;
@@ -257,8 +201,10 @@ fn gateway_routes(
         .count();
     println!(
         "
-gateway-api: {GATEWAYS} Gateways, {ROUTES} HTTPRoutes (2 matches, a header filter, a cross-namespace backend each): \
+gateway-api: {} Gateways, {} HTTPRoutes (2 matches, a header filter, a cross-namespace backend each): \
          full render {} ({frontends} Gateway frontends, {} config lines)",
+        spec.gateways,
+        spec.routes,
         ms(full),
         rendered.config.lines().count()
     );
@@ -269,7 +215,7 @@ gateway-api: {GATEWAYS} Gateways, {ROUTES} HTTPRoutes (2 matches, a header filte
 
     let mut samples = Vec::with_capacity(rounds);
     for round in 0..rounds {
-        let changed = route((round * 37) % ROUTES, round + 1);
+        let changed = gateway.route((round * 37) % spec.routes, round + 1);
         let change = ClusterObject::from_value(changed).map(ClusterChange::Applied);
         let started = Instant::now();
         renderer.render(change.into_iter().collect())?;

@@ -9,6 +9,7 @@
 //! endpoints. [`Cluster::flip_endpoint`] and [`Cluster::add_ingress`] give
 //! the objects of the two changes those targets time.
 
+pub mod gateway;
 #[cfg(test)]
 mod tests;
 
@@ -86,6 +87,11 @@ pub enum SyntheticError {
         services: usize,
         endpoints: usize,
     },
+    /// Gateway API objects need Services to route to.
+    #[error(
+        "the synthetic cluster has no Services for HTTPRoutes to route to; give it services_per_namespace > 0"
+    )]
+    NoServices,
     /// Writing the YAML files failed.
     #[error("cannot write {}: {source}; check that the directory is writable", path.display())]
     Write {
@@ -254,16 +260,7 @@ impl Cluster {
         let mut paths = Vec::new();
         for (name, objects) in groups {
             let path = dir.join(name);
-            let mut text = String::new();
-            for object in objects {
-                text.push_str("---\n");
-                let yaml = serde_yaml_ng::to_string(object).map_err(|e| SyntheticError::Write {
-                    path: path.clone(),
-                    source: std::io::Error::other(e),
-                })?;
-                text.push_str(&yaml);
-            }
-            std::fs::write(&path, text).map_err(write_error(&path))?;
+            write_yaml_stream(&path, objects)?;
             paths.push(path);
         }
         Ok(paths)
@@ -452,6 +449,22 @@ fn endpoint_state(service: usize, endpoint: usize, per_service: usize) -> State 
 
 fn has_admin_port(svc: usize) -> bool {
     svc.is_multiple_of(3)
+}
+
+/// Writes `objects` to `path` as one multi-document YAML stream.
+pub fn write_yaml_stream(path: &Path, objects: &[Value]) -> Result<(), SyntheticError> {
+    let write_error = |source| SyntheticError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut text = String::new();
+    for object in objects {
+        text.push_str("---\n");
+        let yaml =
+            serde_yaml_ng::to_string(object).map_err(|e| write_error(std::io::Error::other(e)))?;
+        text.push_str(&yaml);
+    }
+    std::fs::write(path, text).map_err(write_error)
 }
 
 fn namespace_name(ns: usize) -> String {
