@@ -6,7 +6,8 @@
 //! real node: the chart with the image `make image` built and the
 //! `gateway-api` library on, GatewayClass `haptic`, then the suite's own
 //! binary (`go test -c`) with `--gateway-class=haptic
-//! --conformance-profiles=GATEWAY-HTTP` and `--supported-features` read from
+//! --conformance-profiles=GATEWAY-HTTP` (`HAPTIC_GATEWAY_PROFILES` names
+//! others, `GATEWAY-HTTP,GATEWAY-GRPC`) and `--supported-features` read from
 //! what the GatewayClass declares. The oracle is the suite itself: its
 //! requests go to each Gateway's LoadBalancer address on the bed's network,
 //! its backends are its own echo-basic pods.
@@ -53,7 +54,8 @@ use serde_json::json;
 const NAMESPACE: &str = "haptic";
 const GATEWAY_CLASS: &str = "haptic";
 const CONTROLLER_NAME: &str = "haproxy-haptic.org/gateway-controller";
-const PROFILE: &str = "GATEWAY-HTTP";
+/// The suite's profiles unless `HAPTIC_GATEWAY_PROFILES` names others.
+const DEFAULT_PROFILES: &str = "GATEWAY-HTTP";
 const WAIT: Duration = Duration::from_secs(180);
 
 /// The chart's values for the suite: the `gateway-api` library on and the
@@ -103,6 +105,7 @@ const CI_SUBSET: &[&str] = &[
 async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyhow::Result<()> {
     init_tracing();
     let selection = Selection::from_env()?;
+    let profiles = profiles()?;
     let suite = Suite::find()?;
     ensure!(
         NodeBed::has_haptic_image(),
@@ -135,14 +138,22 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
 
     let out_dir = selection.report_dir();
     std::fs::create_dir_all(&out_dir)?;
-    let report = out_dir.join(selection.report_name(&suite.version));
+    let report = out_dir.join(selection.report_name(&suite.version, &profiles));
     let log = out_dir.join(format!("gateway-conformance-{}.log", selection.name()));
     let ran = Instant::now();
     // One version for the suite's report and its header: the commit at the
     // start (a commit during the hour-long run must not relabel it).
     let version = implementation_version();
     let status = suite
-        .run(&kubeconfig, &features, &selection, &report, &log, &version)
+        .run(
+            &kubeconfig,
+            &profiles,
+            &features,
+            &selection,
+            &report,
+            &log,
+            &version,
+        )
         .await?;
     let results = parse_results(&std::fs::read_to_string(&log)?);
     save_pod_logs(
@@ -151,8 +162,9 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
     )
     .await;
     eprintln!(
-        "Gateway API {} {PROFILE} ({}): {} in {:?}; suite log {}, report {}",
+        "Gateway API {} {} ({}): {} in {:?}; suite log {}, report {}",
         suite.version,
+        profiles.join(","),
         selection.name(),
         summary(&results),
         ran.elapsed(),
@@ -182,7 +194,7 @@ async fn e2e_conformance_the_gateway_api_suite_passes_on_the_real_node() -> anyh
         }
         // The suite's own verdict: core and every declared extended feature
         // `success`, no core test skipped.
-        None => check_report(&std::fs::read_to_string(&report)?)?,
+        None => check_report(&std::fs::read_to_string(&report)?, &profiles)?,
     }
     bed.stop().await;
     Ok(())
@@ -258,8 +270,12 @@ impl Selection {
         }
     }
 
-    fn report_name(&self, version: &str) -> String {
-        format!("gateway-api-{version}-{PROFILE}-{}.yaml", self.name())
+    fn report_name(&self, version: &str, profiles: &[String]) -> String {
+        format!(
+            "gateway-api-{version}-{}-{}.yaml",
+            profiles.join("+"),
+            self.name()
+        )
     }
 
     /// `go test` arguments that select the tests.
@@ -308,9 +324,11 @@ impl Suite {
     }
 
     /// Runs the suite against the bed, its output (`-test.v`) into `log`.
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         kubeconfig: &Path,
+        profiles: &[String],
         features: &[String],
         selection: &Selection,
         report: &Path,
@@ -324,7 +342,7 @@ impl Suite {
             .arg(format!("-test.run={}", selection.test_run()))
             .arg("-test.timeout=90m")
             .arg(format!("--gateway-class={GATEWAY_CLASS}"))
-            .arg(format!("--conformance-profiles={PROFILE}"))
+            .arg(format!("--conformance-profiles={}", profiles.join(",")))
             .arg(format!("--supported-features={}", features.join(",")))
             .arg(format!("--report-output={}", report.display()))
             .arg("--organization=haptic")
@@ -408,27 +426,50 @@ fn parse_results(log: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Fails unless the report's GATEWAY-HTTP profile says `success` for core
-/// (with no skipped test) and for the extended features declared.
-fn check_report(report: &str) -> anyhow::Result<()> {
+/// Fails unless each profile of the report says `success` for core (with
+/// no skipped test) and for the extended features declared.
+fn check_report(report: &str, profiles: &[String]) -> anyhow::Result<()> {
     let report: serde_json::Value = serde_yaml_ng::from_str(report)?;
-    let profile = report["profiles"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == PROFILE)
-        .with_context(|| format!("the report has no {PROFILE} profile"))?;
-    let core = &profile["core"];
-    ensure!(
-        core["result"] == "success" && core["statistics"]["Skipped"].as_u64() == Some(0),
-        "{PROFILE} core: {core}"
-    );
-    let extended = &profile["extended"];
-    ensure!(
-        extended.is_null() || extended["result"] == "success",
-        "{PROFILE} extended: {extended}"
-    );
+    for name in profiles {
+        let profile = report["profiles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == name.as_str())
+            .with_context(|| format!("the report has no {name} profile"))?;
+        let core = &profile["core"];
+        ensure!(
+            core["result"] == "success" && core["statistics"]["Skipped"].as_u64() == Some(0),
+            "{name} core: {core}"
+        );
+        let extended = &profile["extended"];
+        ensure!(
+            extended.is_null() || extended["result"] == "success",
+            "{name} extended: {extended}"
+        );
+    }
     Ok(())
+}
+
+/// The profiles to run: `HAPTIC_GATEWAY_PROFILES` (names separated by
+/// commas), else [`DEFAULT_PROFILES`].
+fn profiles() -> anyhow::Result<Vec<String>> {
+    let names =
+        std::env::var("HAPTIC_GATEWAY_PROFILES").unwrap_or_else(|_| DEFAULT_PROFILES.into());
+    let profiles: Vec<String> = names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    ensure!(
+        !profiles.is_empty()
+            && profiles
+                .iter()
+                .all(|p| p.chars().all(|c| c.is_ascii_uppercase() || c == '-')),
+        "HAPTIC_GATEWAY_PROFILES={names}: say profile names separated by commas, such as GATEWAY-HTTP,GATEWAY-GRPC"
+    );
+    Ok(profiles)
 }
 
 /// The suite's own error messages: testify's `Error:`, `Test:` and
