@@ -565,27 +565,6 @@ fn stamp_report(report: &Path, version: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a program to completion; its stdout, or an error with all it printed.
-async fn run(program: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<String> {
-    let out = tokio::process::Command::new(program)
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .await
-        .with_context(|| format!("starting {}", program.display()))?;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    ensure!(
-        out.status.success(),
-        "{} failed ({}):\n{stdout}\n{stderr}",
-        program.display(),
-        out.status
-    );
-    Ok(stdout)
-}
-
 // Passes (10 restarts, 0 failed requests), but out of `make test`: ~160 s
 // on the real node, more than CI's 60 min budget has left;
 // `make gateway-rollout-test` runs it.
