@@ -238,14 +238,14 @@ gateway-api: {} Gateways, {} HTTPRoutes (2 matches, a header filter, a cross-nam
     Ok(())
 }
 
-/// Issue 17's open decision, measured: what the planned status patches of
-/// this cluster hold parsed (`serde_json::Map`, as `StatusPatch` carries
-/// them) against their compact JSON text (the form before). Each form is
-/// built `COPIES` times and the growth of resident memory divided, so page
-/// granularity and allocator slack average out.
+/// What the planned status patches of this cluster hold as `StatusPatch`
+/// carries them (`PatchStatus`: compact text and the condition types)
+/// against the parsed form it replaced (`serde_json::Map`; issue 17's
+/// decision). Each form is built `COPIES` times and the growth of resident
+/// memory divided, so page granularity and allocator slack average out.
 fn patch_memory(rendered: &haptic::render::Rendered) {
     const COPIES: usize = 10;
-    let patches: Vec<&serde_json::Map<String, serde_json::Value>> = rendered
+    let patches: Vec<&haptic::library::types::PatchStatus> = rendered
         .status_patches
         .values()
         .flatten()
@@ -254,24 +254,19 @@ fn patch_memory(rendered: &haptic::render::Rendered) {
     let resident = || rss_kib().unwrap_or(0);
     let before = resident();
     let parsed: Vec<Vec<serde_json::Map<String, serde_json::Value>>> = (0..COPIES)
-        .map(|_| patches.iter().map(|status| (*status).clone()).collect())
+        .map(|_| patches.iter().map(|status| status.to_map()).collect())
         .collect();
     let parsed_kib = resident().saturating_sub(before) / COPIES as u64;
     drop(parsed);
     let before = resident();
-    let text: Vec<Vec<String>> = (0..COPIES)
-        .map(|_| {
-            patches
-                .iter()
-                .map(|status| serde_json::to_string(status).unwrap_or_default())
-                .collect()
-        })
+    let held: Vec<Vec<haptic::library::types::PatchStatus>> = (0..COPIES)
+        .map(|_| patches.iter().map(|status| (*status).clone()).collect())
         .collect();
-    let text_kib = resident().saturating_sub(before) / COPIES as u64;
-    let bytes: usize = text[0].iter().map(String::len).sum();
-    drop(text);
+    let held_kib = resident().saturating_sub(before) / COPIES as u64;
+    let bytes: usize = held[0].iter().map(|status| status.as_str().len()).sum();
+    drop(held);
     println!(
-        "\nstatus patches held by one render: {} patches; parsed {parsed_kib} KiB, as compact JSON text {text_kib} KiB ({bytes} bytes of text)",
+        "\nstatus patches held by one render: {} patches; as held (compact JSON text and condition types) {held_kib} KiB ({bytes} bytes of text), parsed into serde_json::Map {parsed_kib} KiB",
         patches.len()
     );
 }

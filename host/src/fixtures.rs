@@ -415,7 +415,7 @@ fn check(
                 kind: patch.object.kind.clone(),
                 namespace: patch.object.namespace.clone(),
                 name: patch.object.name.clone(),
-                status: serde_json::Value::Object(patch.status.clone()),
+                status: patch.status.to_value(),
             })
             .collect();
         let mut expected = expected.clone();

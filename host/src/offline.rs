@@ -289,7 +289,7 @@ pub(crate) fn status_patches_yaml(patches: &[crate::render::PlannedPatch]) -> St
             "apiVersion": object.api_version,
             "kind": object.kind,
             "metadata": {"namespace": object.namespace, "name": object.name},
-            "status": patch.status,
+            "status": patch.status.to_value(),
         });
         let _ = writeln!(
             text,

@@ -94,7 +94,7 @@ fn readiness_gate_enables_the_gated_pod_and_plans_its_condition() {
         })
         .expect("a patch for the gated pod");
     assert_eq!(&*new_pod.0, "status-patches-150-pod-readiness-gate");
-    let status = &new_pod.1.status;
+    let status = new_pod.1.status.to_value();
     assert_eq!(
         status["conditions"][0]["type"],
         "haproxy-haptic.org/load-balancer-ready"

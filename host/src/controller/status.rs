@@ -69,7 +69,7 @@ impl StatusWriter for ApiStatusWriter {
             if !object.namespace.is_empty() {
                 metadata["namespace"] = Value::String(object.namespace.clone());
             }
-            let mut status = Value::Object(patch.status.clone());
+            let mut status = patch.status.to_value();
             stamp_conditions(&mut status, &now_rfc3339());
             let body = serde_json::json!({
                 "apiVersion": object.api_version,
@@ -190,7 +190,7 @@ impl StatusMemory {
     pub fn note_if_holds(&self, patch: &Arc<StatusPatch>, current: &Value) -> bool {
         let holding = current
             .as_object()
-            .is_some_and(|current| holds_fields(&patch.status, current));
+            .is_some_and(|current| holds_fields(&patch.status.to_map(), current));
         if holding {
             self.lock().insert(key(patch), patch.clone());
         }

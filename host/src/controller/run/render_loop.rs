@@ -346,16 +346,7 @@ fn owned_objects(engine: &Engine, rendered: &Rendered) -> super::OwnedObjects {
 /// A Pod's patch that sets the readiness gate's condition, told by the
 /// patch's structure: a `conditions` entry of the gate's type.
 fn is_gate_patch(patch: &StatusPatch) -> bool {
-    patch.object.kind == "Pod"
-        && patch
-            .status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|conditions| {
-                conditions.iter().any(|condition| {
-                    condition.get("type").and_then(Value::as_str) == Some(GATE_CONDITION)
-                })
-            })
+    patch.object.kind == "Pod" && patch.status.sets_condition(GATE_CONDITION)
 }
 
 #[cfg(test)]
@@ -476,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_gate_patch_is_told_by_its_conditions_not_by_a_substring() {
-        use crate::library::types::{ObjectRef, StatusVariant};
+        use crate::library::types::{ObjectRef, PatchStatus, StatusVariant};
         let patch = |kind: &str, status: Value| StatusPatch {
             object: ObjectRef {
                 api_version: "v1".into(),
@@ -486,7 +477,7 @@ mod tests {
             },
             variant: StatusVariant::Deployed,
             status: match status {
-                Value::Object(status) => status,
+                Value::Object(status) => PatchStatus::new(&status),
                 _ => panic!("test statuses are objects"),
             },
         };

@@ -1,5 +1,5 @@
 use super::*;
-use crate::library::types::{AuxFile, Section, Slot, Snippet, StatusVariant, Watch};
+use crate::library::types::{AuxFile, PatchStatus, Section, Slot, Snippet, StatusVariant, Watch};
 
 fn section(kind: SectionKind, name: &str, body: &str) -> Item {
     Item::Section(std::sync::Arc::new(Section {
@@ -42,7 +42,9 @@ fn patch(namespace: &str, name: &str, status: &str) -> Item {
     let object = ingress(namespace, name);
     Item::StatusPatch(std::sync::Arc::new(StatusPatch {
         variant: StatusVariant::Rendered,
-        status: parse_status(&object, status).expect("test statuses are JSON objects"),
+        status: PatchStatus::new(
+            &parse_status(&object, status).expect("test statuses are JSON objects"),
+        ),
         object,
     }))
 }

@@ -188,7 +188,7 @@ macro_rules! common_bindings {
             Ok(types::Item::StatusPatch(Arc::new(types::StatusPatch {
                 variant: variant_from_wit(patch.variant),
                 object,
-                status,
+                status: types::PatchStatus::new(&status),
             })))
         }
 

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::library::types::{AuxFile, ObjectRef};
+use crate::library::types::{AuxFile, ObjectRef, PatchStatus};
 
 fn section(kind: SectionKind, name: &str, body: &str) -> Item {
     Item::Section(Arc::new(Section {
@@ -279,7 +279,7 @@ fn status(variant: StatusVariant, pod: &str, json: &str) -> Item {
             name: pod.into(),
         },
         variant,
-        status,
+        status: PatchStatus::new(&status),
     }))
 }
 
