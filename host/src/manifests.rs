@@ -140,12 +140,8 @@ fn load_where<P: AsRef<Path>>(
     extra_kinds: &WatchedKinds,
     wanted: impl Fn(&Value) -> bool,
 ) -> Result<Vec<Manifest>, ManifestError> {
-    let mut files = Vec::new();
-    for path in paths {
-        collect_files(path.as_ref(), true, &mut files)?;
-    }
     let mut manifests = Vec::new();
-    for file in files {
+    for file in manifest_files(paths)? {
         let content = std::fs::read_to_string(&file).map_err(|source| ManifestError::Read {
             path: file.clone(),
             source,
@@ -153,6 +149,17 @@ fn load_where<P: AsRef<Path>>(
         manifests.extend(parse_where(&file, &content, extra_kinds, &wanted)?);
     }
     Ok(manifests)
+}
+
+/// The manifest files under `paths`, in the order [`load_paths`] reads
+/// them: a file named is read whatever its extension, a directory's
+/// `.yaml`, `.yml` and `.json` files sorted, subdirectories included.
+pub fn manifest_files<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<PathBuf>, ManifestError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path.as_ref(), true, &mut files)?;
+    }
+    Ok(files)
 }
 
 /// Every object of `kind` under `paths` (files or directories, as
@@ -335,7 +342,8 @@ pub fn from_value(
     Ok(vec![Manifest { source: at, object }])
 }
 
-fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {
+/// Refuses two definitions of one object, naming both.
+pub fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {
     let mut seen: HashMap<&ObjectRef, &Source> = HashMap::with_capacity(manifests.len());
     for m in manifests {
         let reference = m.reference();
