@@ -30,7 +30,7 @@ fn verdict(annotation: &str) -> Status {
         pairs.iter().map(|(k, v)| (k, v)),
         "nginx.ingress.kubernetes.io",
     );
-    let _ = Policy::read(&mut a, &["/"]);
+    let _ = Policy::read(&mut a, &["/"], "ns");
     a.finish()
         .into_iter()
         .find(|f| f.annotation == annotation)
@@ -107,6 +107,14 @@ fn every_annotation_the_library_applies_is_in_the_table() {
         "session-cookie-change-on-failure",
         "upstream-hash-by",
         "load-balance",
+        "backend-protocol",
+        "proxy-ssl-secret",
+        "proxy-ssl-verify",
+        "proxy-ssl-verify-depth",
+        "proxy-ssl-name",
+        "proxy-ssl-server-name",
+        "proxy-ssl-protocols",
+        "proxy-ssl-ciphers",
     ] {
         assert!(
             rows.iter().any(|r| r == applied),
