@@ -330,6 +330,17 @@ impl Library for IngressNginx {
                     "templateLibraries.ingressNginx.tls.defaultCertificate",
                 )?;
             }
+            for (host, options, id) in std::mem::take(&mut routing.client_hosts) {
+                if !certificates.host_options(&host, &options)? {
+                    out.warning(
+                        None,
+                        "AuthTLSHostConflict",
+                        format!(
+                            "Ingress {id:?}: host {host} already asks for client certificates for an older Ingress; its auth-tls-secret applies to the host's TLS connections"
+                        ),
+                    )?;
+                }
+            }
             certificates.finish(ctx, &mut self.certificates, out)?;
         }
         routing.finish(&v.frontend, out)
@@ -359,8 +370,12 @@ struct Routing {
     /// The server options each main Ingress asked for, for its canaries'
     /// backends (ingress-nginx speaks one protocol to both).
     ingress_server_options: BTreeMap<String, String>,
-    /// The files of `proxy-ssl-secret`s: path -> (content, holds a key).
+    /// The files of `proxy-ssl-secret`s and `auth-tls-secret`s: path ->
+    /// (content, holds a key).
     trust_files: BTreeMap<String, (String, bool)>,
+    /// crt-list line options of `auth-tls-*` hosts, oldest Ingress first:
+    /// (host, options, Ingress).
+    client_hosts: Vec<(String, String, String)>,
     /// Canary rules for the frontend: (request rules, routing rules).
     canary_rules: (String, String),
     canaries: usize,
@@ -484,6 +499,9 @@ impl Routing {
             self.ingress_server_options
                 .insert(id.to_owned(), options.clone());
             self.add_server_options(out, ingress, id, &options, &backends)?;
+        }
+        if let Some(auth) = &policy.client_auth {
+            self.add_client_auth(ctx, out, ingress, id, auth, frontend, tls_secrets, &hosts)?;
         }
         // nginx orders regex locations longest first.
         regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
@@ -655,6 +673,71 @@ impl Routing {
                 Ok(plain)
             }
         }
+    }
+
+    /// `auth-tls-*`: the CA file, the crt-list options of the Ingress's
+    /// hosts (applied in [`IngressNginx::render`]) and the request rules. A
+    /// Secret that cannot serve is a warning naming the Ingress and the
+    /// Secret, and the Ingress's requests are answered 503.
+    #[allow(clippy::too_many_arguments)]
+    fn add_client_auth(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        auth: &tls::ClientAuth,
+        frontend: &str,
+        tls_enabled: bool,
+        hosts: &[String],
+    ) -> Result<()> {
+        let (namespace, name) = (auth.namespace.as_str(), auth.name.as_str());
+        let acl =
+            haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
+        let ca = if !tls_enabled {
+            Err("templateLibraries.ingressNginx.tls.enabled is false, so this library has no HTTPS bind to ask for client certificates on".to_owned())
+        } else if namespace != ingress.key.namespace {
+            Err("it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets".to_owned())
+        } else {
+            read_trust(ctx, namespace, name, tls_enabled)?.and_then(|material| {
+                material
+                    .ca
+                    .ok_or_else(|| format!("Secret {namespace}/{name} has no `ca.crt`"))
+            })
+        };
+        let rules = match ca {
+            Ok(ca) => {
+                let path = tls::ca_file(namespace, name);
+                self.trust_files.insert(path.clone(), (ca, false));
+                if let Some(options) = auth.crt_list_options(&path) {
+                    for host in hosts.iter().filter(|h| tls_host_ok(h)) {
+                        self.client_hosts
+                            .push((host.clone(), options.clone(), id.to_owned()));
+                    }
+                }
+                auth.rules(&acl)
+            }
+            Err(problem) => {
+                out.warning(
+                    Some(ingress.key),
+                    "AuthTLSSecretUnusable",
+                    format!(
+                        "Ingress {id:?}: auth-tls-secret {namespace}/{name}: {problem}; the requests this Ingress routes are answered 503 until it is usable"
+                    ),
+                )?;
+                format!("    http-request deny deny_status 503 if {acl}\n")
+            }
+        };
+        // After the policies (10: redirects, source ranges), before basic
+        // auth (20).
+        out.snippet_keyed(
+            format!("ingress-nginx-auth-tls:{id}"),
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            15,
+            rules,
+        )
     }
 
     /// `backend-protocol` belongs to a whole backend's servers: the first
@@ -1043,6 +1126,11 @@ fn read_trust(
         )));
     };
     Ok(checked.map_err(|problem| format!("Secret {namespace}/{name} is unusable: {problem}")))
+}
+
+/// A host a crt-list line can name.
+fn tls_host_ok(host: &str) -> bool {
+    haptic_sdk::ingress::tls::valid_host(host)
 }
 
 /// A path that is not routed: a warning on the Ingress.

@@ -17,7 +17,7 @@ use crate::catalogue;
 use crate::parse::{self, log_format_literal};
 use crate::regex;
 use crate::report::{Finding, Status};
-use crate::tls::{self, BackendTls, Protocol};
+use crate::tls::{self, BackendTls, ClientAuth, Protocol};
 
 /// ACME HTTP-01 challenges are never redirected (certificates must renew).
 const ACME: &str = "!{ path_beg /.well-known/acme-challenge/ }";
@@ -192,6 +192,8 @@ pub struct Policy {
     pub protocol: Protocol,
     /// `proxy-ssl-*` (with a TLS protocol and `proxy-ssl-secret`).
     pub backend_tls: Option<BackendTls>,
+    /// `auth-tls-*` (with `auth-tls-secret`).
+    pub client_auth: Option<ClientAuth>,
 }
 
 impl Policy {
@@ -215,6 +217,7 @@ impl Policy {
         p.read_paths(a, paths);
         p.read_cors(a);
         p.read_auth(a);
+        p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
         p.read_access(a);
         p.read_upstream(a);

@@ -115,6 +115,12 @@ fn every_annotation_the_library_applies_is_in_the_table() {
         "proxy-ssl-server-name",
         "proxy-ssl-protocols",
         "proxy-ssl-ciphers",
+        "auth-tls-secret",
+        "auth-tls-verify-client",
+        "auth-tls-verify-depth",
+        "auth-tls-error-page",
+        "auth-tls-pass-certificate-to-upstream",
+        "auth-tls-match-cn",
     ] {
         assert!(
             rows.iter().any(|r| r == applied),

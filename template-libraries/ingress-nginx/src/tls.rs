@@ -1,7 +1,7 @@
 //! The TLS annotations: `backend-protocol` with `proxy-ssl-*` (HAProxy as a
 //! TLS client of the pods, as server options) and, in [`ClientAuth`],
 //! `auth-tls-*` (HAProxy asking clients for a certificate, as crt-list line
-//! options). Values are typed here; the Secrets they name are read at render
+//! options and request rules). Values are typed here; the Secrets they name are read at render
 //! time through the SDK's [`trust_material`](haptic_sdk::ingress::tls::trust_material).
 
 use crate::parse;
@@ -490,6 +490,196 @@ fn ciphers(value: &str) -> Result<String, String> {
         ));
     }
     Ok(items.join(":"))
+}
+
+/// `auth-tls-verify-client`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyClient {
+    /// A certificate the CA signed is required (the default).
+    #[default]
+    On,
+    /// One is asked for; without one the request passes.
+    Optional,
+    /// No certificate is asked for.
+    Off,
+}
+
+/// `auth-tls-*`: HAProxy asks the clients of the Ingress's hosts for a
+/// certificate signed by the `ca.crt` of `auth-tls-secret` (crt-list line
+/// options on the HTTPS bind) and checks it per request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAuth {
+    pub namespace: String,
+    pub name: String,
+    pub verify: VerifyClient,
+    /// `auth-tls-error-page`: where a request without a certificate goes.
+    pub error_page: Option<String>,
+    /// `auth-tls-pass-certificate-to-upstream: "true"`.
+    pub pass_certificate: bool,
+    /// `auth-tls-match-cn`: a checked regex on the subject DN.
+    pub match_cn: Option<String>,
+}
+
+/// The TLS fetches of the client certificate as ingress-nginx's headers
+/// carry them (nginx's `$ssl_client_s_dn` is RFC 2253: `CN=a,O=b`).
+const SUBJECT_DN: &str = "ssl_c_s_dn(,0,rfc2253)";
+const ISSUER_DN: &str = "ssl_c_i_dn(,0,rfc2253)";
+
+impl ClientAuth {
+    /// The crt-list line options of the Ingress's hosts, `ca` the checked
+    /// CA file; `None` when no certificate is asked for. `verify optional`
+    /// even for `on`: a client without a certificate then gets ingress-nginx's
+    /// 400 from [`rules`](Self::rules) instead of a failed handshake.
+    pub fn crt_list_options(&self, ca: &str) -> Option<String> {
+        (self.verify != VerifyClient::Off).then(|| format!("verify optional ca-file {ca}"))
+    }
+
+    /// The frontend request rules for the requests Ingress `acl` routes:
+    /// the client's own `ssl-client-*` headers dropped (they would claim a
+    /// verification), the checks, then the headers ingress-nginx sends.
+    pub fn rules(&self, acl: &str) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let mut line = |text: String| {
+            let _ = writeln!(out, "    {text}");
+        };
+        for header in [
+            "ssl-client-cert",
+            "ssl-client-verify",
+            "ssl-client-subject-dn",
+            "ssl-client-issuer-dn",
+        ] {
+            line(format!("http-request del-header {header} if {acl}"));
+        }
+        if self.verify == VerifyClient::Off {
+            return out;
+        }
+        if self.verify == VerifyClient::On {
+            if let Some(page) = &self.error_page {
+                line(format!(
+                    "http-request redirect location {} code 302 if {acl} !{{ ssl_c_used }}",
+                    haptic_sdk::names::quote(&parse::log_format_literal(page))
+                ));
+            }
+            line(format!(
+                "http-request deny deny_status 400 if {acl} !{{ ssl_c_used }}"
+            ));
+        }
+        if let Some(pattern) = &self.match_cn {
+            line(format!(
+                "http-request deny deny_status 403 if {acl} !{{ {SUBJECT_DN} -m reg {} }}",
+                haptic_sdk::names::quote(pattern)
+            ));
+        }
+        // With `verify optional`, a certificate is only used once it
+        // verified: a failing one ends the handshake.
+        line(format!(
+            "http-request set-header ssl-client-verify SUCCESS if {acl} {{ ssl_c_used }}"
+        ));
+        line(format!(
+            "http-request set-header ssl-client-verify NONE if {acl} !{{ ssl_c_used }}"
+        ));
+        line(format!(
+            "http-request set-header ssl-client-subject-dn %[{SUBJECT_DN}] if {acl} {{ ssl_c_used }}"
+        ));
+        line(format!(
+            "http-request set-header ssl-client-issuer-dn %[{ISSUER_DN}] if {acl} {{ ssl_c_used }}"
+        ));
+        if self.pass_certificate {
+            line(format!(
+                "http-request set-header ssl-client-cert -----BEGIN%%20CERTIFICATE-----%%0A%[ssl_c_der,base64,url_enc]%%0A-----END%%20CERTIFICATE-----%%0A if {acl} {{ ssl_c_used }}"
+            ));
+        }
+        out
+    }
+}
+
+const AUTH_TLS_OTHERS: [&str; 5] = [
+    "auth-tls-verify-client",
+    "auth-tls-verify-depth",
+    "auth-tls-error-page",
+    "auth-tls-pass-certificate-to-upstream",
+    "auth-tls-match-cn",
+];
+
+/// Reads the `auth-tls-*` annotations of an Ingress of `namespace`.
+pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<ClientAuth> {
+    let leave = |a: &mut Annotations<'_>, why: &str| {
+        for name in AUTH_TLS_OTHERS {
+            if let Some((key, _)) = a.take(name) {
+                a.record(key, Status::NotHonoured(why.to_owned()));
+            }
+        }
+    };
+    let Some((key, value)) = a.take("auth-tls-secret") else {
+        leave(
+            a,
+            "auth-tls-secret is not set on this Ingress, and ingress-nginx applies no auth-tls-* without it",
+        );
+        return None;
+    };
+    let (secret_namespace, name) = match secret_reference(value) {
+        Ok(parts) => parts,
+        Err(why) => {
+            a.record(key, Status::Invalid(why));
+            leave(a, "auth-tls-secret is invalid");
+            return None;
+        }
+    };
+    if secret_namespace == namespace {
+        a.record(key, Status::Honoured(format!("the ca.crt of Secret {secret_namespace}/{name} (Opaque or kubernetes.io/tls) checks client certificates for this Ingress's hosts: crt-list line options verify optional ca-file on the HTTPS bind; while it is missing or unusable, this Ingress's requests are answered 503, as ingress-nginx denies such a location")));
+    } else {
+        a.record(key, Status::Differs(format!("Secret {secret_namespace}/{name} is in another namespace: haptic reads only the Ingress's own namespace's Secrets, so this Ingress's requests are answered 503")));
+    }
+    let mut auth = ClientAuth {
+        namespace: secret_namespace,
+        name,
+        verify: VerifyClient::On,
+        error_page: None,
+        pass_certificate: false,
+        match_cn: None,
+    };
+    if let Some((key, value)) = a.take("auth-tls-verify-client") {
+        let (verify, status) = match value.trim() {
+            "on" => (Some(VerifyClient::On), Status::Honoured("a certificate the CA signed is required: without one 400, as in ingress-nginx; one the CA did not sign fails the TLS handshake".into())),
+            "optional" => (Some(VerifyClient::Optional), Status::Honoured("a certificate is asked for and, when sent, must be signed by the CA (else the TLS handshake fails)".into())),
+            "optional_no_ca" => (Some(VerifyClient::Optional), Status::Differs("handled as optional: HAProxy verifies a certificate it asks for on a crt-list line, so one the CA did not sign fails the TLS handshake instead of reaching the backend".into())),
+            "off" => (Some(VerifyClient::Off), Status::Honoured("no certificate is asked for".into())),
+            other => (None, Status::Invalid(format!("{other:?} is not on, off, optional or optional_no_ca; on applies"))),
+        };
+        a.record(key, status);
+        if let Some(verify) = verify {
+            auth.verify = verify;
+        }
+    }
+    if let Some((key, depth)) = a.parsed("auth-tls-verify-depth", |v| parse::number(v, 1..=100)) {
+        a.record(key, Status::Differs(format!("{depth}: HAProxy 2.6 has no verify depth on a crt-list line; a chain of any length to ca.crt is accepted")));
+    }
+    if let Some((key, page)) = a.parsed("auth-tls-error-page", parse::url) {
+        let status = if auth.verify == VerifyClient::On {
+            Status::Differs(format!(
+                "a request without a certificate is redirected (302) to {page}; a certificate the CA did not sign fails the TLS handshake before any page can be shown"
+            ))
+        } else {
+            Status::NotHonoured("auth-tls-verify-client is not on: no request is refused".into())
+        };
+        a.record(key, status);
+        auth.error_page = Some(page);
+    }
+    if let Some((key, pass)) = a.parsed("auth-tls-pass-certificate-to-upstream", parse::boolean) {
+        let status = if pass {
+            Status::Differs("the backend receives ssl-client-cert, the URL-encoded PEM certificate as in ingress-nginx, its base64 on one line".into())
+        } else {
+            Status::Honoured("the certificate is not passed (the default)".into())
+        };
+        a.record(key, status);
+        auth.pass_certificate = pass;
+    }
+    if let Some((key, pattern)) = a.parsed("auth-tls-match-cn", crate::regex::search_pattern) {
+        a.record(key, Status::Honoured("a request whose certificate's subject DN (RFC 2253, CN=...) does not match the PCRE2 pattern is answered 403".into()));
+        auth.match_cn = Some(pattern);
+    }
+    Some(auth)
 }
 
 #[cfg(test)]

@@ -464,6 +464,8 @@ pub struct Certificates {
     hosts: BTreeMap<String, String>,
     /// Certificate file -> content.
     files: BTreeMap<String, String>,
+    /// SNI host -> crt-list line options (`verify optional ca-file ...`).
+    options: BTreeMap<String, String>,
 }
 
 impl Certificates {
@@ -473,7 +475,27 @@ impl Certificates {
             library,
             hosts: BTreeMap::new(),
             files: BTreeMap::new(),
+            options: BTreeMap::new(),
         }
+    }
+
+    /// Asks for crt-list line `options` (ssl bind options HAProxy takes on
+    /// a crt-list line, such as `verify optional ca-file <file>`) on the
+    /// line of `host`: its own certificate's, or the default certificate's
+    /// when it has none. The first ask for a host wins (ask oldest Ingress
+    /// first); returns whether this one did. Options with a line break or
+    /// a bracket are refused.
+    pub fn host_options(&mut self, host: &str, options: &str) -> Result<bool> {
+        if options.contains(['\n', '\r', '[', ']']) || !valid_host(host) {
+            return Err(crate::Error::msg(format!(
+                "crt-list options for host {host:?} must be one line without brackets"
+            )));
+        }
+        if self.options.contains_key(host) {
+            return Ok(false);
+        }
+        self.options.insert(host.to_owned(), options.to_owned());
+        Ok(true)
     }
 
     /// Adds the `spec.tls` of one served Ingress (call oldest first: the
@@ -603,13 +625,29 @@ impl Certificates {
         for (file, content) in &self.files {
             out.secret_file(file.clone(), content.clone())?;
         }
-        let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut by_file: BTreeMap<(&str, Option<&str>), Vec<&str>> = BTreeMap::new();
         for (host, file) in &self.hosts {
-            by_file.entry(file).or_default().push(host);
+            let options = self.options.get(host).map(String::as_str);
+            by_file.entry((file, options)).or_default().push(host);
+        }
+        for (host, options) in &self.options {
+            if !self.hosts.contains_key(host) {
+                by_file
+                    .entry((DEFAULT_CERTIFICATE, Some(options)))
+                    .or_default()
+                    .push(host);
+            }
         }
         let mut crt_list = String::new();
-        for (file, hosts) in by_file {
-            let _ = writeln!(crt_list, "{file} {}", hosts.join(" "));
+        for ((file, options), hosts) in by_file {
+            match options {
+                None => {
+                    let _ = writeln!(crt_list, "{file} {}", hosts.join(" "));
+                }
+                Some(options) => {
+                    let _ = writeln!(crt_list, "{file} [{options}] {}", hosts.join(" "));
+                }
+            }
         }
         out.file(self.library.crt_list, crt_list)
     }
