@@ -22,6 +22,10 @@
 //! - TLS: `spec.tls` certificates by SNI from this library's crt-list, on
 //!   the one HTTPS bind `ingress` writes (or this library, when `ingress`
 //!   serves no TLS): [`haptic_sdk::ingress::tls`].
+//! - TLS to the pods (`backend-protocol`, `proxy-ssl-*`: server options)
+//!   and client certificates (`auth-tls-*`: crt-list line options and
+//!   request rules): [`tls`], the Secrets checked by the SDK's
+//!   `trust_material`.
 //! - Annotations: typed ([`parse`]) before any reaches the configuration
 //!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
@@ -762,7 +766,7 @@ impl Routing {
                         Some(ingress.key),
                         "BackendSettingsConflict",
                         format!(
-                            "Ingress {id:?}: its backend-protocol or proxy-ssl-* differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
+                            "Ingress {id:?}: its backend-protocol differs from that of Ingress {owner:?} on the same Service port ({backend}), or its proxy-ssl-* do; HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
                         ),
                     )?;
                 }
