@@ -641,8 +641,8 @@ pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<Clie
     };
     if let Some((key, value)) = a.take("auth-tls-verify-client") {
         let (verify, status) = match value.trim() {
-            "on" => (Some(VerifyClient::On), Status::Honoured("a certificate the CA signed is required: without one 400, as in ingress-nginx; one the CA did not sign fails the TLS handshake".into())),
-            "optional" => (Some(VerifyClient::Optional), Status::Honoured("a certificate is asked for and, when sent, must be signed by the CA (else the TLS handshake fails)".into())),
+            "on" => (Some(VerifyClient::On), Status::Differs("a certificate the CA signed is required: without one 400, as in ingress-nginx; one the CA did not sign fails the TLS handshake, where nginx answers 400".into())),
+            "optional" => (Some(VerifyClient::Optional), Status::Differs("a certificate is asked for and, when sent, must be signed by the CA: one the CA did not sign fails the TLS handshake, where nginx answers 400".into())),
             "optional_no_ca" => (Some(VerifyClient::Optional), Status::Differs("handled as optional: HAProxy verifies a certificate it asks for on a crt-list line, so one the CA did not sign fails the TLS handshake instead of reaching the backend".into())),
             "off" => (Some(VerifyClient::Off), Status::Honoured("no certificate is asked for".into())),
             other => (None, Status::Invalid(format!("{other:?} is not on, off, optional or optional_no_ca; on applies"))),
