@@ -101,15 +101,23 @@ pub fn endpoints(inputs: &[PathBuf]) -> Result<Vec<Endpoint>, ManifestError> {
 /// The first byte of a TLS connection (a handshake record).
 const TLS_HANDSHAKE: u8 = 0x16;
 
-/// Serves echo answers on `listener` until the task is dropped.
+/// Serves echo answers on `listener` until the task is dropped, TLS with a
+/// fresh self-signed certificate.
 pub async fn serve(listener: tokio::net::TcpListener) {
+    // Without a certificate (it cannot be generated) TLS clients fail their
+    // handshake, and plain ones are still answered.
+    serve_with(listener, generated_acceptor().ok()).await;
+}
+
+/// Serves echo answers on `listener`, TLS with `acceptor`'s certificate.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+) {
     let local = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    // Without a certificate (it cannot be generated) TLS clients fail their
-    // handshake, and plain ones are still answered.
-    let acceptor = tls_acceptor().ok();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -146,15 +154,25 @@ where
 }
 
 /// A TLS server with a fresh self-signed certificate.
-fn tls_acceptor() -> Result<tokio_rustls::TlsAcceptor, String> {
-    use rustls::pki_types::pem::PemObject as _;
+pub fn generated_acceptor() -> Result<tokio_rustls::TlsAcceptor, String> {
     let generated = crate::tls::DefaultCertificate::generate().map_err(|e| e.to_string())?;
     let (certificate, key) = crate::tls::split_bundle(generated.pem.expose());
-    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(certificate.as_bytes())
+    tls_acceptor(&certificate, &key)
+}
+
+/// A TLS server presenting `certificate_pem` (a chain) with its key: a
+/// fixture's own, so HAProxy can verify the backend against a CA
+/// (`echoCertificate` in `expect.yaml`). The error never quotes the key.
+pub fn tls_acceptor(
+    certificate_pem: &str,
+    key_pem: &str,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(certificate_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| "the generated certificate does not parse".to_owned())?;
-    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
-        .map_err(|_| "the generated key does not parse".to_owned())?;
+        .map_err(|_| "the certificate does not parse as PEM".to_owned())?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|_| "the private key does not parse as PEM".to_owned())?;
     let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

@@ -200,6 +200,7 @@ impl CaseRun {
                     &[self.dir.join("manifests.yaml")],
                     output,
                     &expect.traffic,
+                    expect.echo_certificate.as_deref(),
                 ));
             }
         }

@@ -39,21 +39,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "enable-global-auth" => {
             "external authentication needs a subrequest per request, which HAProxy 2.6 cannot make without Lua (refused by haptic's directive policy)"
         }
-        "auth-tls-secret"
-        | "auth-tls-verify-client"
-        | "auth-tls-verify-depth"
-        | "auth-tls-error-page"
-        | "auth-tls-pass-certificate-to-upstream"
-        | "auth-tls-match-cn" => "client certificate authentication is not in this library yet",
-        "proxy-ssl-secret"
-        | "proxy-ssl-ciphers"
-        | "proxy-ssl-name"
-        | "proxy-ssl-protocols"
-        | "proxy-ssl-verify"
-        | "proxy-ssl-verify-depth"
-        | "proxy-ssl-server-name" => {
-            "TLS settings to the backend (client certificate, CA, verification, SNI, ciphers) are not in this library yet; backend-protocol HTTPS and GRPCS connect without verifying the pod's certificate"
-        }
         "canary"
         | "canary-by-header"
         | "canary-by-header-value"

@@ -22,6 +22,10 @@
 //! - TLS: `spec.tls` certificates by SNI from this library's crt-list, on
 //!   the one HTTPS bind `ingress` writes (or this library, when `ingress`
 //!   serves no TLS): [`haptic_sdk::ingress::tls`].
+//! - TLS to the pods (`backend-protocol`, `proxy-ssl-*`: server options)
+//!   and client certificates (`auth-tls-*`: crt-list line options and
+//!   request rules): [`tls`], the Secrets checked by the SDK's
+//!   `trust_material`.
 //! - Annotations: typed ([`parse`]) before any reaches the configuration
 //!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
@@ -32,6 +36,7 @@ pub mod parse;
 pub mod policy;
 pub mod regex;
 pub mod report;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,7 +44,8 @@ use std::fmt::Write as _;
 use haptic_sdk::ingress::published::{self, PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
 use haptic_sdk::ingress::tls::{
-    CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, parse_reference, secrets_watch,
+    CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, TlsSecret, TrustMaterial,
+    parse_reference, secrets_watch, trust_material,
 };
 use haptic_sdk::ingress::{NginxClassRules, port_text, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::Secret;
@@ -60,7 +66,8 @@ pub const SERVICES: &str = "services";
 /// The Service whose address is published (with `publishedService`, its
 /// own or `ingress`'s).
 pub const PUBLISHED_SERVICE: &str = "published-service";
-/// Opaque Secrets: `auth-secret`'s users.
+/// Opaque Secrets: `auth-secret`'s users, `proxy-ssl-secret`'s CA and
+/// client certificate.
 pub const SECRETS: &str = "secrets";
 /// `kubernetes.io/tls` Secrets: the certificates of `spec.tls`.
 pub const TLS_SECRETS: &str = "tls-secrets";
@@ -281,7 +288,7 @@ impl Library for IngressNginx {
                 .flat_map(|r| r.http.iter().flat_map(|h| &h.paths))
                 .map(|p| p.path.as_deref().unwrap_or("/"))
                 .collect();
-            let policy = Policy::read(&mut annotations, &paths);
+            let policy = Policy::read(&mut annotations, &paths, &ingress.key.namespace);
             let findings = annotations.finish();
             let refused = v.unsupported_annotations == Unsupported::Refuse
                 && findings.iter().any(|f| f.status.is_unsupported());
@@ -310,7 +317,7 @@ impl Library for IngressNginx {
                 canaries.push((ingress, id, policy));
                 continue;
             }
-            routing.add_ingress(ctx, out, ingress, &id, &policy, &v.frontend)?;
+            routing.add_ingress(ctx, out, ingress, &id, &policy, &v.frontend, v.tls.enabled)?;
         }
         for (ingress, id, policy) in &canaries {
             routing.add_canary(ctx, out, ingress, id, policy)?;
@@ -326,6 +333,17 @@ impl Library for IngressNginx {
                     &v.tls.default_certificate,
                     "templateLibraries.ingressNginx.tls.defaultCertificate",
                 )?;
+            }
+            for (host, options, id) in std::mem::take(&mut routing.client_hosts) {
+                if !certificates.host_options(&host, &options)? {
+                    out.warning(
+                        None,
+                        "AuthTLSHostConflict",
+                        format!(
+                            "Ingress {id:?}: host {host} already asks for client certificates for an older Ingress; its auth-tls-secret applies to the host's TLS connections"
+                        ),
+                    )?;
+                }
             }
             certificates.finish(ctx, &mut self.certificates, out)?;
         }
@@ -350,17 +368,25 @@ struct Routing {
     ingress_backend_rules: BTreeMap<String, String>,
     /// Backend options (affinity, balance) by backend: (Ingress, lines).
     options: BTreeMap<String, (String, String)>,
-    /// Server options (`backend-protocol`) by backend: (Ingress, options).
-    server_options: BTreeMap<String, (String, &'static str)>,
+    /// Server options (`backend-protocol`, `proxy-ssl-*`) by backend:
+    /// (Ingress, options).
+    server_options: BTreeMap<String, (String, String)>,
     /// The server options each main Ingress asked for, for its canaries'
     /// backends (ingress-nginx speaks one protocol to both).
-    ingress_server_options: BTreeMap<String, &'static str>,
+    ingress_server_options: BTreeMap<String, String>,
+    /// The files of `proxy-ssl-secret`s and `auth-tls-secret`s: path ->
+    /// (content, holds a key).
+    trust_files: BTreeMap<String, (String, bool)>,
+    /// crt-list line options of `auth-tls-*` hosts, oldest Ingress first:
+    /// (host, options, Ingress).
+    client_hosts: Vec<(String, String, String)>,
     /// Canary rules for the frontend: (request rules, routing rules).
     canary_rules: (String, String),
     canaries: usize,
 }
 
 impl Routing {
+    #[allow(clippy::too_many_arguments)]
     fn add_ingress(
         &mut self,
         ctx: &Context<'_>,
@@ -369,6 +395,7 @@ impl Routing {
         id: &str,
         policy: &Policy,
         frontend: &str,
+        tls_secrets: bool,
     ) -> Result<()> {
         let Some(spec) = ingress.spec.as_ref() else {
             return Ok(());
@@ -470,9 +497,15 @@ impl Routing {
                 .push_str(&rules);
         }
         self.add_options(out, ingress, id, policy, &backends)?;
-        if let Some(options) = policy.server_options {
-            self.ingress_server_options.insert(id.to_owned(), options);
-            self.add_server_options(out, ingress, id, options, &backends)?;
+        if let Some(options) =
+            self.server_options_of(ctx, out, ingress, id, policy, frontend, tls_secrets)?
+        {
+            self.ingress_server_options
+                .insert(id.to_owned(), options.clone());
+            self.add_server_options(out, ingress, id, &options, &backends)?;
+        }
+        if let Some(auth) = &policy.client_auth {
+            self.add_client_auth(ctx, out, ingress, id, auth, frontend, tls_secrets, &hosts)?;
         }
         // nginx orders regex locations longest first.
         regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
@@ -573,6 +606,144 @@ impl Routing {
         Ok(())
     }
 
+    /// The server options of an Ingress's protocol to its pods, with its
+    /// `proxy-ssl-*` when its Secret serves them (the files recorded for
+    /// [`finish`](Self::finish)). A Secret that does not is a warning naming
+    /// the Ingress and the Secret, and the Ingress's requests are answered
+    /// 503, as ingress-nginx denies the location: never a half line, and
+    /// never an unverified connection where verification was asked.
+    #[allow(clippy::too_many_arguments)]
+    fn server_options_of(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        policy: &Policy,
+        frontend: &str,
+        tls_secrets: bool,
+    ) -> Result<Option<String>> {
+        let plain = tls::plain_options(policy.protocol).map(str::to_owned);
+        let Some(settings) = &policy.backend_tls else {
+            return Ok(plain);
+        };
+        let (namespace, name) = (settings.namespace.as_str(), settings.name.as_str());
+        let checked = if namespace == ingress.key.namespace {
+            read_trust(ctx, namespace, name, tls_secrets)?
+        } else {
+            Err("it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets".to_owned())
+        };
+        let files = checked.and_then(|material| {
+            let mut files = tls::TrustFiles::default();
+            if let Some(ca) = material.ca {
+                let path = tls::ca_file(namespace, name);
+                self.trust_files.insert(path.clone(), (ca, false));
+                files.ca = Some(path);
+            }
+            if let Some(client) = material.client {
+                let path = tls::client_file(namespace, name);
+                self.trust_files.insert(path.clone(), (client, true));
+                files.client = Some(path);
+            }
+            match settings.unmet(&files) {
+                Some(why) => Err(format!("Secret {namespace}/{name}: {why}")),
+                None => Ok(files),
+            }
+        });
+        match files {
+            Ok(files) => Ok(Some(settings.options(policy.protocol, &files))),
+            Err(problem) => {
+                out.warning(
+                    Some(ingress.key),
+                    "ProxySSLSecretUnusable",
+                    format!(
+                        "Ingress {id:?}: proxy-ssl-secret {namespace}/{name}: {problem}; the requests this Ingress routes are answered 503 until it is usable"
+                    ),
+                )?;
+                let acl = haptic_sdk::ingress::matched_ingress_acl(
+                    &ingress.key.namespace,
+                    &ingress.key.name,
+                );
+                // With the policies (10): before any rule that would let
+                // the request through to an unverified pod.
+                out.snippet_keyed(
+                    format!("ingress-nginx-proxy-ssl:{id}"),
+                    SectionKind::Frontend,
+                    frontend,
+                    Slot::RequestRules,
+                    10,
+                    format!("    http-request deny deny_status 503 if {acl}\n"),
+                )?;
+                Ok(plain)
+            }
+        }
+    }
+
+    /// `auth-tls-*`: the CA file, the crt-list options of the Ingress's
+    /// hosts (applied in [`IngressNginx::render`]) and the request rules. A
+    /// Secret that cannot serve is a warning naming the Ingress and the
+    /// Secret, and the Ingress's requests are answered 503.
+    #[allow(clippy::too_many_arguments)]
+    fn add_client_auth(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        auth: &tls::ClientAuth,
+        frontend: &str,
+        tls_enabled: bool,
+        hosts: &[String],
+    ) -> Result<()> {
+        let (namespace, name) = (auth.namespace.as_str(), auth.name.as_str());
+        let acl =
+            haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
+        let ca = if !tls_enabled {
+            Err("templateLibraries.ingressNginx.tls.enabled is false, so this library has no HTTPS bind to ask for client certificates on".to_owned())
+        } else if namespace != ingress.key.namespace {
+            Err("it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets".to_owned())
+        } else {
+            read_trust(ctx, namespace, name, tls_enabled)?.and_then(|material| {
+                material
+                    .ca
+                    .ok_or_else(|| format!("Secret {namespace}/{name} has no `ca.crt`"))
+            })
+        };
+        let rules = match ca {
+            Ok(ca) => {
+                let path = tls::ca_file(namespace, name);
+                self.trust_files.insert(path.clone(), (ca, false));
+                if let Some(options) = auth.crt_list_options(&path) {
+                    for host in hosts.iter().filter(|h| tls_host_ok(h)) {
+                        self.client_hosts
+                            .push((host.clone(), options.clone(), id.to_owned()));
+                    }
+                }
+                auth.rules(&acl)
+            }
+            Err(problem) => {
+                out.warning(
+                    Some(ingress.key),
+                    "AuthTLSSecretUnusable",
+                    format!(
+                        "Ingress {id:?}: auth-tls-secret {namespace}/{name}: {problem}; the requests this Ingress routes are answered 503 until it is usable"
+                    ),
+                )?;
+                format!("    http-request deny deny_status 503 if {acl}\n")
+            }
+        };
+        // After the policies (10: redirects, source ranges), before basic
+        // auth (20).
+        out.snippet_keyed(
+            format!("ingress-nginx-auth-tls:{id}"),
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            15,
+            rules,
+        )
+    }
+
     /// `backend-protocol` belongs to a whole backend's servers: the first
     /// Ingress to set it on a Service port decides; a later one that
     /// differs is told.
@@ -581,21 +752,21 @@ impl Routing {
         out: &mut Output,
         ingress: &Entry<'_, Ingress>,
         id: &str,
-        options: &'static str,
+        options: &str,
         backends: &[String],
     ) -> Result<()> {
         for backend in backends {
             match self.server_options.get(backend) {
                 None => {
                     self.server_options
-                        .insert(backend.clone(), (id.to_owned(), options));
+                        .insert(backend.clone(), (id.to_owned(), options.to_owned()));
                 }
-                Some((owner, theirs)) if *theirs != options => {
+                Some((owner, theirs)) if theirs != options => {
                     out.warning(
                         Some(ingress.key),
                         "BackendSettingsConflict",
                         format!(
-                            "Ingress {id:?}: its backend-protocol differs from that of Ingress {owner:?} on the same Service port ({backend}); HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
+                            "Ingress {id:?}: its backend-protocol differs from that of Ingress {owner:?} on the same Service port ({backend}), or its proxy-ssl-* do; HAProxy speaks one protocol to a backend's servers, and the older Ingress's applies"
                         ),
                     )?;
                 }
@@ -705,12 +876,12 @@ impl Routing {
                 );
                 if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
                     backends.push(backend.clone());
-                    if let Some(options) = self.ingress_server_options.get(&main).copied() {
+                    if let Some(options) = self.ingress_server_options.get(&main).cloned() {
                         self.add_server_options(
                             out,
                             ingress,
                             id,
-                            options,
+                            &options,
                             std::slice::from_ref(&backend),
                         )?;
                     }
@@ -836,8 +1007,15 @@ impl Routing {
                 out,
                 format!("ingress-nginx-server-options:{backend}"),
                 &backend,
-                options,
+                &options,
             )?;
+        }
+        for (path, (content, key)) in self.trust_files {
+            if key {
+                out.secret_file(path, content)?;
+            } else {
+                out.file(path, content)?;
+            }
         }
         out.section(
             SectionKind::Backend,
@@ -921,6 +1099,42 @@ fn basic_auth(
         20,
         rule,
     )
+}
+
+/// The CA and client certificate of Secret `namespace/name`, read from the
+/// Opaque Secrets, else (when watched) the `kubernetes.io/tls` ones, and
+/// checked by the SDK; or why they cannot be used, naming the Secret.
+fn read_trust(
+    ctx: &Context<'_>,
+    namespace: &str,
+    name: &str,
+    tls_secrets: bool,
+) -> Result<std::result::Result<TrustMaterial, String>> {
+    let checked = if let Some(secret) = ctx.get::<Secret>(SECRETS, namespace, name)? {
+        let data = secret.value.data.as_ref();
+        trust_material(|key| Ok(data.and_then(|d| d.get(key)).map(|bytes| bytes.0.clone())))
+    } else if let Some(secret) = tls_secrets
+        .then(|| ctx.get::<TlsSecret>(TLS_SECRETS, namespace, name))
+        .transpose()?
+        .flatten()
+    {
+        trust_material(|key| secret.value.field(key))
+    } else {
+        let types = if tls_secrets {
+            "Opaque or kubernetes.io/tls"
+        } else {
+            "Opaque (kubernetes.io/tls Secrets are read only with tls.enabled)"
+        };
+        return Ok(Err(format!(
+            "Secret {namespace}/{name} does not exist or is not of type {types}"
+        )));
+    };
+    Ok(checked.map_err(|problem| format!("Secret {namespace}/{name} is unusable: {problem}")))
+}
+
+/// A host a crt-list line can name.
+fn tls_host_ok(host: &str) -> bool {
+    haptic_sdk::ingress::tls::valid_host(host)
 }
 
 /// A path that is not routed: a warning on the Ingress.

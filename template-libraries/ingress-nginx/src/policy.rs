@@ -17,6 +17,7 @@ use crate::catalogue;
 use crate::parse::{self, log_format_literal};
 use crate::regex;
 use crate::report::{Finding, Status};
+use crate::tls::{self, BackendTls, ClientAuth, Protocol};
 
 /// ACME HTTP-01 challenges are never redirected (certificates must renew).
 const ACME: &str = "!{ path_beg /.well-known/acme-challenge/ }";
@@ -49,17 +50,17 @@ impl<'a> Annotations<'a> {
         self.values.is_empty() && self.findings.is_empty()
     }
 
-    fn take(&mut self, name: &str) -> Option<(String, &'a str)> {
+    pub(crate) fn take(&mut self, name: &str) -> Option<(String, &'a str)> {
         self.values.remove_entry(name)
     }
 
-    fn record(&mut self, annotation: String, status: Status) {
+    pub(crate) fn record(&mut self, annotation: String, status: Status) {
         self.findings.push(Finding { annotation, status });
     }
 
     /// Parses one annotation: `None` when absent or invalid (then recorded
     /// as invalid); the caller records the verdict of a good value.
-    fn parsed<T>(
+    pub(crate) fn parsed<T>(
         &mut self,
         name: &str,
         parse: impl FnOnce(&str) -> Result<T, String>,
@@ -187,19 +188,24 @@ pub struct Policy {
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
     pub retries: Option<u64>,
-    /// Server options for the protocol to the pods (`backend-protocol`).
-    pub server_options: Option<&'static str>,
+    /// How HAProxy speaks to the pods (`backend-protocol`).
+    pub protocol: Protocol,
+    /// `proxy-ssl-*` (with a TLS protocol and `proxy-ssl-secret`).
+    pub backend_tls: Option<BackendTls>,
+    /// `auth-tls-*` (with `auth-tls-secret`).
+    pub client_auth: Option<ClientAuth>,
 }
 
 impl Policy {
     /// Reads the annotations; `paths` are the Ingress's paths (for the
-    /// capture groups a rewrite target may use). Unread annotations stay
-    /// in `annotations` for [`Annotations::finish`].
-    pub fn read(a: &mut Annotations<'_>, paths: &[&str]) -> Self {
+    /// capture groups a rewrite target may use), `namespace` the Ingress's
+    /// (Secrets of another are not read). Unread annotations stay in
+    /// `annotations` for [`Annotations::finish`].
+    pub fn read(a: &mut Annotations<'_>, paths: &[&str], namespace: &str) -> Self {
         let mut p = Self::default();
         p.read_canary(a);
         p.read_backend(a);
-        p.read_protocol(a);
+        (p.protocol, p.backend_tls) = tls::read_backend(a, namespace);
         if p.canary.is_some() {
             // ingress-nginx ignores a canary's other annotations: the main
             // Ingress's apply to its requests.
@@ -211,6 +217,7 @@ impl Policy {
         p.read_paths(a, paths);
         p.read_cors(a);
         p.read_auth(a);
+        p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
         p.read_access(a);
         p.read_upstream(a);
@@ -314,40 +321,6 @@ impl Policy {
             c.cookie = Some(cookie);
         }
         self.canary = Some(c);
-    }
-
-    /// `backend-protocol`: how HAProxy speaks to the pods, as options on
-    /// kubernetes-backends' server lines. ingress-nginx verifies no backend
-    /// certificate unless `proxy-ssl-verify` says so, hence `verify none`.
-    fn read_protocol(&mut self, a: &mut Annotations<'_>) {
-        let Some((key, value)) = a.take("backend-protocol") else {
-            return;
-        };
-        let (options, status) = match value.trim().to_ascii_uppercase().as_str() {
-            "HTTP" => (None, Status::Honoured("HTTP/1.1 to the pods (the default)".into())),
-            "HTTPS" => (
-                Some("ssl verify none"),
-                Status::Honoured("TLS to the pods, their certificate not verified (as ingress-nginx without proxy-ssl-verify): server option ssl verify none".into()),
-            ),
-            "GRPC" | "H2C" => (
-                Some("proto h2"),
-                Status::Honoured("HTTP/2 without TLS to the pods (h2c): server option proto h2".into()),
-            ),
-            "GRPCS" => (
-                Some("ssl verify none alpn h2"),
-                Status::Honoured("HTTP/2 over TLS to the pods, their certificate not verified: server options ssl verify none alpn h2".into()),
-            ),
-            "AUTO_HTTP" | "FCGI" | "AJP" => (
-                None,
-                Status::NotHonoured(format!("{value}: HAProxy 2.6 backends here speak HTTP/1.1, HTTP/2 (h2c) or either over TLS; the pods get HTTP/1.1")),
-            ),
-            _ => (
-                None,
-                Status::Invalid(format!("{value:?} is not HTTP, HTTPS, GRPC, GRPCS, H2C, AUTO_HTTP, FCGI or AJP")),
-            ),
-        };
-        a.record(key, status);
-        self.server_options = options;
     }
 
     fn read_backend(&mut self, a: &mut Annotations<'_>) {
@@ -1342,7 +1315,7 @@ mod tests {
             owned.iter().map(|(k, v)| (k, v)),
             "nginx.ingress.kubernetes.io",
         );
-        let p = Policy::read(&mut a, paths);
+        let p = Policy::read(&mut a, paths, "ns");
         (p, a.finish())
     }
 

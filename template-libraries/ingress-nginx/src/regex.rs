@@ -58,6 +58,12 @@ pub fn pattern(value: &str) -> Result<String, String> {
     Ok(format!("^(?:{value})$"))
 }
 
+/// A regex searched for anywhere in a value, as nginx's `~` does
+/// (`auth-tls-match-cn`): checked as [`pattern`] is, not anchored.
+pub fn search_pattern(value: &str) -> Result<String, String> {
+    pattern(value).map(|_| value.to_owned())
+}
+
 fn first_line(text: &str) -> String {
     // regex-syntax's messages draw the pattern over several lines; the
     // last line says what is wrong.

@@ -30,7 +30,7 @@ fn verdict(annotation: &str) -> Status {
         pairs.iter().map(|(k, v)| (k, v)),
         "nginx.ingress.kubernetes.io",
     );
-    let _ = Policy::read(&mut a, &["/"]);
+    let _ = Policy::read(&mut a, &["/"], "ns");
     a.finish()
         .into_iter()
         .find(|f| f.annotation == annotation)
@@ -107,6 +107,20 @@ fn every_annotation_the_library_applies_is_in_the_table() {
         "session-cookie-change-on-failure",
         "upstream-hash-by",
         "load-balance",
+        "backend-protocol",
+        "proxy-ssl-secret",
+        "proxy-ssl-verify",
+        "proxy-ssl-verify-depth",
+        "proxy-ssl-name",
+        "proxy-ssl-server-name",
+        "proxy-ssl-protocols",
+        "proxy-ssl-ciphers",
+        "auth-tls-secret",
+        "auth-tls-verify-client",
+        "auth-tls-verify-depth",
+        "auth-tls-error-page",
+        "auth-tls-pass-certificate-to-upstream",
+        "auth-tls-match-cn",
     ] {
         assert!(
             rows.iter().any(|r| r == applied),

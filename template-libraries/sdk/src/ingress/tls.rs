@@ -160,6 +160,21 @@ pub struct TlsSecret {
     pub data: BTreeMap<String, String>,
 }
 
+impl TlsSecret {
+    /// The decoded bytes of data key `name`, `None` when absent; the error
+    /// names the key, never its data.
+    pub fn field(&self, name: &str) -> std::result::Result<Option<Vec<u8>>, String> {
+        self.data
+            .get(name)
+            .map(|encoded| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(encoded.trim())
+                    .map_err(|_| format!("its `{name}` is not base64"))
+            })
+            .transpose()
+    }
+}
+
 impl std::fmt::Debug for TlsSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsSecret")
@@ -272,18 +287,142 @@ fn usable(secret: &TlsSecret) -> Checked {
             .map_err(|_| format!("its `{name}` is not base64"))?;
         String::from_utf8(bytes).map_err(|_| format!("its `{name}` is not PEM text"))
     };
-    let certificate = field("tls.crt")?;
-    let key = field("tls.key")?;
-    let info = check_certificate(&certificate, &key)?;
+    usable_pair(field("tls.crt")?, &field("tls.key")?)
+}
+
+/// A certificate chain and its key, checked by the host, as one bundle.
+fn usable_pair(certificate: String, key: &str) -> Checked {
+    let info = check_certificate(&certificate, key)?;
     let mut bundle = certificate;
     if !bundle.ends_with('\n') {
         bundle.push('\n');
     }
-    bundle.push_str(&key);
+    bundle.push_str(key);
     if !bundle.ends_with('\n') {
         bundle.push('\n');
     }
     Ok(UsableCertificate { bundle, info })
+}
+
+/// What a Secret holds for TLS beyond a served certificate, as
+/// ingress-nginx reads it for `proxy-ssl-secret` and `auth-tls-secret`:
+/// the CA certificates that check a peer (`ca.crt`) and a certificate with
+/// its key (`tls.crt`, `tls.key`) that HAProxy presents as a client.
+#[derive(Clone, Default)]
+pub struct TrustMaterial {
+    /// The CA certificates of `ca.crt`, re-encoded PEM blocks only (so a
+    /// key pasted into it never reaches the file).
+    pub ca: Option<String>,
+    /// `tls.crt` and `tls.key`, checked by the host like a served
+    /// certificate: a file for [`Output::secret_file`] only.
+    pub client: Option<String>,
+}
+
+impl std::fmt::Debug for TrustMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrustMaterial")
+            .field("ca", &self.ca.is_some())
+            .field("client", &self.client.is_some())
+            .finish()
+    }
+}
+
+/// Reads and checks a Secret's `ca.crt`, and its `tls.crt` with `tls.key`
+/// when both are present. `field` gives a data key's decoded bytes (the
+/// caller's watch decides how a Secret arrives). The error names the key at
+/// fault and never quotes data; a Secret with none of them is an error.
+pub fn trust_material(
+    field: impl Fn(&str) -> std::result::Result<Option<Vec<u8>>, String>,
+) -> std::result::Result<TrustMaterial, String> {
+    let text = |name: &str| -> std::result::Result<Option<String>, String> {
+        match field(name)?.filter(|bytes| !bytes.is_empty()) {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("its `{name}` is not PEM text")),
+        }
+    };
+    let ca = text("ca.crt")?
+        .map(|pem| ca_certificates(&pem).map_err(|why| format!("its `ca.crt` {why}")))
+        .transpose()?;
+    let client = match (text("tls.crt")?, text("tls.key")?) {
+        (Some(certificate), Some(key)) => Some(usable_pair(certificate, &key)?.bundle),
+        (None, None) => None,
+        (Some(_), None) => return Err("it has `tls.crt` but no `tls.key`".to_owned()),
+        (None, Some(_)) => return Err("it has `tls.key` but no `tls.crt`".to_owned()),
+    };
+    if ca.is_none() && client.is_none() {
+        return Err("it has neither `ca.crt` nor `tls.crt` and `tls.key`".to_owned());
+    }
+    Ok(TrustMaterial { ca, client })
+}
+
+/// The CERTIFICATE blocks of a PEM text, each checked to be base64 of one
+/// DER SEQUENCE holding a SEQUENCE (a certificate's shape; HAProxy, which
+/// parses it fully, refuses the whole configuration over a broken CA file,
+/// so garbage is stopped here), written back as PEM without anything else.
+fn ca_certificates(pem: &str) -> std::result::Result<String, String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = String::new();
+    let mut block: Option<String> = None;
+    for line in pem.lines().map(str::trim) {
+        match (&mut block, line) {
+            (None, BEGIN) => block = Some(String::new()),
+            (Some(body), END) => {
+                let der = base64::engine::general_purpose::STANDARD
+                    .decode(body.as_bytes())
+                    .map_err(|_| "holds a CERTIFICATE block that is not base64".to_owned())?;
+                if !is_certificate_shaped(&der) {
+                    return Err("holds a CERTIFICATE block that is not a certificate".to_owned());
+                }
+                let _ = writeln!(out, "{BEGIN}");
+                let encoded = base64::engine::general_purpose::STANDARD.encode(&der);
+                for chunk in encoded.as_bytes().chunks(64) {
+                    let _ = writeln!(out, "{}", String::from_utf8_lossy(chunk));
+                }
+                let _ = writeln!(out, "{END}");
+                block = None;
+            }
+            (Some(body), text) => body.push_str(text),
+            (None, _) => {}
+        }
+    }
+    if block.is_some() {
+        return Err("has a CERTIFICATE block without its END line".to_owned());
+    }
+    if out.is_empty() {
+        return Err("holds no CERTIFICATE block".to_owned());
+    }
+    Ok(out)
+}
+
+/// A DER SEQUENCE spanning all of `der` whose first element is a SEQUENCE.
+fn is_certificate_shaped(der: &[u8]) -> bool {
+    let header = |bytes: &[u8]| -> Option<(usize, usize)> {
+        // (header length, content length) of a SEQUENCE.
+        if bytes.first() != Some(&0x30) {
+            return None;
+        }
+        let first = *bytes.get(1)?;
+        if first < 0x80 {
+            return Some((2, usize::from(first)));
+        }
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 {
+            return None;
+        }
+        let mut length = 0usize;
+        for byte in bytes.get(2..2 + count)? {
+            length = (length << 8) | usize::from(*byte);
+        }
+        Some((2 + count, length))
+    };
+    let Some((outer, length)) = header(der) else {
+        return false;
+    };
+    outer + length == der.len()
+        && header(&der[outer..]).is_some_and(|(inner, l)| outer + inner + l <= der.len())
 }
 
 /// `namespace/name` of an object, both parts lowercase DNS labels.
@@ -325,6 +464,8 @@ pub struct Certificates {
     hosts: BTreeMap<String, String>,
     /// Certificate file -> content.
     files: BTreeMap<String, String>,
+    /// SNI host -> crt-list line options (`verify optional ca-file ...`).
+    options: BTreeMap<String, String>,
 }
 
 impl Certificates {
@@ -334,7 +475,27 @@ impl Certificates {
             library,
             hosts: BTreeMap::new(),
             files: BTreeMap::new(),
+            options: BTreeMap::new(),
         }
+    }
+
+    /// Asks for crt-list line `options` (ssl bind options HAProxy takes on
+    /// a crt-list line, such as `verify optional ca-file <file>`) on the
+    /// line of `host`: its own certificate's, or the default certificate's
+    /// when it has none. The first ask for a host wins (ask oldest Ingress
+    /// first); returns whether this one did. Options with a line break or
+    /// a bracket are refused.
+    pub fn host_options(&mut self, host: &str, options: &str) -> Result<bool> {
+        if options.contains(['\n', '\r', '[', ']']) || !valid_host(host) {
+            return Err(crate::Error::msg(format!(
+                "crt-list options for host {host:?} must be one line without brackets"
+            )));
+        }
+        if self.options.contains_key(host) {
+            return Ok(false);
+        }
+        self.options.insert(host.to_owned(), options.to_owned());
+        Ok(true)
     }
 
     /// Adds the `spec.tls` of one served Ingress (call oldest first: the
@@ -464,13 +625,29 @@ impl Certificates {
         for (file, content) in &self.files {
             out.secret_file(file.clone(), content.clone())?;
         }
-        let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut by_file: BTreeMap<(&str, Option<&str>), Vec<&str>> = BTreeMap::new();
         for (host, file) in &self.hosts {
-            by_file.entry(file).or_default().push(host);
+            let options = self.options.get(host).map(String::as_str);
+            by_file.entry((file, options)).or_default().push(host);
+        }
+        for (host, options) in &self.options {
+            if !self.hosts.contains_key(host) {
+                by_file
+                    .entry((DEFAULT_CERTIFICATE, Some(options)))
+                    .or_default()
+                    .push(host);
+            }
         }
         let mut crt_list = String::new();
-        for (file, hosts) in by_file {
-            let _ = writeln!(crt_list, "{file} {}", hosts.join(" "));
+        for ((file, options), hosts) in by_file {
+            match options {
+                None => {
+                    let _ = writeln!(crt_list, "{file} {}", hosts.join(" "));
+                }
+                Some(options) => {
+                    let _ = writeln!(crt_list, "{file} [{options}] {}", hosts.join(" "));
+                }
+            }
         }
         out.file(self.library.crt_list, crt_list)
     }
@@ -557,6 +734,42 @@ mod tests {
         );
         let none = HttpsBind::from_values(&values(serde_json::json!({})));
         assert!(!none.is_written_by("ingress") && none.crt_lists().next().is_none());
+    }
+
+    #[test]
+    fn ca_files_keep_certificate_blocks_only() {
+        // A certificate's outer shape (SEQUENCE { SEQUENCE {} }), base64 split
+        // over lines, with text and a key around it that must not survive.
+        let der = [0x30, 0x03, 0x30, 0x01, 0x00];
+        let block = base64::engine::general_purpose::STANDARD.encode(der);
+        let pem = format!(
+            "subject=CN=ca\n-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----\n\
+             -----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n",
+            &block[..4],
+            &block[4..]
+        );
+        let kept = ca_certificates(&pem).expect("one certificate block");
+        assert_eq!(
+            kept,
+            format!("-----BEGIN CERTIFICATE-----\n{block}\n-----END CERTIFICATE-----\n")
+        );
+        assert!(!kept.contains("c2VjcmV0"));
+        let garbage = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            ca_certificates(garbage).err().as_deref(),
+            Some("holds a CERTIFICATE block that is not a certificate")
+        );
+        assert!(ca_certificates("no pem here").is_err());
+        let only_ca = trust_material(|key| Ok((key == "ca.crt").then(|| pem.clone().into_bytes())))
+            .expect("a CA alone is usable");
+        assert!(only_ca.ca.is_some() && only_ca.client.is_none());
+        assert_eq!(
+            trust_material(|key| Ok((key == "tls.key").then(|| b"k".to_vec())))
+                .err()
+                .as_deref(),
+            Some("it has `tls.key` but no `tls.crt`")
+        );
+        assert!(trust_material(|_| Ok(None)).is_err());
     }
 
     #[test]
