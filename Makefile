@@ -193,8 +193,10 @@ e2e-test: testbed-binaries testbed-images
 # tests/testbed/gateway-conformance pins) against the chart with the
 # gateway-api library on the real node; the report goes to docs/conformance/.
 # `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
+# Both profiles the library serves; HAPTIC_GATEWAY_PROFILES=GATEWAY-HTTP runs one.
+HAPTIC_GATEWAY_PROFILES ?= GATEWAY-HTTP,GATEWAY-GRPC
 gateway-conformance: testbed-binaries gateway-conformance-images image
-	HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
+	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
 
 # A gated single-replica rollout behind an HTTPRoute on the real node (10
 # restarts under load, the gate checked against every HAProxy worker). Not in
