@@ -324,8 +324,36 @@ async fn apply(
             ));
         }
     };
-    let response = state.applier.apply(request).await?;
-    Ok(Json(response).into_response())
+    // The apply runs in a task of its own, which this handler only awaits.
+    // hyper drops the handler's future when the requester goes away (the
+    // controller's timeout during a slow reload, a dropped connection); an
+    // apply dropped at one of its await points, say after the reload and
+    // before `last-good` and the worker records are written, would leave the
+    // pod half-applied, with the apply lock released for the next request.
+    // A spawned task runs to its end whoever still waits for the answer.
+    let id = request.bundle.id.clone();
+    let applier = state.applier.clone();
+    match tokio::spawn(async move { applier.apply(request).await }).await {
+        Ok(response) => Ok(Json(response?).into_response()),
+        // Only a panic ends the task early (the runtime is not shutting
+        // down while it serves). The panic message is in the log, from the
+        // panic hook; it is not repeated here, where it could quote input.
+        Err(ended) => {
+            tracing::error!(
+                bundle = %id,
+                panicked = ended.is_panic(),
+                "the apply task ended without a result"
+            );
+            Ok(error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                &format!(
+                    "the apply of bundle {id} stopped before it finished (the agent's log says why); \
+                     GET /v1/state says what HAProxy runs, and pushing the bundle again applies it"
+                ),
+            ))
+        }
+    }
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

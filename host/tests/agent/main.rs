@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod abandoned;
 mod applying;
 mod certificates;
 mod connections;
