@@ -264,15 +264,22 @@ fn reload_ms(log: &str) -> Vec<Duration> {
         .collect()
 }
 
+/// n, p50 and max, and the tail quantiles only where there are samples
+/// enough to tell them (p90 from 20, p95 and p99 from 100).
 fn report(what: &str, samples: &mut [Duration]) {
+    if samples.is_empty() {
+        println!("{what}: no samples");
+        return;
+    }
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "{what}: n={} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        samples.len(),
-        ms(at(0.50)),
-        ms(at(0.99)),
-        ms(samples[samples.len() - 1])
-    );
+    let mut line = format!("{what}: n={} p50 {:.2} ms", samples.len(), ms(at(0.50)));
+    if samples.len() >= 20 {
+        line += &format!(", p90 {:.2} ms", ms(at(0.90)));
+    }
+    if samples.len() >= 100 {
+        line += &format!(", p95 {:.2} ms, p99 {:.2} ms", ms(at(0.95)), ms(at(0.99)));
+    }
+    println!("{line}, max {:.2} ms", ms(samples[samples.len() - 1]));
 }

@@ -319,14 +319,23 @@ fn load_times() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Median and max with n; p95 and p99 only from 100 samples, where they
+/// mean something.
 fn report(what: &str, samples: &mut [Duration]) {
+    if samples.is_empty() {
+        println!("{what}: no samples");
+        return;
+    }
     samples.sort();
     let pick = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    let tail = if samples.len() >= 100 {
+        format!("  p95 {}  p99 {}", ms(pick(0.95)), ms(pick(0.99)))
+    } else {
+        String::new()
+    };
     println!(
-        "{what}: median {}  p95 {}  p99 {}  max {}  (n={})",
+        "{what}: median {}{tail}  max {}  (n={})",
         ms(pick(0.5)),
-        ms(pick(0.95)),
-        ms(pick(0.99)),
         ms(pick(1.0)),
         samples.len()
     );
