@@ -6,7 +6,7 @@
 use haptic::controller::StatusApplier;
 use std::sync::Arc;
 
-use haptic::library::types::{ObjectRef, StatusPatch, StatusVariant};
+use haptic::library::types::{ObjectRef, PatchStatus, StatusPatch, StatusVariant};
 use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -35,7 +35,7 @@ fn gate_patch_for(pod: &str) -> Arc<StatusPatch> {
             namespace: "shop".into(),
             name: pod.into(),
         },
-        status,
+        status: PatchStatus::new(&status),
     })
 }
 
