@@ -185,11 +185,13 @@ image-test: image
 # The process-kubelet scenarios run the local `haptic` binary; the real-node
 # ones (tests/node*.rs, the RBAC pod) run containers from testbed-images and
 # the image `make image` built (make test builds it first, in image-test).
-e2e-test: testbed-binaries testbed-images
+e2e-test: testbed-binaries testbed-images gateway-conformance-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
+	# The Gateway API suite's named subset (CI_SUBSET); make gateway-conformance runs all of it.
+	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
 
-# The whole Gateway API conformance suite (profile GATEWAY-HTTP, the release
+# The whole Gateway API conformance suite (profiles GATEWAY-HTTP and GATEWAY-GRPC, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
 # gateway-api library on the real node; the report goes to docs/conformance/.
 # `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
