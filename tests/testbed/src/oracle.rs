@@ -13,7 +13,9 @@
 //! real-node ones, which find a pod's socket in its `emptyDir` on the host.
 
 use std::path::Path;
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -32,10 +34,16 @@ const SERVER_HELD_BACK: u8 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20;
 /// shut its write side. While the master re-executes itself in a reload it
 /// refuses or resets connections for a moment, so those are retried for 3 s.
 async fn master(socket: &Path, command: &str) -> Result<String, String> {
-    let started = std::time::Instant::now();
+    master_until(socket, command, Instant::now() + Duration::from_secs(3)).await
+}
+
+/// [`master`], retrying a refused or reset connection until `deadline`:
+/// longer than a re-exec when the question may come while the kubelet
+/// restarts a killed HAProxy.
+async fn master_until(socket: &Path, command: &str, deadline: Instant) -> Result<String, String> {
     loop {
         match master_once(socket, command).await {
-            Err((_, true)) if started.elapsed() < Duration::from_secs(3) => {
+            Err((_, true)) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             result => return result.map_err(|(error, _)| error),
@@ -77,7 +85,11 @@ async fn master_once(socket: &Path, command: &str) -> Result<String, (String, bo
 /// The pids of every live worker, current and leaving (`show proc` lists
 /// them as `<pid> worker ...` under `# workers` and `# old workers`).
 pub async fn workers(socket: &Path) -> Result<Vec<u32>, String> {
-    let answer = master(socket, "show proc").await?;
+    workers_until(socket, Instant::now() + Duration::from_secs(3)).await
+}
+
+async fn workers_until(socket: &Path, deadline: Instant) -> Result<Vec<u32>, String> {
+    let answer = master_until(socket, "show proc", deadline).await?;
     let pids: Vec<u32> = answer
         .lines()
         .filter_map(|line| {
@@ -90,6 +102,46 @@ pub async fn workers(socket: &Path) -> Result<Vec<u32>, String> {
         return Err(format!("`show proc` lists no worker: {answer:?}"));
     }
     Ok(pids)
+}
+
+/// How long a question about every live worker waits for a master that
+/// refuses connections: a scenario kills HAProxy and the kubelet restarts
+/// it with a backoff doubling from 1 s, three kills take 7 s.
+const MASTER_DOWN_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Asks `question` of every live worker behind `socket`, until every worker
+/// `show proc` lists has answered. A worker whose answer failed counts only
+/// if it is still listed afterwards: a leaving worker may exit while it is
+/// asked, and every worker exits with its master (HAProxy 2.6.12: a
+/// SIGKILLed master's worker is gone within 50 ms). While the master
+/// refuses connections, HAProxy is down and nothing is live there; the
+/// question waits for it to be back and asks the workers it then runs,
+/// which loaded the configuration the agent left on disk.
+async fn every_live_worker<F, Fut>(socket: &Path, question: F) -> Result<(), String>
+where
+    F: Fn(u32) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + MASTER_DOWN_PATIENCE;
+    let mut asked = BTreeSet::new();
+    loop {
+        let unasked: Vec<u32> = workers_until(socket, deadline)
+            .await?
+            .into_iter()
+            .filter(|pid| !asked.contains(pid))
+            .collect();
+        if unasked.is_empty() {
+            return Ok(());
+        }
+        for pid in unasked {
+            if let Err(error) = question(pid).await
+                && workers_until(socket, deadline).await?.contains(&pid)
+            {
+                return Err(error);
+            }
+            asked.insert(pid);
+        }
+    }
 }
 
 /// Whether worker `pid` routes `host` to a running, enabled server at
@@ -243,22 +295,15 @@ fn parse_servers_state(answer: &str) -> Option<Vec<Server>> {
 }
 
 /// Whether every live worker behind `socket` routes `host` to a server at
-/// `ip:port` that is up and enabled. A leaving worker that exits while it
-/// is asked is no longer live and is skipped.
+/// `ip:port` that is up and enabled (see [`every_live_worker`] for which
+/// workers are live).
 pub async fn every_worker_routes(
     socket: &Path,
     host: &str,
     ip: &str,
     port: u16,
 ) -> Result<(), String> {
-    for pid in workers(socket).await? {
-        if let Err(error) = worker_routes(socket, pid, host, ip, port).await
-            && workers(socket).await?.contains(&pid)
-        {
-            return Err(error);
-        }
-    }
-    Ok(())
+    every_live_worker(socket, |pid| worker_routes(socket, pid, host, ip, port)).await
 }
 
 /// Whether every live worker behind `socket` has a server at `ip:port` up
@@ -273,16 +318,15 @@ pub async fn every_worker_serves(
     port: u16,
 ) -> Result<(), String> {
     let backends = [backend.to_owned()];
-    for pid in workers(socket).await? {
-        if let Err(seen) = worker_serves(socket, pid, &backends, ip, port).await
-            && workers(socket).await?.contains(&pid)
-        {
-            return Err(format!(
-                "worker {pid}: no server of {backend} is up at {ip}:{port}: {seen:?}"
-            ));
-        }
-    }
-    Ok(())
+    let backends = &backends;
+    every_live_worker(socket, |pid| async move {
+        worker_serves(socket, pid, backends, ip, port)
+            .await
+            .map_err(|seen| {
+                format!("worker {pid}: no server of {backend} is up at {ip}:{port}: {seen:?}")
+            })
+    })
+    .await
 }
 
 /// How many reloads the master behind `socket` performed, in its own
