@@ -192,8 +192,16 @@ impl Run {
         let port = support::free_port();
         let listen = format!("127.0.0.1:{}", support::free_port());
         let mut command = Command::new(env!("CARGO_BIN_EXE_haptic"));
+        command.arg("run");
+        // The demo backends listen on fixed addresses (127.0.10.1:8080, ...):
+        // only the run that must serve takes them, so the two tests of this
+        // file, run in parallel, do not compete for them (one lost the race
+        // in a loaded CI run: "no demo backend ... Address already in use").
+        if allow {
+            command.arg("--demo-backends");
+        }
         command
-            .args(["run", "--demo-backends", "--proxies", "1"])
+            .args(["--proxies", "1"])
             .args(["--port", &port.to_string(), "--listen", &listen])
             .args(["-l", MISBEHAVING_PATH])
             .args(["--set", "templateLibraries.misbehaving.mode=lua-load"])
