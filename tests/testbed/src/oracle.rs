@@ -12,9 +12,9 @@
 //! Shared by the process-kubelet scenarios (`tests/controller`) and the
 //! real-node ones, which find a pod's socket in its `emptyDir` on the host.
 
-use std::path::Path;
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
