@@ -3,12 +3,28 @@
 //! rule it matches (every match of every attached route, in the spec's
 //! precedence), then the rule's filters and backends.
 //!
+//! Matches on the path alone (no method, header or query parameter), on an
+//! exact hostname or none, are entries of two maps per run of them
+//! (exact paths, `map_str`; prefixes, `map_beg`, whose tree answers with the
+//! longest), so that adding, moving or removing such a path changes map
+//! files only: the host applies that at runtime, without a reload or
+//! `haproxy -c` of the whole configuration. A run gathers the map entries
+//! that can take their place in it: those no match between them could also
+//! select (another listener, another exact hostname or a disjoint path), so
+//! HAProxy decides as the spec's precedence says. The keys are
+//! `<listener>|<hostname>|<path>`, the hostname empty for "any host";
+//! prefixes are keyed with a trailing `/` and looked up with the path and a
+//! `/`, so that `/a` matches `/a` and `/a/b` but not `/ab`.
+//!
 //! ```text
 //! frontend gateway.<namespace>.<name>.<port>
 //!     bind :<haproxy port> [ssl crt-list certs/gateway/<...>.crt-list]
 //!     http-request set-var(txn.gw_host) ...                 the host, lowercase, no port
 //!     http-request set-var(txn.gw_listener) str(<listener>) if <host> !{ ...found }
+//!     http-request set-var-fmt(txn.gw_key...) ...           the map keys, when some run exists
 //!     http-request set-var(txn.gw_rule) str(<ns>/<route>/<rule>) if <listener> <host> <match> !{ ...found }
+//!     http-request set-var(txn.gw_rule) var(txn.gw_key),map_str(maps/gateway/<frontend>.<run>.exact.map) if !{ ...found }
+//!     ...                                                   the same for prefixes, then "any host"
 //!     http-request <filter> if { var(txn.gw_rule) -m str <rule> }
 //!     http-response <filter> if { var(txn.gw_rule) -m str <rule> }
 //!     use_backend <backend> if { var(txn.gw_rule) -m str <rule> } [weight pick]
@@ -17,10 +33,12 @@
 
 use std::fmt::Write as _;
 
+use haptic_sdk::names::sanitize;
+
 use crate::filters::RuleActions;
 use crate::hostnames;
 use crate::listeners::Protocol;
-use crate::matches::MatchRank;
+use crate::matches::{MatchRank, PathSet};
 use crate::routes::{Backends, INTERNAL_ERROR_BACKEND};
 
 /// The variable holding the rule a request matched,
@@ -41,8 +59,97 @@ pub struct MatchEntry {
     pub host: Option<String>,
     pub rule: String,
     pub condition: String,
+    pub path: PathSet,
+    /// The match is on the path alone.
+    pub path_only: bool,
     pub order: EntryOrder,
 }
+
+/// Which map of a run an entry goes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MapKind {
+    Exact,
+    Prefix,
+}
+
+impl MatchEntry {
+    /// The entry's map and key, if it can be a map entry: a path-only match
+    /// of an exact path or prefix, on an exact hostname or none, whose words
+    /// are one map key (no space, no `|` but the separators).
+    fn map_key(&self) -> Option<(MapKind, String)> {
+        let word = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
+        let host = match &self.host {
+            Some(h) if h.starts_with('*') || h.contains('|') => return None,
+            Some(h) => h.as_str(),
+            None => "",
+        };
+        if !self.path_only || self.listener.contains('|') || !word(&self.listener) || !word(host) {
+            return None;
+        }
+        let listener = &self.listener;
+        match &self.path {
+            PathSet::Exact(path) if word(path) => {
+                Some((MapKind::Exact, format!("{listener}|{host}|{path}")))
+            }
+            PathSet::Prefix(prefix) if word(prefix) => {
+                Some((MapKind::Prefix, format!("{listener}|{host}|{prefix}/")))
+            }
+            _ => None,
+        }
+    }
+
+    /// Some request could be selected by both entries.
+    fn may_share_a_request(&self, other: &Self) -> bool {
+        let hosts = match (&self.host, &other.host) {
+            (Some(a), Some(b)) => hostnames::intersect(a, b).is_some(),
+            _ => true,
+        };
+        self.listener == other.listener && hosts && self.path.overlaps(&other.path)
+    }
+}
+
+/// The two maps of one run: key -> rule id, the first claim of a key
+/// winning (entries come in precedence order).
+#[derive(Debug, Default)]
+struct RunMaps {
+    exact: std::collections::BTreeMap<String, String>,
+    prefix: std::collections::BTreeMap<String, String>,
+}
+
+impl RunMaps {
+    fn claim(&mut self, kind: MapKind, key: String, rule: &str) {
+        let map = match kind {
+            MapKind::Exact => &mut self.exact,
+            MapKind::Prefix => &mut self.prefix,
+        };
+        map.entry(key).or_insert_with(|| rule.to_owned());
+    }
+}
+
+/// A line of the matching part of the frontend, in order.
+enum Step<'a> {
+    Acl(&'a MatchEntry),
+    Run(usize),
+}
+
+/// A frontend's section body and the map files it reads.
+#[derive(Debug)]
+pub struct RenderedFrontend {
+    pub body: String,
+    /// `(path, content)` of each map file.
+    pub maps: Vec<(String, String)>,
+}
+
+/// The map keys' variables: `txn.gw_key` is `<listener>|<host>|<path>`,
+/// `txn.gw_key_any` the same with no host, the `_dir` ones end in `/` for
+/// prefix lookups. A host holding `|` (no valid hostname does) gets no
+/// host key: its `|` could make the key another host's.
+const KEY_LINES: &str = concat!(
+    "    http-request set-var-fmt(txn.gw_key_any) \"%[var(txn.gw_listener)]||%[path]\" if { var(txn.gw_listener) -m found }\n",
+    "    http-request set-var-fmt(txn.gw_key_any_dir) \"%[var(txn.gw_key_any)]/\" if { var(txn.gw_key_any) -m found }\n",
+    "    http-request set-var-fmt(txn.gw_key) \"%[var(txn.gw_listener)]|%[var(txn.gw_host)]|%[path]\" if { var(txn.gw_key_any) -m found } !{ var(txn.gw_host) -m sub | }\n",
+    "    http-request set-var-fmt(txn.gw_key_dir) \"%[var(txn.gw_key)]/\" if { var(txn.gw_key) -m found }\n",
+);
 
 /// Precedence of a match entry: hostname, match, then the route's age
 /// (creationTimestamp, namespace, name), then rule and match index.
@@ -85,8 +192,40 @@ fn rule_is(rule: &str) -> String {
 }
 
 impl Frontend {
-    /// The section body.
-    pub fn body(&mut self) -> String {
+    /// The match entries in precedence order, map entries gathered into
+    /// runs.
+    fn steps(&mut self) -> (Vec<Step<'_>>, Vec<RunMaps>) {
+        self.entries.sort_by(|a, b| a.order.cmp(&b.order));
+        let mut steps = Vec::new();
+        let mut runs: Vec<RunMaps> = Vec::new();
+        // The ACL entries after the open run's lookups: a map entry joining
+        // the run is decided before them, so it must not overlap any.
+        let mut passed: Vec<&MatchEntry> = Vec::new();
+        for entry in &self.entries {
+            match entry.map_key() {
+                Some((kind, key)) => {
+                    let joins = !runs.is_empty()
+                        && passed.iter().all(|acl| !acl.may_share_a_request(entry));
+                    if !joins {
+                        steps.push(Step::Run(runs.len()));
+                        runs.push(RunMaps::default());
+                        passed.clear();
+                    }
+                    if let Some(run) = runs.last_mut() {
+                        run.claim(kind, key, &entry.rule);
+                    }
+                }
+                None => {
+                    steps.push(Step::Acl(entry));
+                    passed.push(entry);
+                }
+            }
+        }
+        (steps, runs)
+    }
+
+    /// The section body and its map files.
+    pub fn render(&mut self) -> RenderedFrontend {
         let mut out = String::new();
         match &self.crt_list {
             Some(list) => {
@@ -116,30 +255,52 @@ impl Frontend {
                 listener.name
             );
         }
-        self.entries.sort_by(|a, b| a.order.cmp(&b.order));
-        for entry in &self.entries {
-            let host = entry
-                .host
-                .as_deref()
-                .map(hostnames::condition)
-                .unwrap_or_default();
-            let terms = [
-                format!("{{ var(txn.gw_listener) -m str {} }}", entry.listener),
-                host,
-                entry.condition.clone(),
-                format!("!{{ var({RULE_VARIABLE}) -m found }}"),
-            ];
-            let terms: Vec<&str> = terms
-                .iter()
-                .map(String::as_str)
-                .filter(|t| !t.is_empty())
-                .collect();
-            let _ = writeln!(
-                out,
-                "    http-request set-var({RULE_VARIABLE}) str({}) if {}",
-                entry.rule,
-                terms.join(" ")
-            );
+        let map_base = format!("maps/gateway/{}", sanitize(&self.name));
+        let (steps, runs) = self.steps();
+        if !runs.is_empty() {
+            out.push_str(KEY_LINES);
+        }
+        let unmatched = format!("!{{ var({RULE_VARIABLE}) -m found }}");
+        for step in steps {
+            match step {
+                Step::Acl(entry) => {
+                    let host = entry
+                        .host
+                        .as_deref()
+                        .map(hostnames::condition)
+                        .unwrap_or_default();
+                    let terms = [
+                        format!("{{ var(txn.gw_listener) -m str {} }}", entry.listener),
+                        host,
+                        entry.condition.clone(),
+                        unmatched.clone(),
+                    ];
+                    let terms: Vec<&str> = terms
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|t| !t.is_empty())
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "    http-request set-var({RULE_VARIABLE}) str({}) if {}",
+                        entry.rule,
+                        terms.join(" ")
+                    );
+                }
+                Step::Run(n) => {
+                    for (key, converter, kind) in [
+                        ("txn.gw_key", "map_str", "exact"),
+                        ("txn.gw_key_dir", "map_beg", "prefix"),
+                        ("txn.gw_key_any", "map_str", "exact"),
+                        ("txn.gw_key_any_dir", "map_beg", "prefix"),
+                    ] {
+                        let _ = writeln!(
+                            out,
+                            "    http-request set-var({RULE_VARIABLE}) var({key}),{converter}({map_base}.{n}.{kind}.map) if {unmatched}"
+                        );
+                    }
+                }
+            }
         }
         let mut routing = String::new();
         let mut response = String::new();
@@ -190,7 +351,20 @@ impl Frontend {
         out.push_str(&response);
         out.push_str(&routing);
         out.push_str("    default_backend haptic.not-found\n");
-        out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+        let mut maps = Vec::new();
+        for (n, run) in runs.iter().enumerate() {
+            for (kind, entries) in [("exact", &run.exact), ("prefix", &run.prefix)] {
+                let content: String = entries
+                    .iter()
+                    .map(|(key, rule)| format!("{key} {rule}\n"))
+                    .collect();
+                maps.push((format!("{map_base}.{n}.{kind}.map"), content));
+            }
+        }
+        RenderedFrontend {
+            body: out.lines().map(|l| format!("{}\n", l.trim_end())).collect(),
+            maps,
+        }
     }
 }
 

@@ -562,11 +562,11 @@ fn render(
             }
             crt_lists.insert(list.clone(), text);
         }
-        out.section(
-            SectionKind::Frontend,
-            frontend.name.clone(),
-            frontend.body(),
-        )?;
+        let rendered = frontend.render();
+        out.section(SectionKind::Frontend, frontend.name.clone(), rendered.body)?;
+        for (path, content) in rendered.maps {
+            out.file(path, content)?;
+        }
         for (backend, line) in frontend.timeouts() {
             timeouts.entry(backend).or_default().insert(line);
         }
@@ -781,7 +781,9 @@ fn add_route(
             }
         }
         // Filters that need the matched prefix use the first match's.
-        let prefix = compiled.first().and_then(|c| c.prefix.clone());
+        let prefix = compiled
+            .first()
+            .and_then(|c| c.path.prefix().map(str::to_owned));
         let listener_ctx = filters::Listener {
             protocol,
             port: listener.port,
@@ -807,6 +809,8 @@ fn add_route(
                     host: host.clone(),
                     rule: id.clone(),
                     condition: m.condition.clone(),
+                    path: m.path.clone(),
+                    path_only: m.path_only,
                     order: (
                         hostnames::specificity(host.as_deref()),
                         m.rank,

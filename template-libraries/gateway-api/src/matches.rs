@@ -18,11 +18,52 @@ use crate::api::HttpMatch;
 pub struct CompiledMatch {
     /// HAProxy condition terms (ANDed), possibly empty.
     pub condition: String,
-    /// The path prefix matched, trailing `/` removed, for prefix
-    /// replacements (`ReplacePrefixMatch`); `None` for other path kinds.
-    pub prefix: Option<String>,
+    /// The paths the match selects.
+    pub path: PathSet,
+    /// Nothing but the path is matched (no method, header or query
+    /// parameter): the match can be a map entry ([`crate::frontend`]).
+    pub path_only: bool,
     /// Precedence (lower sorts first) within one hostname.
     pub rank: MatchRank,
+}
+
+/// The paths a match selects, to tell whether two matches can select the
+/// same request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSet {
+    Exact(String),
+    /// The prefix, trailing `/` removed (`""` is every path).
+    Prefix(String),
+    /// A regular expression: any path, as far as this library can tell.
+    Pattern,
+}
+
+impl PathSet {
+    /// The path prefix matched, trailing `/` removed, for prefix
+    /// replacements (`ReplacePrefixMatch`); `None` for other path kinds.
+    pub fn prefix(&self) -> Option<&str> {
+        match self {
+            Self::Prefix(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Some path is selected by both (element-wise prefixes, as served).
+    pub fn overlaps(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Pattern, _) | (_, Self::Pattern) => true,
+            (Self::Exact(a), Self::Exact(b)) => a == b,
+            (Self::Exact(path), Self::Prefix(prefix))
+            | (Self::Prefix(prefix), Self::Exact(path)) => under(path, prefix),
+            (Self::Prefix(a), Self::Prefix(b)) => under(a, b) || under(b, a),
+        }
+    }
+}
+
+/// `path` is `prefix` or below it, element-wise.
+fn under(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Exact path, then longest prefix, then regular expressions; then a
@@ -47,10 +88,10 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
         .and_then(|p| p.value.as_deref())
         .unwrap_or("/");
     check_text("path", value)?;
-    let (path_rank, prefix) = match kind {
+    let (path_rank, path) = match kind {
         "Exact" => {
             terms.push(format!("{{ path -m str {} }}", quote(value)));
-            ((0, Reverse(value.len())), None)
+            ((0, Reverse(value.len())), PathSet::Exact(value.to_owned()))
         }
         "PathPrefix" => {
             let trimmed = value.trim_end_matches('/');
@@ -60,11 +101,14 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
                     quote(&format!("^{}(/|$)", regex_escape(trimmed)))
                 ));
             }
-            ((1, Reverse(trimmed.len())), Some(trimmed.to_owned()))
+            (
+                (1, Reverse(trimmed.len())),
+                PathSet::Prefix(trimmed.to_owned()),
+            )
         }
         "RegularExpression" => {
             terms.push(format!("{{ path -m reg {} }}", quote(value)));
-            ((2, Reverse(value.len())), None)
+            ((2, Reverse(value.len())), PathSet::Pattern)
         }
         other => return Err(Unsupported(format!("path match type {other:?}"))),
     };
@@ -88,7 +132,8 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
     }
     Ok(CompiledMatch {
         condition: terms.join(" "),
-        prefix,
+        path,
+        path_only: m.method.is_none() && m.headers.is_empty() && m.query_params.is_empty(),
         rank: (
             path_rank.0,
             path_rank.1,
@@ -163,9 +208,24 @@ mod tests {
             "{ path -m reg '^/a\\.b(/|$)' }"
         );
         assert_eq!(
-            m(json!({"path": {"value": "/a.b/"}})).prefix.as_deref(),
+            m(json!({"path": {"value": "/a.b/"}})).path.prefix(),
             Some("/a.b")
         );
+    }
+
+    #[test]
+    fn paths_overlap_element_wise() {
+        let exact = |p: &str| PathSet::Exact(p.into());
+        let prefix = |p: &str| PathSet::Prefix(p.into());
+        assert!(exact("/a").overlaps(&exact("/a")));
+        assert!(!exact("/a").overlaps(&exact("/b")));
+        assert!(exact("/a/b").overlaps(&prefix("/a")));
+        assert!(exact("/a").overlaps(&prefix("/a")));
+        assert!(!exact("/ab").overlaps(&prefix("/a")));
+        assert!(prefix("").overlaps(&exact("/x")));
+        assert!(prefix("/a").overlaps(&prefix("/a/b")));
+        assert!(!prefix("/a").overlaps(&prefix("/ab")));
+        assert!(PathSet::Pattern.overlaps(&exact("/x")));
     }
 
     #[test]

@@ -27,14 +27,39 @@ fn harness() -> Harness<GatewayApi> {
     h
 }
 
-/// The rule ids of the frontend's `set-var(txn.gw_rule)` lines, in order.
+/// The rule ids the frontend tries, in order: each `set-var(txn.gw_rule)
+/// str(...)` line, and for each map lookup the entries of its map, longest
+/// key first (the order `map_beg` prefers; exact keys of one map never
+/// select the same request).
 fn rule_order(h: &Harness<GatewayApi>) -> Vec<String> {
-    h.section(SectionKind::Frontend, "gateway.ns.gw.80")
+    let mut order = Vec::new();
+    for line in h
+        .section(SectionKind::Frontend, "gateway.ns.gw.80")
         .unwrap()
         .lines()
-        .filter_map(|l| l.split("set-var(txn.gw_rule) str(").nth(1))
-        .map(|rest| rest.split(')').next().unwrap_or_default().to_owned())
-        .collect()
+    {
+        if let Some(rest) = line.split("set-var(txn.gw_rule) str(").nth(1) {
+            order.push(rest.split(')').next().unwrap_or_default().to_owned());
+        } else if let Some(rest) = line.split("set-var(txn.gw_rule) var(").nth(1) {
+            let any_host = rest.starts_with("txn.gw_key_any");
+            let map = rest.split(['(', ')']).nth(2).unwrap_or_default();
+            let mut entries: Vec<(&str, &str)> = h
+                .file(map)
+                .unwrap_or_else(|| panic!("no map {map}"))
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(key, _)| key.contains("||") == any_host)
+                .collect();
+            entries.sort_by_key(|(key, _)| std::cmp::Reverse(key.len()));
+            order.extend(entries.into_iter().map(|(_, rule)| rule.to_owned()));
+        }
+    }
+    order
+}
+
+fn frontend(h: &Harness<GatewayApi>) -> &str {
+    h.section(SectionKind::Frontend, "gateway.ns.gw.80")
+        .unwrap()
 }
 
 #[test]
@@ -65,15 +90,81 @@ fn matches_follow_the_specs_precedence_across_routes() {
             // A hostname beats any path of a route without one.
             "ns/new/0",
             // Exact, then the longest prefix, then a method, then more
-            // headers, then the older route, then the rule order.
+            // headers, then the older route. The newer route's second rule
+            // has the same prefix as the older one's first: it is never
+            // served (the older route wins), so it has no entry.
             "ns/newer/0",
             "ns/newer/0",
             "ns/newer/0",
             "ns/old/1",
             "ns/old/0",
-            "ns/newer/1",
         ]
     );
+    // The path-only matches before the method and header ones are one run
+    // of maps; `old/0` overlaps them (`/a`), so it opens a second run after.
+    assert_eq!(frontend(&h).matches("map_str(").count(), 4);
+    assert_eq!(
+        h.file("maps/gateway/gateway.ns.gw.80.0.prefix.map"),
+        Some("http|exact.example.com|/ ns/new/0\nhttp||/a/b/ ns/newer/0\n")
+    );
+    assert_eq!(
+        h.file("maps/gateway/gateway.ns.gw.80.1.prefix.map"),
+        Some("http||/a/ ns/old/0\n")
+    );
+}
+
+/// A route of each host, as the bench writes them: a header match on
+/// `/healthz` and a prefix that moves.
+fn host_routes(h: &mut Harness<GatewayApi>, version: u32) {
+    for i in 0..3 {
+        h.apply(HTTP_ROUTES, &json!({"metadata": {"name": format!("r{i}"), "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "hostnames": [format!("r{i}.example.com")],
+            "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": format!("/v{version}/app")}}]},
+                {"matches": [{"path": {"type": "Exact", "value": "/healthz"}, "headers": [{"name": "probe", "value": "1"}]}]}
+            ]}}));
+    }
+}
+
+#[test]
+fn a_path_change_changes_maps_only() {
+    let mut h = harness();
+    host_routes(&mut h, 1);
+    h.render().unwrap();
+    let before = frontend(&h).to_owned();
+    // The header matches of other hosts, and of the same host on another
+    // path, cannot select the prefixes' requests: one run for all hosts.
+    assert_eq!(before.matches("map_beg(").count(), 2, "{before}");
+    assert_eq!(
+        h.file("maps/gateway/gateway.ns.gw.80.0.prefix.map"),
+        Some(
+            "http|r0.example.com|/v1/app/ ns/r0/0\nhttp|r1.example.com|/v1/app/ ns/r1/0\nhttp|r2.example.com|/v1/app/ ns/r2/0\n"
+        )
+    );
+    host_routes(&mut h, 2);
+    h.render().unwrap();
+    assert_eq!(frontend(&h), before);
+    assert!(
+        h.file("maps/gateway/gateway.ns.gw.80.0.prefix.map")
+            .is_some_and(|m| m.contains("http|r1.example.com|/v2/app/ ns/r1/0"))
+    );
+}
+
+#[test]
+fn a_header_match_on_a_path_a_map_entry_would_take_splits_the_run() {
+    let mut h = harness();
+    h.apply(HTTP_ROUTES, &json!({"metadata": {"name": "r", "namespace": "ns"}, "spec": {
+        "parentRefs": [{"name": "gw"}],
+        "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/a/b"}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/a/b"}, "headers": [{"name": "x", "value": "1"}]}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/a/b/c"}}]}
+        ]}}));
+    h.render().unwrap();
+    // The exact path outranks both prefixes; the header one outranks the
+    // plain prefix, which must not move before it.
+    assert_eq!(rule_order(&h), ["ns/r/2", "ns/r/1", "ns/r/0"]);
 }
 
 #[test]
