@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use haptic::synthetic::gateway::{GatewayObjects, GatewaySpec};
 use haptic::synthetic::{Cluster, ClusterSpec, write_yaml_stream};
-use local_run::{Run, converged_on_new, cpu_ticks, memory_mib, ms, quantile, save};
+use local_run::{Run, converged_on_new, cpu_ticks, memory_mib, metric, ms, quantile, save};
 
 /// The route whose path changes, in a file of its own.
 const CHANGED_ROUTE: usize = 0;
@@ -93,6 +93,7 @@ fn main() {
         memory_mib(run.pid(), "VmHWM:"),
     );
 
+    let metrics_before = run.metrics().unwrap_or_default();
     let cpu_before = cpu_ticks(run.pid());
     let mut samples = Vec::with_capacity(rounds);
     let mut timeouts = 0;
@@ -139,6 +140,32 @@ fn main() {
         ms(quantile(&samples, 0.95)),
         ms(quantile(&samples, 1.0)),
     );
+    // Where the changes went, from the controller's own histograms: the
+    // mean per render, validation and deploy since the first configuration.
+    match run.metrics() {
+        Ok(after) => {
+            let delta = |name: &str| metric(&after, name) - metric(&metrics_before, name);
+            let mean = |stage: &str| {
+                let count = delta(&format!("haptic_{stage}_duration_seconds_count"));
+                let sum = delta(&format!("haptic_{stage}_duration_seconds_sum"));
+                format!(
+                    "{stage} {:.1} ms (n={count})",
+                    sum * 1000.0 / count.max(1.0)
+                )
+            };
+            let deploys = |mode: &str| delta(&format!("haptic_deploys_total{{mode=\"{mode}\"}}"));
+            println!(
+                "where the changes went (controller /metrics, means): {}, {}, {}; {} renders skipped `haproxy -c`; pushes: {} runtime, {} reload",
+                mean("render"),
+                mean("validate"),
+                mean("deploy"),
+                delta("haptic_validations_skipped_total"),
+                deploys("runtime"),
+                deploys("reload"),
+            );
+        }
+        Err(error) => println!("no /metrics: {error}"),
+    }
     println!(
         "controller memory: peak {} MiB, now {} MiB",
         memory_mib(run.pid(), "VmHWM:"),

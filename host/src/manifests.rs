@@ -343,8 +343,10 @@ pub fn from_value(
 }
 
 /// Refuses two definitions of one object, naming both.
-pub fn check_duplicates(manifests: &[Manifest]) -> Result<(), ManifestError> {
-    let mut seen: HashMap<&ObjectRef, &Source> = HashMap::with_capacity(manifests.len());
+pub fn check_duplicates<'a>(
+    manifests: impl IntoIterator<Item = &'a Manifest>,
+) -> Result<(), ManifestError> {
+    let mut seen: HashMap<&ObjectRef, &Source> = HashMap::new();
     for m in manifests {
         let reference = m.reference();
         if let Some(first) = seen.insert(reference, &m.source) {

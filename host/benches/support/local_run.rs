@@ -96,6 +96,19 @@ impl Run {
             .collect()
     }
 
+    /// The controller's `/metrics` text.
+    pub fn metrics(&self) -> std::io::Result<String> {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(LISTEN)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer
+            .split_once("\r\n\r\n")
+            .map_or(answer.clone(), |(_, body)| body.to_owned()))
+    }
+
     /// Whether bundle `id` on the first instance holds `text` in any file.
     pub fn bundle_mentions(&self, id: &str, text: &str) -> bool {
         let config_dir = self.scratch().join("haproxy-0");
@@ -216,4 +229,14 @@ pub fn quantile(samples: &[Duration], q: f64) -> Duration {
 
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// The value of sample `name` (its whole name with labels, as `/metrics`
+/// prints it), 0 when absent.
+pub fn metric(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
