@@ -269,6 +269,10 @@ directivePolicy:
 {{- /* TLS Secrets (ingress) and Opaque ones (ingress-nginx auth-secret users): read only; the watches ask for type kubernetes.io/tls and Opaque only */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
+{{- if $nginx }}
+{{- /* ingress-nginx's custom-headers: the ConfigMap an Ingress names, read only */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
 {{- if and $gate (or $backends $statusGate) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get" "list" "watch")) }}
 {{- end }}

@@ -558,6 +558,7 @@ def ingress_nginx(t, chart):
     t.check(not mentions(rules, "networking.k8s.io", "ingresses/status"), "ingress-nginx writes no Ingress status")
     t.check(grants(rules, "", "services", "watch"), "ingress-nginx on: ClusterRole lacks services")
     t.check(grants(rules, "", "secrets", "watch"), "ingress-nginx on: ClusterRole lacks secrets (auth-secret)")
+    t.check(grants(rules, "", "configmaps", "watch"), "ingress-nginx on: ClusterRole lacks configmaps (custom-headers)")
     ic = on.one("IngressClass", "haptic-nginx")
     t.equal(ic["spec"]["controller"], "haproxy-haptic.org/ingress-nginx", "ingress-nginx IngressClass controller")
     t.equal(values_file(on)["templateLibraries"]["ingressNginx"]["classNames"], ["haptic-nginx"], "classNames reach the values file")

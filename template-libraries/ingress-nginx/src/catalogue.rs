@@ -39,34 +39,8 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "enable-global-auth" => {
             "external authentication needs a subrequest per request, which HAProxy 2.6 cannot make without Lua (refused by haptic's directive policy)"
         }
-        "canary"
-        | "canary-by-header"
-        | "canary-by-header-value"
-        | "canary-by-header-pattern"
-        | "canary-by-cookie"
-        | "canary-weight"
-        | "canary-weight-total" => {
-            "canary Ingresses are not in this library yet; the canary Ingress's paths are not routed"
-        }
-        "affinity"
-        | "affinity-mode"
-        | "affinity-canary-behavior"
-        | "session-cookie-name"
-        | "session-cookie-path"
-        | "session-cookie-domain"
-        | "session-cookie-expires"
-        | "session-cookie-max-age"
-        | "session-cookie-secure"
-        | "session-cookie-samesite"
-        | "session-cookie-conditional-samesite-none"
-        | "session-cookie-change-on-failure" => {
-            "session affinity is a backend setting of kubernetes-backends, which this library does not set yet"
-        }
-        "upstream-hash-by"
-        | "upstream-hash-by-subset"
-        | "upstream-hash-by-subset-size"
-        | "load-balance" => {
-            "the balancing algorithm is kubernetes-backends' (templateLibraries.kubernetesBackends.balance), one per backend"
+        "upstream-hash-by-subset" | "upstream-hash-by-subset-size" => {
+            "HAProxy hashes to one server, not to a subset of them; upstream-hash-by alone is honoured"
         }
         "service-upstream" => {
             "haptic routes to endpoints (that is what makes readiness flips runtime changes); a ClusterIP backend is not offered"
@@ -74,14 +48,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "proxy-next-upstream-timeout" => {
             "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
         }
-        "enable-cors"
-        | "cors-allow-origin"
-        | "cors-allow-methods"
-        | "cors-allow-headers"
-        | "cors-expose-headers"
-        | "cors-allow-credentials"
-        | "cors-max-age" => "CORS is not in this library yet",
-        "custom-headers" => "it names a ConfigMap, which this library does not watch yet",
         "default-backend" | "custom-http-errors" | "disable-proxy-intercept-errors" => {
             "error pages from a default backend are not in this library yet"
         }

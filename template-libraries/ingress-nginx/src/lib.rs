@@ -48,7 +48,7 @@ use haptic_sdk::ingress::tls::{
     parse_reference, secrets_watch, trust_material,
 };
 use haptic_sdk::ingress::{NginxClassRules, port_text, service_port_backend};
-use haptic_sdk::k8s::api::core::v1::Secret;
+use haptic_sdk::k8s::api::core::v1::{ConfigMap, Secret};
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::{map_line, sanitize};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
@@ -69,6 +69,8 @@ pub const PUBLISHED_SERVICE: &str = "published-service";
 /// Opaque Secrets: `auth-secret`'s users, `proxy-ssl-secret`'s CA and
 /// client certificate.
 pub const SECRETS: &str = "secrets";
+/// The ConfigMaps `custom-headers` names.
+pub const CONFIG_MAPS: &str = "configmaps";
 /// `kubernetes.io/tls` Secrets: the certificates of `spec.tls`.
 pub const TLS_SECRETS: &str = "tls-secrets";
 
@@ -240,6 +242,15 @@ impl Library for IngressNginx {
                     .parse_as::<Secret>()
                     .field_selector("type=Opaque")
                     .ignore_fields(["metadata.managedFields"]),
+            )
+            .watch(
+                Watch::new(CONFIG_MAPS, "v1", "ConfigMap")
+                    .parse_as::<ConfigMap>()
+                    .ignore_fields([
+                        "metadata.managedFields",
+                        "metadata.annotations",
+                        "binaryData",
+                    ]),
             );
         if self.values.tls.enabled {
             plan = plan.watch(secrets_watch(TLS_SECRETS));
@@ -533,7 +544,11 @@ impl Routing {
         if let Some(auth) = &policy.auth {
             basic_auth(ctx, out, ingress, id, auth, frontend)?;
         }
-        let responses = policy.response_rules(id);
+        let custom = match &policy.custom_headers {
+            Some(config_map) => custom_headers(ctx, out, ingress, config_map)?,
+            None => Vec::new(),
+        };
+        let responses = policy.response_rules(id, &custom);
         if !responses.is_empty() {
             out.snippet_keyed(
                 format!("ingress-nginx-responses:{id}"),
@@ -1099,6 +1114,66 @@ fn basic_auth(
         20,
         rule,
     )
+}
+
+/// Headers that frame or route the answer: set from a ConfigMap they would
+/// break it (a wrong length, a second transfer coding), so never.
+const FRAMING_HEADERS: &[&str] = &[
+    "connection",
+    "content-length",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The `(name, value)` headers of ConfigMap `config_map` (the Ingress's
+/// namespace) for `custom-headers`: each entry checked, a bad one (not a
+/// header name, a framing header, a control character in the value) left
+/// out with a warning naming the Ingress, the ConfigMap and the key.
+fn custom_headers(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    config_map: &str,
+) -> Result<Vec<(String, String)>> {
+    let namespace = ingress.key.namespace.as_str();
+    let id = format!("{namespace}/{}", ingress.key.name);
+    let Some(found) = ctx.get::<ConfigMap>(CONFIG_MAPS, namespace, config_map)? else {
+        out.warning(
+            Some(ingress.key),
+            "CustomHeadersMissing",
+            format!(
+                "Ingress {id:?}: ConfigMap {namespace}/{config_map} of annotation custom-headers does not exist; no custom header is set until it does"
+            ),
+        )?;
+        return Ok(Vec::new());
+    };
+    let mut headers = Vec::new();
+    for (key, value) in found.value.data.iter().flatten() {
+        let checked = policy::header_name(key).and_then(|name| {
+            if FRAMING_HEADERS.contains(&name.as_str()) {
+                Err(format!("{name} frames the answer; HAProxy sets it"))
+            } else if value.chars().any(char::is_control) {
+                Err("its value holds a control character".to_owned())
+            } else {
+                Ok(name)
+            }
+        });
+        match checked {
+            Ok(name) => headers.push((name, value.clone())),
+            Err(why) => out.warning(
+                Some(ingress.key),
+                "CustomHeaderLeftOut",
+                format!(
+                    "Ingress {id:?}: key {key:?} of ConfigMap {namespace}/{config_map} (custom-headers) is left out: {why}"
+                ),
+            )?,
+        }
+    }
+    Ok(headers)
 }
 
 /// The CA and client certificate of Secret `namespace/name`, read from the

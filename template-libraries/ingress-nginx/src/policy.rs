@@ -183,6 +183,9 @@ pub struct Policy {
     /// A `balance` line (`load-balance`, `upstream-hash-by`).
     pub balance: Option<String>,
     pub cors: Option<Cors>,
+    /// `custom-headers`: the ConfigMap, in the Ingress's namespace, whose
+    /// data are headers set on the answers ([`crate::custom_headers`]).
+    pub custom_headers: Option<String>,
     pub auth: Option<BasicAuth>,
     /// `retry-on` conditions (`proxy-next-upstream`).
     pub retry_on: Option<String>,
@@ -216,6 +219,7 @@ impl Policy {
         }
         p.read_paths(a, paths);
         p.read_cors(a);
+        p.read_custom_headers(a, namespace);
         p.read_auth(a);
         p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
@@ -624,6 +628,40 @@ impl Policy {
         }
     }
 
+    /// `custom-headers: [<namespace>/]<ConfigMap>`. Only the Ingress's own
+    /// namespace is read: a ConfigMap of another would let an Ingress
+    /// publish another team's configuration in its answers.
+    fn read_custom_headers(&mut self, a: &mut Annotations<'_>, namespace: &str) {
+        let Some((key, value)) = a.take("custom-headers") else {
+            return;
+        };
+        let value = value.trim();
+        let (of, name) = value.split_once('/').unwrap_or((namespace, value));
+        if of != namespace {
+            a.record(
+                key,
+                Status::NotHonoured(format!(
+                    "ConfigMap {value:?} is in another namespace than the Ingress ({namespace}); haptic reads only the Ingress's own, as for Secrets"
+                )),
+            );
+            return;
+        }
+        if !is_object_name(name) {
+            a.record(
+                key,
+                Status::Invalid(format!("{value:?} does not name a ConfigMap")),
+            );
+            return;
+        }
+        a.record(
+            key,
+            Status::Honoured(format!(
+                "the data of ConfigMap {namespace}/{name} set as headers of the answers (http-response set-header)"
+            )),
+        );
+        self.custom_headers = Some(name.to_owned());
+    }
+
     fn read_cors(&mut self, a: &mut Annotations<'_>) {
         let names = [
             "cors-allow-origin",
@@ -633,7 +671,11 @@ impl Policy {
             "cors-allow-credentials",
             "cors-max-age",
         ];
-        let Some((key, true)) = a.parsed("enable-cors", parse::boolean) else {
+        let on = a.parsed("enable-cors", parse::boolean);
+        let Some((key, true)) = on else {
+            if let Some((key, false)) = on {
+                a.record(key, Status::Honoured("CORS off".into()));
+            }
             for name in names {
                 if let Some((key, _)) = a.take(name) {
                     a.record(
@@ -1053,14 +1095,22 @@ impl Policy {
     }
 
     /// The frontend response rules for the answers to the requests Ingress
-    /// `id` routes (CORS headers).
-    pub fn response_rules(&self, id: &str) -> String {
-        let Some(c) = &self.cors else {
-            return String::new();
-        };
+    /// `id` routes: `custom` (checked `custom-headers`, name and value),
+    /// then the CORS headers.
+    pub fn response_rules(&self, id: &str, custom: &[(String, String)]) -> String {
         let (namespace, name) = id.split_once('/').unwrap_or(("", id));
         let acl = matched_ingress_acl(namespace, name);
         let mut out = String::new();
+        for (header, value) in custom {
+            let _ = writeln!(
+                out,
+                "    http-response set-header {header} {} if {acl}",
+                quote(&log_format_literal(value))
+            );
+        }
+        let Some(c) = &self.cors else {
+            return out;
+        };
         let found = "{ var(txn.ingress_nginx_cors) -m found }";
         let mut pairs = vec![
             (
@@ -1200,8 +1250,18 @@ fn token_list(value: &str, methods: bool) -> Result<String, String> {
     Ok(items.join(", "))
 }
 
+/// A Kubernetes object name (DNS subdomain: lowercase letters, digits,
+/// `-` and `.`).
+fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// An HTTP header name (RFC 7230 token), lowercased.
-fn header_name(value: &str) -> Result<String, String> {
+pub(crate) fn header_name(value: &str) -> Result<String, String> {
     let text = value.trim();
     // Without `#`: a comment outside quotes in haproxy.cfg.
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!$&*+-.^_|~".contains(&b);
@@ -1337,10 +1397,12 @@ mod tests {
                 ("configuration-snippet", "more_set_headers x;"),
                 ("no-such", "x"),
                 ("canary", "false"),
+                ("enable-cors", "false"),
+                ("custom-headers", "other/headers"),
             ],
             &["/api(/|$)(.*)"],
         );
-        assert_eq!(findings.len(), 6);
+        assert_eq!(findings.len(), 8, "{findings:?}");
         assert!(matches!(
             status(&findings, "rewrite-target"),
             Status::Honoured(_)

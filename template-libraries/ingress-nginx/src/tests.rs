@@ -128,3 +128,56 @@ fn every_annotation_the_library_applies_is_in_the_table() {
         );
     }
 }
+
+/// The annotation names `catalogue::not_honoured` matches, read from its
+/// source: the match arms are the list, so the test cannot drift from it.
+fn catalogue_names() -> Vec<String> {
+    let source = include_str!("catalogue.rs");
+    let body = source
+        .split("pub fn not_honoured")
+        .nth(1)
+        .and_then(|rest| rest.split("_ => return None").next())
+        .expect("catalogue.rs has not_honoured with a `_ => return None` arm");
+    // A line of patterns: quoted annotation names joined by `|`, perhaps
+    // followed by `=>`; a reason string has spaces and is no name.
+    let is_name = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    body.lines()
+        .filter_map(|line| {
+            let patterns = line.split("=>").next()?.trim().trim_start_matches('|');
+            let names: Option<Vec<String>> = patterns
+                .split('|')
+                .map(|p| {
+                    let name = p.trim().strip_prefix('"')?.strip_suffix('"')?;
+                    is_name(name).then(|| name.to_owned())
+                })
+                .collect();
+            names
+        })
+        .flatten()
+        .collect()
+}
+
+/// A catalogue entry is the reason of an annotation the policy does not
+/// read; one the policy reads has its own verdict, and the entry is stale
+/// (a reason no report can give, and a claim in the code that is false).
+#[test]
+fn the_catalogue_lists_only_annotations_the_policy_does_not_read() {
+    let names = catalogue_names();
+    assert!(names.len() >= 60, "read {} catalogue names", names.len());
+    let stale: Vec<&String> = names
+        .iter()
+        .filter(|name| {
+            let why = crate::catalogue::not_honoured(name)
+                .unwrap_or_else(|| panic!("{name}: read from the catalogue but not matched by it"));
+            verdict(name) != Status::NotHonoured(why.to_owned())
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "the policy reads these, so their catalogue entries are stale (remove them): {stale:?}"
+    );
+}
