@@ -48,8 +48,11 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "proxy-next-upstream-timeout" => {
             "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
         }
-        "default-backend" | "custom-http-errors" | "disable-proxy-intercept-errors" => {
-            "error pages from a default backend are not in this library yet"
+        "custom-http-errors" => {
+            "HAProxy 2.6 cannot send a request on to another backend once its answer's status is known (nginx's internal redirect to the error-page backend); the backend's own answer is returned"
+        }
+        "disable-proxy-intercept-errors" => {
+            "it turns off custom-http-errors, which is not honoured"
         }
         "ssl-passthrough" => {
             "TLS passthrough needs a TCP frontend with SNI routing, not in this library yet"

@@ -19,6 +19,8 @@
 //!   ([`regex`]). Backends are `kubernetes-backends`' (one server per
 //!   endpoint, named after its pod), so readiness flips stay runtime
 //!   changes and the readiness gate holds for these Ingresses too.
+//!   `default-backend` and canaries route before the maps, comparing the
+//!   backend the maps would pick (`txn.ingress_nginx_backend`).
 //! - TLS: `spec.tls` certificates by SNI from this library's crt-list, on
 //!   the one HTTPS bind `ingress` writes (or this library, when `ingress`
 //!   serves no TLS): [`haptic_sdk::ingress::tls`].
@@ -50,7 +52,7 @@ use haptic_sdk::ingress::tls::{
 use haptic_sdk::ingress::{NginxClassRules, port_text, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::{ConfigMap, Secret};
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
-use haptic_sdk::names::{map_line, sanitize};
+use haptic_sdk::names::{backend_name, map_line, sanitize};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
@@ -394,6 +396,47 @@ struct Routing {
     /// Canary rules for the frontend: (request rules, routing rules).
     canary_rules: (String, String),
     canaries: usize,
+    /// `default-backend`s, oldest Ingress first.
+    fallbacks: Vec<Fallback>,
+}
+
+/// An Ingress's `default-backend`: where its requests go while the Service
+/// they route to has no ready endpoint.
+struct Fallback {
+    /// `namespace/name` of the Ingress.
+    ingress: String,
+    /// The backends its paths route to (not the unavailable one).
+    backends: Vec<String>,
+    /// Whether a path of it names a missing Service or port.
+    unavailable: bool,
+    /// The default-backend Service's backend.
+    to: String,
+}
+
+impl Fallback {
+    /// `use_backend` lines for the frontend's routing, after the canaries
+    /// and before the route maps; `txn.ingress_nginx_backend` holds the
+    /// backend the maps would pick.
+    fn routing_rules(&self) -> String {
+        let (namespace, name) = self.ingress.split_once('/').unwrap_or(("", &self.ingress));
+        let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+        let mut out = String::new();
+        for backend in &self.backends {
+            let _ = writeln!(
+                out,
+                "    use_backend {} if {acl} {{ var(txn.ingress_nginx_backend) -m str {backend} }} {{ nbsrv({backend}) eq 0 }}",
+                self.to
+            );
+        }
+        if self.unavailable {
+            let _ = writeln!(
+                out,
+                "    use_backend {} if {acl} {{ var(txn.ingress_nginx_backend) -m str {UNAVAILABLE_BACKEND} }}",
+                self.to
+            );
+        }
+        out
+    }
 }
 
 impl Routing {
@@ -422,6 +465,7 @@ impl Routing {
         let mut hosts: Vec<String> = Vec::new();
         let mut regex_routes: Vec<(String, String, String)> = Vec::new();
         let mut backends: Vec<String> = Vec::new();
+        let mut unavailable = false;
         for rule in spec.rules.iter().flatten() {
             let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
             let rule_hosts: Vec<String> = std::iter::once(host.clone())
@@ -446,7 +490,9 @@ impl Routing {
                     continue;
                 };
                 let backend = resolve(ctx, out, ingress, id, service)?;
-                if backend != UNAVAILABLE_BACKEND && !backends.contains(&backend) {
+                if backend == UNAVAILABLE_BACKEND {
+                    unavailable = true;
+                } else if !backends.contains(&backend) {
                     backends.push(backend.clone());
                 }
                 for h in &rule_hosts {
@@ -506,6 +552,16 @@ impl Routing {
                 .entry(id.to_owned())
                 .or_default()
                 .push_str(&rules);
+        }
+        if let Some(service) = &policy.default_backend
+            && let Some(to) = default_backend(ctx, out, ingress, id, service)?
+        {
+            self.fallbacks.push(Fallback {
+                ingress: id.to_owned(),
+                backends: backends.clone(),
+                unavailable,
+                to,
+            });
         }
         self.add_options(out, ingress, id, policy, &backends)?;
         if let Some(options) =
@@ -952,10 +1008,14 @@ impl Routing {
             0,
             request,
         )?;
-        let (mut canary_request, canary_routing) = self.canary_rules;
-        if !canary_request.is_empty() {
+        let (mut canary_request, mut canary_routing) = self.canary_rules;
+        for fallback in &self.fallbacks {
+            canary_routing.push_str(&fallback.routing_rules());
+        }
+        if !canary_request.is_empty() || !self.fallbacks.is_empty() {
             // The backend this library's routing will pick, by the same
-            // lookups in the same order, for the canaries to compare.
+            // lookups in the same order, for the canaries and the default
+            // backends to compare.
             let mut lookups = String::new();
             for sample in samples {
                 let _ = writeln!(
@@ -983,7 +1043,8 @@ impl Routing {
                 5,
                 canary_request,
             )?;
-            // Before every map lookup, so a selected request goes there.
+            // Before every map lookup, so a selected request goes there;
+            // canaries first, then the default backends.
             out.snippet(
                 SectionKind::Frontend,
                 frontend,
@@ -1227,6 +1288,33 @@ fn skipped(
         // Quoted: the strings reach here unchecked offline.
         format!("Ingress {id:?}: path {path:?} of host {host:?} skipped: {why}"),
     )
+}
+
+/// The backend of `default-backend`'s Service (the Ingress's namespace,
+/// its first port, as ingress-nginx takes), or `None` with a warning when
+/// it does not exist or has no port.
+fn default_backend(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    service: &str,
+) -> Result<Option<String>> {
+    let namespace = ingress.key.namespace.as_str();
+    let port = ctx
+        .get::<ServicePorts>(SERVICES, namespace, service)?
+        .and_then(|s| s.value.spec.ports.first().map(|p| p.port));
+    if let Some(port) = port {
+        return Ok(Some(backend_name(namespace, service, port)));
+    }
+    out.warning(
+        Some(ingress.key),
+        "DefaultBackendMissing",
+        format!(
+            "Ingress {id:?}: Service {namespace}/{service} of annotation default-backend does not exist or has no port; until it does, requests whose Service has no ready endpoint are answered as without the annotation"
+        ),
+    )?;
+    Ok(None)
 }
 
 /// The backend of a Service port, or [`UNAVAILABLE_BACKEND`] (with a

@@ -186,6 +186,10 @@ pub struct Policy {
     /// `custom-headers`: the ConfigMap, in the Ingress's namespace, whose
     /// data are headers set on the answers ([`crate::custom_headers`]).
     pub custom_headers: Option<String>,
+    /// `default-backend`: the Service, in the Ingress's namespace, that
+    /// takes this Ingress's requests while their own Service has no ready
+    /// endpoint.
+    pub default_backend: Option<String>,
     pub auth: Option<BasicAuth>,
     /// `retry-on` conditions (`proxy-next-upstream`).
     pub retry_on: Option<String>,
@@ -220,6 +224,7 @@ impl Policy {
         p.read_paths(a, paths);
         p.read_cors(a);
         p.read_custom_headers(a, namespace);
+        p.read_default_backend(a, namespace);
         p.read_auth(a);
         p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
@@ -632,34 +637,34 @@ impl Policy {
     /// namespace is read: a ConfigMap of another would let an Ingress
     /// publish another team's configuration in its answers.
     fn read_custom_headers(&mut self, a: &mut Annotations<'_>, namespace: &str) {
-        let Some((key, value)) = a.take("custom-headers") else {
+        let Some((key, name)) = own_namespace_object(a, "custom-headers", "ConfigMap", namespace)
+        else {
             return;
         };
-        let value = value.trim();
-        let (of, name) = value.split_once('/').unwrap_or((namespace, value));
-        if of != namespace {
-            a.record(
-                key,
-                Status::NotHonoured(format!(
-                    "ConfigMap {value:?} is in another namespace than the Ingress ({namespace}); haptic reads only the Ingress's own, as for Secrets"
-                )),
-            );
-            return;
-        }
-        if !is_object_name(name) {
-            a.record(
-                key,
-                Status::Invalid(format!("{value:?} does not name a ConfigMap")),
-            );
-            return;
-        }
         a.record(
             key,
             Status::Honoured(format!(
                 "the data of ConfigMap {namespace}/{name} set as headers of the answers (http-response set-header)"
             )),
         );
-        self.custom_headers = Some(name.to_owned());
+        self.custom_headers = Some(name);
+    }
+
+    /// `default-backend: <Service>` (the Ingress's namespace; ingress-nginx
+    /// takes its first port). Its part in `custom-http-errors` is not
+    /// honoured: that annotation is not.
+    fn read_default_backend(&mut self, a: &mut Annotations<'_>, namespace: &str) {
+        let Some((key, name)) = own_namespace_object(a, "default-backend", "Service", namespace)
+        else {
+            return;
+        };
+        a.record(
+            key,
+            Status::Honoured(format!(
+                "requests whose Service has no ready endpoint go to Service {namespace}/{name} (its first port), as in ingress-nginx; its error pages for custom-http-errors are not served (that annotation is not honoured)"
+            )),
+        );
+        self.default_backend = Some(name);
     }
 
     fn read_cors(&mut self, a: &mut Annotations<'_>) {
@@ -1248,6 +1253,38 @@ fn token_list(value: &str, methods: bool) -> Result<String, String> {
         ));
     }
     Ok(items.join(", "))
+}
+
+/// Annotation `name`'s `[<namespace>/]<object>` when the object is in the
+/// Ingress's `namespace` and its name is valid: `(key, object name)`; else
+/// recorded (another namespace is not honoured: an Ingress must not reach
+/// another team's objects, as for Secrets) and `None`.
+fn own_namespace_object(
+    a: &mut Annotations<'_>,
+    name: &str,
+    kind: &str,
+    namespace: &str,
+) -> Option<(String, String)> {
+    let (key, value) = a.take(name)?;
+    let value = value.trim();
+    let (of, object) = value.split_once('/').unwrap_or((namespace, value));
+    if of != namespace {
+        a.record(
+            key,
+            Status::NotHonoured(format!(
+                "{kind} {value:?} is in another namespace than the Ingress ({namespace}); haptic reads only the Ingress's own, as for Secrets"
+            )),
+        );
+        return None;
+    }
+    if !is_object_name(object) {
+        a.record(
+            key,
+            Status::Invalid(format!("{value:?} does not name a {kind}")),
+        );
+        return None;
+    }
+    Some((key, object.to_owned()))
 }
 
 /// A Kubernetes object name (DNS subdomain: lowercase letters, digits,
