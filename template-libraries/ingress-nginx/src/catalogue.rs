@@ -42,9 +42,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "upstream-hash-by-subset" | "upstream-hash-by-subset-size" => {
             "HAProxy hashes to one server, not to a subset of them; upstream-hash-by alone is honoured"
         }
-        "service-upstream" => {
-            "haptic routes to endpoints (that is what makes readiness flips runtime changes); a ClusterIP backend is not offered"
-        }
         "proxy-next-upstream-timeout" => {
             "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
         }
@@ -114,9 +111,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
             "request mirroring needs an SPOE agent in HAProxy 2.6"
         }
         "satisfy" => "it combines auth-url with source ranges; auth-url is not honoured",
-        "proxy-connect-timeout" => {
-            "HAProxy 2.6 sets the connect timeout per backend, not per request; base's defaults.timeouts.connect applies"
-        }
         "add-base-url"
         | "base-url-scheme"
         | "secure-backends"

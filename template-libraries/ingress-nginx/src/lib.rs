@@ -49,7 +49,7 @@ use haptic_sdk::ingress::tls::{
     CertificateCache, Certificates, HttpsBind, INGRESS_NGINX, TlsSecret, TrustMaterial,
     parse_reference, secrets_watch, trust_material,
 };
-use haptic_sdk::ingress::{NginxClassRules, port_text, service_port_backend};
+use haptic_sdk::ingress::{NginxClassRules, port_text, service_port, service_port_backend};
 use haptic_sdk::k8s::api::core::v1::{ConfigMap, Secret};
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::{backend_name, map_line, sanitize};
@@ -89,6 +89,9 @@ pub const REGEX_MAP: &str = "maps/ingress-nginx-regex.map";
 pub const REGEX_ROUTES_MAP: &str = "maps/ingress-nginx-regex-routes.map";
 /// Answers 503 for routes whose Service or port does not exist.
 pub const UNAVAILABLE_BACKEND: &str = "ingress-nginx.unavailable";
+/// What the name of a `service-upstream` backend starts with; the rest is
+/// the name of the Service port's endpoints backend.
+pub const CLUSTER_IP_BACKEND_PREFIX: &str = "ingress-nginx.cluster-ip.";
 
 /// What happens to an Ingress carrying an annotation haptic does not
 /// honour.
@@ -235,7 +238,13 @@ impl Library for IngressNginx {
             .watch(
                 Watch::new(SERVICES, "v1", "Service")
                     .parse_as::<ServicePorts>()
-                    .ignore_fields(SERVICE_IGNORE_FIELDS.iter().copied()),
+                    // The cluster IP is kept for service-upstream.
+                    .ignore_fields(
+                        SERVICE_IGNORE_FIELDS
+                            .iter()
+                            .copied()
+                            .filter(|field| *field != "spec.clusterIP"),
+                    ),
             )
             .watch(
                 // The API server filters: no TLS key or token Secret reaches
@@ -398,6 +407,8 @@ struct Routing {
     canaries: usize,
     /// `default-backend`s, oldest Ingress first.
     fallbacks: Vec<Fallback>,
+    /// `service-upstream` backends: name -> the cluster IP's server line.
+    cluster_ip_backends: BTreeMap<String, String>,
 }
 
 /// An Ingress's `default-backend`: where its requests go while the Service
@@ -489,7 +500,11 @@ impl Routing {
                     )?;
                     continue;
                 };
-                let backend = resolve(ctx, out, ingress, id, service)?;
+                let backend = if policy.service_upstream {
+                    self.cluster_ip_backend(ctx, out, ingress, id, service)?
+                } else {
+                    resolve(ctx, out, ingress, id, service)?
+                };
                 if backend == UNAVAILABLE_BACKEND {
                     unavailable = true;
                 } else if !backends.contains(&backend) {
@@ -621,6 +636,46 @@ impl Routing {
         Ok(())
     }
 
+    /// `service-upstream`: a backend of one server, the Service's cluster
+    /// IP and port (kube-proxy balances over the ready endpoints), named
+    /// after the endpoints' backend. A Service without a cluster IP
+    /// (headless) keeps its endpoints, with a warning.
+    fn cluster_ip_backend(
+        &mut self,
+        ctx: &Context<'_>,
+        out: &mut Output,
+        ingress: &Entry<'_, Ingress>,
+        id: &str,
+        service: &IngressServiceBackend,
+    ) -> Result<String> {
+        let namespace = ingress.key.namespace.as_str();
+        let Some((found, port)) = service_port(ctx, SERVICES, namespace, service)? else {
+            return resolve(ctx, out, ingress, id, service);
+        };
+        let endpoints = backend_name(namespace, &service.name, port);
+        let address = found
+            .spec
+            .cluster_ip
+            .as_deref()
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+        let Some(address) = address else {
+            out.warning(
+                Some(ingress.key),
+                "ServiceUpstreamWithoutClusterIP",
+                format!(
+                    "Ingress {id:?}: Service {namespace}/{} has no cluster IP (headless), so service-upstream is not applied: its requests go to the endpoints",
+                    service.name
+                ),
+            )?;
+            return Ok(endpoints);
+        };
+        let name = format!("{CLUSTER_IP_BACKEND_PREFIX}{endpoints}");
+        let server = std::net::SocketAddr::new(address, port.try_into().unwrap_or_default());
+        self.cluster_ip_backends
+            .insert(name.clone(), format!("    server cluster-ip {server}\n"));
+        Ok(name)
+    }
+
     /// Rewrites the path of the requests Ingress `id` sends to `backend`
     /// through the path `regex`: the first path of the Ingress that
     /// matches marks the request, so one rewrite applies at most.
@@ -667,7 +722,7 @@ impl Routing {
                         Some(ingress.key),
                         "BackendSettingsConflict",
                         format!(
-                            "Ingress {id:?}: its affinity or balancing annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
+                            "Ingress {id:?}: its affinity, balancing, retry or connect-timeout annotations differ from those of Ingress {owner:?} on the same Service port ({backend}); HAProxy has one setting per backend, and the older Ingress's applies"
                         ),
                     )?;
                 }
@@ -1070,6 +1125,18 @@ impl Routing {
                 Slot::Routing,
                 1000,
                 format!("    use_backend {backend}\n"),
+            )?;
+        }
+        for (backend, server) in self.cluster_ip_backends {
+            out.section(SectionKind::Backend, &backend, "")?;
+            // Where kubernetes-backends puts its servers, so the
+            // default-server line of backend-protocol applies here too.
+            out.snippet(
+                SectionKind::Backend,
+                &backend,
+                Slot::Other,
+                haptic_sdk::extending::SERVERS_PRIORITY,
+                server,
             )?;
         }
         for (backend, rules) in self.backend_rules {

@@ -195,6 +195,11 @@ pub struct Policy {
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
     pub retries: Option<u64>,
+    /// `service-upstream`: route to the Service's cluster IP, not its
+    /// endpoints.
+    pub service_upstream: bool,
+    /// `timeout connect` of the backend, seconds (`proxy-connect-timeout`).
+    pub connect_timeout: Option<u64>,
     /// How HAProxy speaks to the pods (`backend-protocol`).
     pub protocol: Protocol,
     /// `proxy-ssl-*` (with a TLS protocol and `proxy-ssl-secret`).
@@ -513,6 +518,9 @@ impl Policy {
         }
         if let Some(retries) = self.retries {
             let _ = writeln!(out, "    retries {retries}");
+        }
+        if let Some(seconds) = self.connect_timeout {
+            let _ = writeln!(out, "    timeout connect {seconds}s");
         }
         if let Some(c) = &self.affinity {
             let mut line = format!(
@@ -947,6 +955,21 @@ impl Policy {
             a.record(key, Status::Differs(format!("HAProxy has one server timeout for both directions: {}s, the longer of proxy-read-timeout and proxy-send-timeout", longest.unwrap_or_default())));
         }
         self.server_timeout = longest;
+        if let Some((key, on)) = a.parsed("service-upstream", parse::boolean) {
+            a.record(
+                key,
+                if on {
+                    Status::Differs("requests go to the Service's cluster IP, one server kube-proxy balances (as in ingress-nginx): the readiness gate does not vouch for these pods, and HAProxy's affinity and balancing see one server".into())
+                } else {
+                    Status::Honoured("routed to the endpoints".into())
+                },
+            );
+            self.service_upstream = on;
+        }
+        if let Some((key, seconds)) = a.parsed("proxy-connect-timeout", parse::seconds) {
+            a.record(key, Status::Differs(format!("timeout connect {seconds}s on the backend of each Service port the Ingress routes to: HAProxy 2.6 sets it per backend, not per request, so the oldest Ingress on a Service port decides (BackendSettingsConflict for the others)")));
+            self.connect_timeout = Some(seconds);
+        }
         if let Some((key, prefix)) = a.parsed("x-forwarded-prefix", parse::path) {
             a.record(
                 key,

@@ -132,20 +132,32 @@ pub fn service_port_backend(
     namespace: &str,
     backend: &IngressServiceBackend,
 ) -> Result<Option<String>> {
-    let service = ctx.get::<ServicePorts>(services_watch, namespace, &backend.name)?;
-    let ports = service.map(|s| &s.value.spec.ports);
+    Ok(service_port(ctx, services_watch, namespace, backend)?
+        .map(|(_, port)| backend_name(namespace, &backend.name, port)))
+}
+
+/// The Service an Ingress backend names and the number of its port (see
+/// [`service_port_backend`] for how the port is found), or `None`.
+pub fn service_port<'a>(
+    ctx: &Context<'a>,
+    services_watch: &str,
+    namespace: &str,
+    backend: &IngressServiceBackend,
+) -> Result<Option<(&'a ServicePorts, i32)>> {
+    let Some(service) = ctx.get::<ServicePorts>(services_watch, namespace, &backend.name)? else {
+        return Ok(None);
+    };
+    let ports = &service.value.spec.ports;
     let wanted = backend.port.as_ref();
-    let number = ports.and_then(|ports| {
-        ports.iter().find_map(|p| {
-            let matches = match wanted {
-                Some(w) if w.number.is_some() => w.number == Some(p.port),
-                Some(w) => w.name.is_some() && w.name == p.name,
-                None => ports.len() == 1,
-            };
-            matches.then_some(p.port)
-        })
+    let number = ports.iter().find_map(|p| {
+        let matches = match wanted {
+            Some(w) if w.number.is_some() => w.number == Some(p.port),
+            Some(w) => w.name.is_some() && w.name == p.name,
+            None => ports.len() == 1,
+        };
+        matches.then_some(p.port)
     });
-    Ok(number.map(|port| backend_name(namespace, &backend.name, port)))
+    Ok(number.map(|port| (service.value, port)))
 }
 
 /// How an Ingress backend names its port, for messages: the number, the

@@ -289,12 +289,17 @@ pub struct ServicePorts {
     pub spec: ServiceSpec,
 }
 
-/// `spec`, reduced to its ports and type.
+/// `spec`, reduced to its ports, type and (when kept) cluster IP.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ServiceSpec {
     #[serde(rename = "type")]
     pub type_: Option<String>,
+    /// Read only where a watch keeps it (`SERVICE_IGNORE_FIELDS` drops it:
+    /// most libraries route to endpoints, and a field nobody reads would
+    /// cost every Service's memory).
+    #[serde(rename = "clusterIP")]
+    pub cluster_ip: Option<String>,
     #[serde(deserialize_with = "nullable")]
     pub ports: Vec<ServicePort>,
 }
