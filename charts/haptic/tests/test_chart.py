@@ -566,6 +566,11 @@ def ingress_nginx(t, chart):
     t.check("must be one of" in err, f"an IngressClass the library would not serve is not refused:\n{err}")
     err = chart.render_error(sets=["controller.templateLibraries.ingressNginx.unsupportedAnnotations=ignore"])
     t.check("unsupportedAnnotations" in err, f"a bad unsupportedAnnotations passes the schema:\n{err}")
+    passthrough = chart.render(sets=sets[:2] + ["controller.templateLibraries.ingressNginx.sslPassthrough.enabled=true"])
+    t.equal(values_file(passthrough)["templateLibraries"]["ingressNginx"]["sslPassthrough"],
+            {"enabled": True, "internalBind": "127.0.0.1:10443"}, "sslPassthrough reaches the values file")
+    err = chart.render_error(sets=["controller.templateLibraries.ingressNginx.sslPassthrough.internalBind=a b"])
+    t.check("internalBind" in err, f"an internalBind with a space passes the schema:\n{err}")
 
 
 @case

@@ -6,6 +6,11 @@
 //! the configuration itself, only with running it on a machine that also
 //! runs those backends. In a pod, endpoints are pod IPs and never loopback,
 //! so only the offline job checks.
+//!
+//! A hop HAProxy makes to itself on purpose is no loop: a server that sends
+//! the PROXY protocol (`send-proxy`, `send-proxy-v2`) to a bind that reads
+//! it (`accept-proxy`), as ingress-nginx's TLS passthrough frontend does to
+//! the HTTPS bind.
 
 use std::net::IpAddr;
 
@@ -16,6 +21,8 @@ struct Bind<'a> {
     /// `None`: every address.
     ip: Option<IpAddr>,
     port: u16,
+    /// `accept-proxy`: fed by a PROXY-protocol hop.
+    accepts_proxy: bool,
 }
 
 /// A server line pointing at loopback.
@@ -24,6 +31,8 @@ struct Server<'a> {
     name: &'a str,
     ip: IpAddr,
     port: u16,
+    /// `send-proxy` or `send-proxy-v2`.
+    sends_proxy: bool,
 }
 
 /// One warning per bind that covers a loopback server's address and port.
@@ -51,6 +60,7 @@ pub fn self_loops(config: &str) -> Vec<String> {
                         text: address,
                         ip,
                         port,
+                        accepts_proxy: words.any(|w| w == "accept-proxy"),
                     });
                 }
             }
@@ -62,6 +72,7 @@ pub fn self_loops(config: &str) -> Vec<String> {
                         name,
                         ip,
                         port,
+                        sends_proxy: words.any(|w| w == "send-proxy" || w == "send-proxy-v2"),
                     });
                 }
             }
@@ -73,6 +84,7 @@ pub fn self_loops(config: &str) -> Vec<String> {
         let hit: Vec<&Server> = servers
             .iter()
             .filter(|s| s.port == bind.port && bind.ip.is_none_or(|ip| ip == s.ip))
+            .filter(|s| !(bind.accepts_proxy && s.sends_proxy))
             .collect();
         let Some(first) = hit.first() else {
             continue;
@@ -145,5 +157,18 @@ mod tests {
         assert!(self_loops(&config).is_empty());
         let config = CONFIG.replace("bind :8080", "bind 127.0.10.1:8080");
         assert_eq!(self_loops(&config).len(), 1, "the very address");
+    }
+
+    #[test]
+    fn a_proxy_protocol_hop_to_haproxy_itself_is_no_loop() {
+        let hop = "frontend https\n    bind 127.0.0.1:10443 accept-proxy ssl crt x.pem\n\n\
+                   backend hop\n    server https 127.0.0.1:10443 send-proxy-v2\n";
+        assert!(self_loops(hop).is_empty(), "{:?}", self_loops(hop));
+        let without = hop.replace(" send-proxy-v2", "");
+        assert_eq!(
+            self_loops(&without).len(),
+            1,
+            "a hop without the PROXY header"
+        );
     }
 }

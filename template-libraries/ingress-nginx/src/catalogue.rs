@@ -51,9 +51,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "disable-proxy-intercept-errors" => {
             "it turns off custom-http-errors, which is not honoured"
         }
-        "ssl-passthrough" => {
-            "TLS passthrough needs a TCP frontend with SNI routing, not in this library yet"
-        }
         "limit-rate" | "limit-rate-after" => {
             "HAProxy 2.6 has no per-connection bandwidth limit for responses"
         }

@@ -28,6 +28,9 @@
 //!   and client certificates (`auth-tls-*`: crt-list line options and
 //!   request rules): [`tls`], the Secrets checked by the SDK's
 //!   `trust_material`.
+//! - TLS passthrough (`ssl-passthrough` with `sslPassthrough.enabled`): a
+//!   TCP frontend on the public HTTPS address routes by SNI
+//!   ([`passthrough`]).
 //! - Annotations: typed ([`parse`]) before any reaches the configuration
 //!   ([`policy`]); the rest are reported from the [`catalogue`]. Snippet
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
@@ -35,6 +38,7 @@
 
 pub mod catalogue;
 pub mod parse;
+pub mod passthrough;
 pub mod policy;
 pub mod regex;
 pub mod report;
@@ -57,6 +61,7 @@ use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
 };
+use passthrough::PassthroughRoutes;
 use serde::Deserialize;
 
 use crate::policy::{Annotations, Policy};
@@ -125,6 +130,35 @@ pub struct NginxValues {
     pub published_address: PublishedAddress,
     #[serde(default)]
     pub published_service: String,
+    #[serde(default)]
+    pub ssl_passthrough: SslPassthroughValues,
+}
+
+/// `sslPassthrough`: ingress-nginx's `--enable-ssl-passthrough`. The SDK's
+/// [`HttpsBind`] reads the same keys, so whichever library writes the
+/// HTTPS bind moves it to `internalBind`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SslPassthroughValues {
+    pub enabled: bool,
+    /// Where the HTTPS bind listens while the passthrough frontend takes
+    /// the public address: a loopback address and port of the HAProxy pod.
+    pub internal_bind: String,
+}
+
+impl SslPassthroughValues {
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.enabled
+            && (self.internal_bind.trim().is_empty()
+                || self.internal_bind.contains(char::is_whitespace))
+        {
+            return Err(format!(
+                "templateLibraries.ingressNginx.sslPassthrough.internalBind is {:?}; write one address such as \"127.0.0.1:10443\"",
+                self.internal_bind
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `tls`: whether `spec.tls` certificates are served, and the HTTPS bind
@@ -179,6 +213,10 @@ pub fn defaults() -> serde_json::Value {
         "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
         "publishedAddress": { "ip": "", "hostname": "" },
         "publishedService": "",
+        "sslPassthrough": {
+            "enabled": false,
+            "internalBind": haptic_sdk::ingress::tls::PASSTHROUGH_INTERNAL_BIND,
+        },
     })
 }
 
@@ -214,6 +252,10 @@ impl Library for IngressNginx {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
         self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
+        self.values
+            .ssl_passthrough
+            .check()
+            .map_err(haptic_sdk::Error::msg)?;
         self.https = HttpsBind::from_values(values);
         self.publishing = Publishing::new(
             self.values.published_address.clone(),
@@ -293,6 +335,7 @@ impl Library for IngressNginx {
         let mut routing = Routing::default();
         let mut certificates = Certificates::new(&INGRESS_NGINX);
         let mut canaries = Vec::new();
+        let mut passthrough = PassthroughRoutes::default();
         for ingress in &served {
             let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
             let Some(spec) = ingress.spec.as_ref() else {
@@ -310,7 +353,12 @@ impl Library for IngressNginx {
                 .flat_map(|r| r.http.iter().flat_map(|h| &h.paths))
                 .map(|p| p.path.as_deref().unwrap_or("/"))
                 .collect();
-            let policy = Policy::read(&mut annotations, &paths, &ingress.key.namespace);
+            let policy = Policy::read(
+                &mut annotations,
+                &paths,
+                &ingress.key.namespace,
+                self.https.passthrough().is_some(),
+            );
             let findings = annotations.finish();
             let refused = v.unsupported_annotations == Unsupported::Refuse
                 && findings.iter().any(|f| f.status.is_unsupported());
@@ -333,6 +381,9 @@ impl Library for IngressNginx {
                         ),
                     )?;
                 }
+            }
+            if policy.ssl_passthrough {
+                passthrough.add(ctx, out, ingress, &id, SERVICES)?;
             }
             if policy.canary.is_some() {
                 // After every main Ingress: a canary joins their routes.
@@ -368,6 +419,9 @@ impl Library for IngressNginx {
                 }
             }
             certificates.finish(ctx, &mut self.certificates, out)?;
+        }
+        if let Some(bind) = self.https.passthrough() {
+            passthrough.finish(out, bind, self.https.is_served())?;
         }
         routing.finish(&v.frontend, out)
     }
@@ -653,12 +707,7 @@ impl Routing {
             return resolve(ctx, out, ingress, id, service);
         };
         let endpoints = backend_name(namespace, &service.name, port);
-        let address = found
-            .spec
-            .cluster_ip
-            .as_deref()
-            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
-        let Some(address) = address else {
+        let Some(server) = found.cluster_ip_address(port) else {
             out.warning(
                 Some(ingress.key),
                 "ServiceUpstreamWithoutClusterIP",
@@ -670,7 +719,6 @@ impl Routing {
             return Ok(endpoints);
         };
         let name = format!("{CLUSTER_IP_BACKEND_PREFIX}{endpoints}");
-        let server = std::net::SocketAddr::new(address, port.try_into().unwrap_or_default());
         self.cluster_ip_backends
             .insert(name.clone(), format!("    server cluster-ip {server}\n"));
         Ok(name)

@@ -195,6 +195,10 @@ pub struct Policy {
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
     pub retries: Option<u64>,
+    /// `ssl-passthrough` (with `sslPassthrough.enabled`): TLS connections
+    /// for the Ingress's hosts go undecrypted to the Service
+    /// ([`crate::passthrough`]).
+    pub ssl_passthrough: bool,
     /// `service-upstream`: route to the Service's cluster IP, not its
     /// endpoints.
     pub service_upstream: bool,
@@ -211,10 +215,24 @@ pub struct Policy {
 impl Policy {
     /// Reads the annotations; `paths` are the Ingress's paths (for the
     /// capture groups a rewrite target may use), `namespace` the Ingress's
-    /// (Secrets of another are not read). Unread annotations stay in
+    /// (Secrets of another are not read); `passthrough_on`: whether the
+    /// values turn on TLS passthrough. Unread annotations stay in
     /// `annotations` for [`Annotations::finish`].
-    pub fn read(a: &mut Annotations<'_>, paths: &[&str], namespace: &str) -> Self {
+    pub fn read(
+        a: &mut Annotations<'_>,
+        paths: &[&str],
+        namespace: &str,
+        passthrough_on: bool,
+    ) -> Self {
         let mut p = Self::default();
+        if p.read_passthrough(a, passthrough_on) {
+            // TLS is not terminated, so nothing HTTP applies to those
+            // connections; ingress-nginx ignores the other annotations.
+            for (name, _) in std::mem::take(&mut a.values) {
+                a.record(name, Status::NotHonoured("ignored on an ssl-passthrough Ingress, as in ingress-nginx: its TLS connections are not decrypted".into()));
+            }
+            return p;
+        }
         p.read_canary(a);
         p.read_backend(a);
         (p.protocol, p.backend_tls) = tls::read_backend(a, namespace);
@@ -236,6 +254,21 @@ impl Policy {
         p.read_access(a);
         p.read_upstream(a);
         p
+    }
+
+    /// `ssl-passthrough`; whether it is on for this Ingress.
+    fn read_passthrough(&mut self, a: &mut Annotations<'_>, passthrough_on: bool) -> bool {
+        let Some((key, on)) = a.parsed("ssl-passthrough", parse::boolean) else {
+            return false;
+        };
+        let status = match (on, passthrough_on) {
+            (false, _) => Status::Honoured("TLS is terminated by HAProxy".into()),
+            (true, false) => Status::NotHonoured("templateLibraries.ingressNginx.sslPassthrough.enabled is false (ingress-nginx's --enable-ssl-passthrough); HAProxy terminates TLS for this Ingress".into()),
+            (true, true) => Status::Differs("TLS connections for the Ingress's hosts go by SNI, undecrypted, to the cluster IP of the Service of path / (frontend ingress-nginx-passthrough, mode tcp), as in ingress-nginx; the readiness gate does not vouch for pods reached this way".into()),
+        };
+        a.record(key, status);
+        self.ssl_passthrough = on && passthrough_on;
+        self.ssl_passthrough
     }
 
     fn read_canary(&mut self, a: &mut Annotations<'_>) {
@@ -1435,7 +1468,7 @@ mod tests {
             owned.iter().map(|(k, v)| (k, v)),
             "nginx.ingress.kubernetes.io",
         );
-        let p = Policy::read(&mut a, paths, "ns");
+        let p = Policy::read(&mut a, paths, "ns", false);
         (p, a.finish())
     }
 

@@ -30,7 +30,7 @@ fn verdict(annotation: &str) -> Status {
         pairs.iter().map(|(k, v)| (k, v)),
         "nginx.ingress.kubernetes.io",
     );
-    let _ = Policy::read(&mut a, &["/"], "ns");
+    let _ = Policy::read(&mut a, &["/"], "ns", false);
     a.finish()
         .into_iter()
         .find(|f| f.annotation == annotation)

@@ -304,6 +304,16 @@ pub struct ServiceSpec {
     pub ports: Vec<ServicePort>,
 }
 
+impl ServicePorts {
+    /// The cluster IP and `port` as a server address, or `None` for a
+    /// Service without one (headless, ExternalName) or a watch that drops
+    /// it (`SERVICE_IGNORE_FIELDS`).
+    pub fn cluster_ip_address(&self, port: i32) -> Option<std::net::SocketAddr> {
+        let ip = self.spec.cluster_ip.as_deref()?.parse().ok()?;
+        Some(std::net::SocketAddr::new(ip, u16::try_from(port).ok()?))
+    }
+}
+
 /// One Service port.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]

@@ -70,7 +70,26 @@ pub static HTTPS_LIBRARIES: [&HttpsLibrary; 2] = [&INGRESS, &INGRESS_NGINX];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpsBind {
     serving: Vec<&'static HttpsLibrary>,
+    passthrough: Option<Passthrough>,
 }
+
+/// ingress-nginx's TLS passthrough (`sslPassthrough.enabled`): its TCP
+/// frontend takes the public HTTPS address and routes by SNI, sending the
+/// connections it does not pass through to the HTTPS bind, which then
+/// listens on `internal` with the PROXY protocol (so `src` stays the
+/// client's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passthrough {
+    /// The HTTPS address clients connect to: the writing library's
+    /// `tls.bind` (ingress-nginx's when none serves TLS).
+    pub public: String,
+    /// Where the HTTPS bind listens instead (a loopback address: the
+    /// directive policy keeps binds on network addresses).
+    pub internal: String,
+}
+
+/// ingress-nginx's `sslPassthrough.internalBind` default.
+pub const PASSTHROUGH_INTERNAL_BIND: &str = "127.0.0.1:10443";
 
 impl HttpsBind {
     /// The libraries of [`HTTPS_LIBRARIES`] that are enabled with
@@ -88,8 +107,46 @@ impl HttpsBind {
                     .and_then(serde_json::Value::as_bool)
                     .unwrap_or(false)
             })
-            .collect();
-        Self { serving }
+            .collect::<Vec<_>>();
+        let tls_bind = |library: &str| {
+            values
+                .library(library)
+                .and_then(|tree| tree.get("tls"))
+                .and_then(|tls| tls.get("bind"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let passthrough = values
+            .library("ingressNginx")
+            .and_then(|tree| tree.get("sslPassthrough"))
+            .filter(|p| p.get("enabled").and_then(serde_json::Value::as_bool) == Some(true))
+            .map(|p| Passthrough {
+                public: serving
+                    .first()
+                    .and_then(|writer| tls_bind(&camel_case(writer.name)))
+                    .or_else(|| tls_bind("ingressNginx"))
+                    .unwrap_or_else(|| ":8443".to_owned()),
+                internal: p
+                    .get("internalBind")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or(PASSTHROUGH_INTERNAL_BIND)
+                    .to_owned(),
+            });
+        Self {
+            serving,
+            passthrough,
+        }
+    }
+
+    /// ingress-nginx's TLS passthrough, when its values turn it on.
+    pub fn passthrough(&self) -> Option<&Passthrough> {
+        self.passthrough.as_ref()
+    }
+
+    /// Whether any library serves certificates on the bind (so there is an
+    /// HTTPS bind at all).
+    pub fn is_served(&self) -> bool {
+        !self.serving.is_empty()
     }
 
     /// Whether `library` writes the bind line (it is the first serving one).
@@ -102,7 +159,8 @@ impl HttpsBind {
         self.serving.iter().map(|library| library.crt_list)
     }
 
-    /// Writes the bind on `address` into `frontend`, the default
+    /// Writes the bind on `address` (with [`Passthrough`], on its internal
+    /// address with `accept-proxy`) into `frontend`, the default
     /// certificate (the Secret `default_secret`, `namespace/name`, when
     /// usable, else the host's) and the `X-Forwarded-Proto` rules. Call it
     /// only from the library [`is_written_by`](Self::is_written_by) names.
@@ -121,6 +179,10 @@ impl HttpsBind {
     ) -> Result<()> {
         let default = chosen_default_certificate(ctx, cache, out, default_secret, values_path)?;
         out.secret_file(DEFAULT_CERTIFICATE, default)?;
+        let address = match &self.passthrough {
+            Some(p) => format!("{} accept-proxy", p.internal),
+            None => address.to_owned(),
+        };
         let mut line = format!("    bind {address} ssl crt {DEFAULT_CERTIFICATE}");
         for crt_list in self.crt_lists() {
             let _ = write!(line, " crt-list {crt_list}");
@@ -734,6 +796,28 @@ mod tests {
         );
         let none = HttpsBind::from_values(&values(serde_json::json!({})));
         assert!(!none.is_written_by("ingress") && none.crt_lists().next().is_none());
+        assert_eq!(none.passthrough(), None);
+    }
+
+    #[test]
+    fn passthrough_takes_the_writers_public_address() {
+        let values = |tree| Values::new(tree, "ingress-nginx", &serde_json::json!({})).unwrap();
+        let bind = HttpsBind::from_values(&values(serde_json::json!({
+            "ingress": {"tls": {"enabled": true, "bind": ":443"}},
+            "ingressNginx": {"tls": {"enabled": true, "bind": ":9443"},
+                             "sslPassthrough": {"enabled": true}},
+        })));
+        assert_eq!(
+            bind.passthrough(),
+            Some(&Passthrough {
+                public: ":443".into(),
+                internal: PASSTHROUGH_INTERNAL_BIND.into()
+            })
+        );
+        let off = HttpsBind::from_values(&values(serde_json::json!({
+            "ingressNginx": {"tls": {"enabled": true}, "sslPassthrough": {"enabled": false}},
+        })));
+        assert_eq!(off.passthrough(), None);
     }
 
     #[test]
