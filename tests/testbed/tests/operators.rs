@@ -12,6 +12,10 @@
 //!   gate waits, and `haptic status --pod` must name that HAProxy pod and
 //!   the worker still on the old render; once the agent runs again the
 //!   gate is set and the command says nothing waits.
+//! - `haptic migrate report --cluster` reads the real API server: with
+//!   `examples/ingress-nginx/` applied to a control plane, its report is
+//!   the offline report of the same files, line for line (the files are
+//!   the oracle, not the code that lists the cluster).
 
 #[allow(dead_code)]
 #[path = "controller/harness.rs"]
@@ -25,6 +29,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use haptic_testbed::control_plane::ControlPlane;
 use haptic_testbed::kubelet::{bed, http};
 use harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status, haptic_bin};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -344,4 +349,106 @@ fn names_are_read_whole_and_suffixes_match_families() {
     assert!(exported("haptic_renders", &scraped));
     assert!(exported("haptic_leader", &scraped));
     assert!(!exported("haptic_leaders", &scraped));
+}
+
+/// `haptic migrate report` with `args`, KUBECONFIG set to `kubeconfig`:
+/// exit code, stdout and stderr.
+async fn migrate_report(
+    args: &[&std::ffi::OsStr],
+    kubeconfig: &std::path::Path,
+) -> (i32, String, String) {
+    let output = tokio::process::Command::new(haptic_bin())
+        .args(["migrate", "report"])
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("haptic migrate report runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Applies every object of `text` (multi-document YAML) by server-side
+/// apply, creating the namespaces they name first.
+async fn apply_manifests(client: &kube::Client, text: &str) {
+    use kube::api::DynamicObject;
+    use kube::discovery::{Scope, pinned_kind};
+    use serde::Deserialize as _;
+
+    let mut objects = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let value = serde_json::Value::deserialize(document).expect("a YAML document");
+        if value.is_null() {
+            continue;
+        }
+        let object: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
+        objects.push(object);
+    }
+    let namespaces: BTreeSet<String> = objects
+        .iter()
+        .filter_map(|o| o.metadata.namespace.clone())
+        .collect();
+    let params = PatchParams::apply("haptic-testbed").force();
+    for namespace in namespaces {
+        let body =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&namespace, &params, &Patch::Apply(&body))
+            .await
+            .expect("namespace applied");
+    }
+    for object in objects {
+        let types = object.types.clone().expect("apiVersion and kind");
+        let gvk = kube::api::GroupVersionKind::try_from(&types).expect("a group, version and kind");
+        let (resource, capabilities) = pinned_kind(client, &gvk).await.expect("a served kind");
+        let name = object.metadata.name.clone().expect("a name");
+        let api: Api<DynamicObject> = match (&capabilities.scope, &object.metadata.namespace) {
+            (Scope::Namespaced, Some(namespace)) => {
+                Api::namespaced_with(client.clone(), namespace, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_migrate_report_of_a_cluster_is_the_report_of_its_manifests() {
+    let plane = ControlPlane::start()
+        .await
+        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
+    let examples = repo().join("examples/ingress-nginx");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&examples)
+        .expect("examples/ingress-nginx")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("an example");
+        apply_manifests(&plane.admin_client(), &text).await;
+    }
+    let kubeconfig = plane.kubeconfig_path();
+    let offline_args: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
+    let (code, offline, stderr) = migrate_report(&offline_args, kubeconfig).await;
+    assert_eq!(code, 0, "the report of the files failed:\n{stderr}");
+    let (code, cluster, stderr) = migrate_report(&["--cluster".as_ref()], kubeconfig).await;
+    assert_eq!(code, 0, "the report of the cluster failed:\n{stderr}");
+    assert!(
+        offline.contains("Total: 5 Ingresses"),
+        "the examples' report:\n{offline}"
+    );
+    assert_eq!(
+        cluster, offline,
+        "the report of the cluster differs from the report of the manifests applied to it"
+    );
+    println!(
+        "haptic migrate report --cluster: {} lines, the same as of the files",
+        cluster.lines().count()
+    );
 }
