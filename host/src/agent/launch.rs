@@ -53,9 +53,9 @@ pub fn exec_haproxy(
 }
 
 /// A complete bundle in `current/`, and one HAProxy accepts: the agent
-/// validates beside the reload, so a refused bundle can sit in `current/`
-/// for the moment the master takes to refuse it. A start in that moment
-/// must not be a crash loop.
+/// leaves the judgement of a new bundle to the master's reload, so a
+/// refused bundle can sit in `current/` for the moment the master takes to
+/// refuse it. A start in that moment must not be a crash loop.
 fn prepare(validator: &Validator, dir: &ConfigDir) -> std::io::Result<()> {
     dir.ensure_bootstrap()?;
     let (Some(current), Some(last_good)) = (dir.current(), dir.last_good()) else {

@@ -95,9 +95,11 @@ async fn an_apply_abandoned_by_its_requester_mid_reload_still_completes() {
     let state = loop {
         let state = pod.client.state().await.expect("GET /v1/state");
         let id = |b: &Option<haptic::agent::wire::BundleRef>| b.as_ref().map(|b| b.id.clone());
+        // The log line comes a moment after `last-good`: wait for both.
         if state.converged.as_deref() == Some(slow.id.as_str())
             && id(&state.applied).as_deref() == Some(slow.id.as_str())
             && id(&state.last_good).as_deref() == Some(slow.id.as_str())
+            && pod.agent_log().matches("reloaded").count() > reloaded_before
         {
             break state;
         }
