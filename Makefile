@@ -188,8 +188,13 @@ image-test: image
 e2e-test: testbed-binaries testbed-images gateway-conformance-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
-	# The Gateway API suite's named subset (CI_SUBSET); make gateway-conformance runs all of it.
-	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
+	# The whole Gateway API suite, both profiles (make gateway-conformance commits the report;
+	# this one stays in the target dir).
+	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all \
+	HAPTIC_GATEWAY_REPORT_DIR=$(TARGET_DIR)/gateway-conformance \
+		$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
+	# The gated rollout behind an HTTPRoute (about 2 min; the image is image-test's).
+	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
 
 # The whole Gateway API conformance suite (profiles GATEWAY-HTTP and GATEWAY-GRPC, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
@@ -201,8 +206,8 @@ gateway-conformance: testbed-binaries gateway-conformance-images image
 	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
 
 # A gated single-replica rollout behind an HTTPRoute on the real node (10
-# restarts under load, the gate checked against every HAProxy worker). Not in
-# `make test` until it passes.
+# restarts under load, the gate checked against every HAProxy worker); also
+# part of `make e2e-test`.
 gateway-rollout-test: testbed-binaries gateway-conformance-images image
 	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
 
