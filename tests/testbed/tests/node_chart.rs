@@ -19,7 +19,7 @@ use haptic_testbed::kubelet::http;
 use haptic_testbed::node::rollout::{self, Load, LoadSeen};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::ListParams;
@@ -126,16 +126,29 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
             .ok_or_else(|| format!("{} services, none with an address", list.items.len()))
     })
     .await?;
+    // Every HAProxy pod, asked at its own address: one 200 through the
+    // LoadBalancer IP says only that the pod kube-proxy picked routes, and
+    // the load below would meet the other one (two 503s in a CI run).
     wait_for(
-        "web routed through HAProxy's LoadBalancer IP",
+        "web routed through HAProxy's LoadBalancer IP and by every HAProxy pod",
         WAIT,
         || async {
-            let r = get(lb, "/").await.map_err(|e| e.to_string())?;
-            if r.status == 200 && r.body.contains("pod=web-") {
-                Ok(())
-            } else {
-                Err(format!("{} {}", r.status, r.body))
+            let mut addresses = haproxy_pod_addresses(&client)
+                .await
+                .map_err(|e| e.to_string())?;
+            if addresses.is_empty() {
+                return Err("no running HAProxy pod with an address".to_owned());
             }
+            addresses.push(lb);
+            for address in addresses {
+                let r = get(address, "/")
+                    .await
+                    .map_err(|e| format!("{address}: {e}"))?;
+                if r.status != 200 || !r.body.contains("pod=web-") {
+                    return Err(format!("{address}: {} {}", r.status, r.body));
+                }
+            }
+            Ok(())
         },
     )
     .await?;
@@ -194,6 +207,33 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         "the stopped node left on the host: {left:#?}"
     );
     Ok(())
+}
+
+/// Each running HAProxy pod's HTTP address: its pod IP and the `http` port
+/// of its `haproxy` container.
+async fn haproxy_pod_addresses(client: &kube::Client) -> anyhow::Result<Vec<SocketAddr>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut addresses = Vec::new();
+    for pod in pods.list(&ListParams::default().labels(HAPROXY)).await? {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()) else {
+            continue;
+        };
+        let port = pod
+            .spec
+            .iter()
+            .flat_map(|spec| &spec.containers)
+            .filter(|container| container.name == "haproxy")
+            .flat_map(|container| container.ports.iter().flatten())
+            .find(|port| port.name.as_deref() == Some("http"))
+            .map(|port| port.container_port)
+            .context("the haproxy container has no port named http")?;
+        let port = u16::try_from(port).context("the http port")?;
+        addresses.push(SocketAddr::new(ip.parse().context("the pod IP")?, port));
+    }
+    Ok(addresses)
 }
 
 async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<http::Response> {

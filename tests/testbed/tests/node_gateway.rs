@@ -647,6 +647,31 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     // Short paths for the master sockets (see `haproxy_sockets`).
     let links = tempfile::Builder::new().prefix("hgw").tempdir_in("/tmp")?;
     let proxies = haproxy_sockets(&client, links.path()).await?;
+    // The 200 above came from the HAProxy pod kube-proxy picked; the load
+    // starts once every worker of every HAProxy pod serves the web pod.
+    let web: Api<Pod> = Api::namespaced(client.clone(), APP_NAMESPACE);
+    wait_for(
+        "every HAProxy worker to serve the web pod",
+        WAIT,
+        || async {
+            let pods = web
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let ip = pods
+                .items
+                .iter()
+                .find_map(|pod| pod.status.as_ref()?.pod_ip.clone())
+                .ok_or("no web pod with an address")?;
+            for (proxy, socket) in &proxies {
+                haptic_testbed::oracle::every_worker_serves(socket, BACKEND, &ip, 8080)
+                    .await
+                    .map_err(|error| format!("{proxy}: {error}"))?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     let checker = GateOrder::start(&client, proxies).await?;
     let load = Load::start(gateway, HOST, 2);
     let mut rollouts = Vec::new();
