@@ -185,6 +185,8 @@ image-test: image
 # The process-kubelet scenarios run the local `haptic` binary; the real-node
 # ones (tests/node*.rs, the RBAC pod) run containers from testbed-images and
 # the image `make image` built (make test builds it first, in image-test).
+# The ignored real-node tests of node_gateway, by name filter.
+NODE_GATEWAY_TEST = $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored
 e2e-test: testbed-binaries testbed-images gateway-conformance-images
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
@@ -192,24 +194,24 @@ e2e-test: testbed-binaries testbed-images gateway-conformance-images
 	# this one stays in the target dir).
 	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all \
 	HAPTIC_GATEWAY_REPORT_DIR=$(TARGET_DIR)/gateway-conformance \
-		$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
+		$(NODE_GATEWAY_TEST) conformance --nocapture
 	# The gated rollout behind an HTTPRoute (about 2 min; the image is image-test's).
-	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
+	$(NODE_GATEWAY_TEST) gated_rollouts --nocapture
 
 # The whole Gateway API conformance suite (profiles GATEWAY-HTTP and GATEWAY-GRPC, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
 # gateway-api library on the real node; the report goes to docs/conformance/.
-# `make e2e-test` runs a named subset of it (tests/testbed/tests/node_gateway.rs).
+# `make e2e-test` runs all of it too, its report in the target dir.
 # Both profiles the library serves; HAPTIC_GATEWAY_PROFILES=GATEWAY-HTTP runs one.
 HAPTIC_GATEWAY_PROFILES ?= GATEWAY-HTTP,GATEWAY-GRPC
 gateway-conformance: testbed-binaries gateway-conformance-images image
-	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored conformance --nocapture
+	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all $(NODE_GATEWAY_TEST) conformance --nocapture
 
 # A gated single-replica rollout behind an HTTPRoute on the real node (10
 # restarts under load, the gate checked against every HAProxy worker); also
 # part of `make e2e-test`.
 gateway-rollout-test: testbed-binaries gateway-conformance-images image
-	$(CARGO) test -p haptic-testbed --test node_gateway -- --ignored gated_rollouts --nocapture
+	$(NODE_GATEWAY_TEST) gated_rollouts --nocapture
 
 # The upstream Ingress conformance suite (kubernetes-sigs/ingress-controller-conformance, its
 # features/*.feature) against the chart with its default values on the real node; the report
