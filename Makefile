@@ -3,6 +3,11 @@
 #   make test     - everything CI checks: format, lints, unit/fixture/sandbox tests, the end-to-end test bed
 SHELL := bash
 CARGO ?= cargo
+# A test that returns an error (anyhow) prints it without a backtrace, so its
+# message is the last thing in a log's tail (a CI report shows the tail);
+# panics keep theirs (RUST_BACKTRACE).
+RUST_LIB_BACKTRACE ?= 0
+export RUST_LIB_BACKTRACE
 # The bundled libraries are listed once, in template-libraries/bundled.txt.
 BUNDLED_LIBRARIES := $(shell grep -v '^\#' template-libraries/bundled.txt)
 GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p maintenance-mode -p source-allow-list -p basic-auth
