@@ -41,6 +41,10 @@ pub const SERVICE_CIDR: &str = "10.90.0.0/24";
 /// The filter chain that keeps forwarded traffic on the bridge.
 pub(crate) const GUARD_CHAIN: &str = "HAPTIC-TESTBED";
 
+/// The filter chain that refuses what reaches a LoadBalancer address
+/// untranslated (see [`create`]).
+pub(crate) const LOAD_BALANCER_GUARD_CHAIN: &str = "HAPTIC-TESTBED-LB";
+
 /// The CNI network's name (libcni names its cache files after it).
 pub(crate) const CNI_NETWORK: &str = "haptic-testbed";
 
@@ -73,6 +77,48 @@ pub(crate) fn create() -> Result<(), Error> {
         host::run("iptables", &args)?;
     }
     host::run("iptables", &["-w", "-I", "FORWARD", "1", "-j", GUARD_CHAIN])?;
+
+    // A LoadBalancer address answers as a load balancer does: through
+    // kube-proxy's translation, or with a refusal. Without this, a
+    // connection opened before kube-proxy has programmed the address (a
+    // client that read `status.loadBalancer` a moment early), or while its
+    // Service has no ready endpoint, goes out untranslated, finds no one on
+    // the bridge and fails with "No route to host" after ARP gives up; worse,
+    // its conntrack entry (SYN_SENT, 120 s) stays untranslated, and a later
+    // connection the kernel gives the same source port matches it and fails
+    // the same way, long after kube-proxy routes the address (seen: a gated
+    // rollout's one failed request of 8,238, its source port the one of a
+    // refused set-up request 31 s before). Refused in the filter table, the
+    // packet never confirms a conntrack entry, and the client learns at once.
+    // Translated packets carry a pod's address by then (nat OUTPUT and
+    // PREROUTING come first), so they pass.
+    let pool = format!("{}-{}", LOAD_BALANCER_POOL.0, LOAD_BALANCER_POOL.1);
+    host::run("iptables", &["-w", "-N", LOAD_BALANCER_GUARD_CHAIN])?;
+    for rule in [
+        &[
+            "-p",
+            "tcp",
+            "-m",
+            "iprange",
+            "--dst-range",
+            &pool,
+            "-j",
+            "REJECT",
+            "--reject-with",
+            "tcp-reset",
+        ][..],
+        &["-m", "iprange", "--dst-range", &pool, "-j", "REJECT"],
+    ] {
+        let mut args = vec!["-w", "-A", LOAD_BALANCER_GUARD_CHAIN];
+        args.extend_from_slice(rule);
+        host::run("iptables", &args)?;
+    }
+    for hook in ["OUTPUT", "FORWARD"] {
+        host::run(
+            "iptables",
+            &["-w", "-I", hook, "1", "-j", LOAD_BALANCER_GUARD_CHAIN],
+        )?;
+    }
 
     let before = std::fs::read_to_string(IP_FORWARD).map_err(|source| Error::Io {
         what: format!("read {IP_FORWARD}"),
