@@ -324,6 +324,9 @@ async fn apply(
             ));
         }
     };
+    // The parsed request holds every byte the body did: the body goes now,
+    // not when the apply (a reload may take seconds) has answered.
+    drop(body);
     // The apply runs in a task of its own, which this handler only awaits.
     // hyper drops the handler's future when the requester goes away (the
     // controller's timeout during a slow reload, a dropped connection); an
