@@ -16,14 +16,18 @@
 //! header.x-forwarded-proto=https
 //! ```
 //!
-//! A request may ask for a status with `x-haptic-echo-status: 503` (so a
-//! check can see what HAProxy does with a failing backend).
+//! A request may tell the backend how to answer ([`Controls`], the request
+//! headers `x-haptic-echo-*`): with a status (`x-haptic-echo-status: 503`),
+//! from one endpoint only (`x-haptic-echo-fail: 10.0.0.1:8080`), after a
+//! delay (`x-haptic-echo-delay-ms: 3000`), with a `Set-Cookie` or
+//! `Location` header; so a check can see what HAProxy does with a failing,
+//! slow or redirecting backend.
 //!
 //! It speaks what a pod may: HTTP/1.1 or HTTP/2 (prior knowledge, h2c, as
 //! gRPC servers do), in plain text or over TLS (a client hello as the first
 //! byte; a self-signed certificate, ALPN `h2` and `http/1.1`), and says which
-//! (`protocol=HTTP/2.0`, `tls=true`), so a check sees how HAProxy spoke to
-//! the backend.
+//! (`protocol=HTTP/2.0`, `tls=true`; over TLS also `sni=`, `tlsVersion=`
+//! and `tlsCipher=`), so a check sees how HAProxy spoke to the backend.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -130,23 +134,57 @@ pub async fn serve_with(
             match acceptor.filter(|_| hello) {
                 Some(acceptor) => {
                     if let Ok(tls) = acceptor.accept(stream).await {
-                        serve_connection(tls, local, true).await;
+                        let session = TlsSession::of(tls.get_ref().1);
+                        serve_connection(tls, local, Some(session)).await;
                     }
                 }
-                None => serve_connection(stream, local, false).await,
+                None => serve_connection(stream, local, None).await,
             }
         });
     }
 }
 
+/// What a TLS client asked for and got: the echo reports it (`sni=`,
+/// `tlsVersion=`, `tlsCipher=`), so a check sees the server name, protocol
+/// version and cipher suite HAProxy used towards the pod.
+#[derive(Debug, Clone, Default)]
+struct TlsSession {
+    sni: Option<String>,
+    version: Option<String>,
+    cipher: Option<String>,
+}
+
+impl TlsSession {
+    fn of(connection: &rustls::ServerConnection) -> Self {
+        Self {
+            sni: connection.server_name().map(str::to_owned),
+            // `TLSv1_3` as rustls writes it becomes `TLSv1.3`, HAProxy's
+            // and OpenSSL's spelling.
+            version: connection
+                .protocol_version()
+                .map(|v| format!("{v:?}").replace('_', ".")),
+            // IANA's name, e.g. `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`.
+            cipher: connection
+                .negotiated_cipher_suite()
+                .map(|suite| format!("{:?}", suite.suite())),
+        }
+    }
+}
+
 /// HTTP/1.1 or HTTP/2, whichever the client speaks.
-async fn serve_connection<S>(stream: S, local: String, tls: bool)
+async fn serve_connection<S>(stream: S, local: String, tls: Option<TlsSession>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let answer = answer(&local, tls, &request);
-        async move { Ok::<_, Infallible>(answer) }
+        let controls = Controls::read(&request, &local);
+        let answer = answer(&local, tls.as_ref(), &request, &controls);
+        async move {
+            if !controls.delay.is_zero() {
+                tokio::time::sleep(controls.delay).await;
+            }
+            Ok::<_, Infallible>(answer)
+        }
     });
     let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
         .serve_connection(TokioIo::new(stream), service)
@@ -185,7 +223,76 @@ pub fn tls_acceptor(
     Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
 
-fn answer(local: &str, tls: bool, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// The longest delay a request may ask for (`x-haptic-echo-delay-ms`).
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How a request asks the echo backend to answer: the request headers
+/// `x-haptic-echo-*`, all in this one place. None of them is needed for a
+/// plain echo; each lets a traffic check play a backend that fails, is
+/// slow, sets a cookie or redirects.
+///
+/// | request header | the backend |
+/// | --- | --- |
+/// | `x-haptic-echo-status: 503` | answers with that status |
+/// | `x-haptic-echo-fail: 10.0.0.1:8080` | only the endpoint at that address answers the status of `x-haptic-echo-status` (503 without it); the others answer 200 |
+/// | `x-haptic-echo-delay-ms: 3000` | answers after that many milliseconds (at most [`MAX_DELAY`]) |
+/// | `x-haptic-echo-set-cookie: a=1; Path=/x` | adds `Set-Cookie: a=1; Path=/x` (once per occurrence) |
+/// | `x-haptic-echo-location: http://a.test/x` | adds `Location: http://a.test/x` |
+///
+/// A value that does not parse (a status that is no HTTP status, a delay
+/// that is no number) is ignored: the backend answers as without it.
+#[derive(Debug, Clone, Default)]
+pub struct Controls {
+    pub status: Option<StatusCode>,
+    pub delay: std::time::Duration,
+    pub set_cookies: Vec<hyper::header::HeaderValue>,
+    pub location: Option<hyper::header::HeaderValue>,
+}
+
+/// See [`Controls`].
+pub const FAIL_HEADER: &str = "x-haptic-echo-fail";
+/// See [`Controls`].
+pub const DELAY_HEADER: &str = "x-haptic-echo-delay-ms";
+/// See [`Controls`].
+pub const SET_COOKIE_HEADER: &str = "x-haptic-echo-set-cookie";
+/// See [`Controls`].
+pub const LOCATION_HEADER: &str = "x-haptic-echo-location";
+
+impl Controls {
+    /// The controls `request` asks of the backend listening at `local`.
+    pub fn read<B>(request: &Request<B>, local: &str) -> Self {
+        let headers = request.headers();
+        let text = |name: &str| headers.get(name).and_then(|h| h.to_str().ok());
+        let asked = text(STATUS_HEADER)
+            .and_then(|code| code.trim().parse::<u16>().ok())
+            .and_then(|code| StatusCode::from_u16(code).ok());
+        let status = match text(FAIL_HEADER) {
+            None => asked,
+            Some(failing) if failing.trim() == local => {
+                Some(asked.unwrap_or(StatusCode::SERVICE_UNAVAILABLE))
+            }
+            Some(_) => None,
+        };
+        let delay = text(DELAY_HEADER)
+            .and_then(|ms| ms.trim().parse::<u64>().ok())
+            .map_or(std::time::Duration::ZERO, |ms| {
+                std::time::Duration::from_millis(ms).min(MAX_DELAY)
+            });
+        Self {
+            status,
+            delay,
+            set_cookies: headers.get_all(SET_COOKIE_HEADER).iter().cloned().collect(),
+            location: headers.get(LOCATION_HEADER).cloned(),
+        }
+    }
+}
+
+fn answer(
+    local: &str,
+    tls: Option<&TlsSession>,
+    request: &Request<Incoming>,
+    controls: &Controls,
+) -> Response<Full<Bytes>> {
     let header = |name: &str| {
         request
             .headers()
@@ -205,23 +312,40 @@ fn answer(local: &str, tls: bool, request: &Request<Incoming>) -> Response<Full<
         .map(|a| a.as_str())
         .unwrap_or_else(|| header("host"));
     let mut body = format!(
-        "backend={local}\nmethod={}\nhost={host}\npath={path}\nprotocol={:?}\ntls={tls}\n",
+        "backend={local}\nmethod={}\nhost={host}\npath={path}\nprotocol={:?}\ntls={}\n",
         request.method(),
         request.version(),
+        tls.is_some(),
     );
+    if let Some(session) = tls {
+        if let Some(sni) = &session.sni {
+            body.push_str(&format!("sni={sni}\n"));
+        }
+        if let Some(version) = &session.version {
+            body.push_str(&format!("tlsVersion={version}\n"));
+        }
+        if let Some(cipher) = &session.cipher {
+            body.push_str(&format!("tlsCipher={cipher}\n"));
+        }
+    }
     for (name, value) in request.headers() {
         let value = String::from_utf8_lossy(value.as_bytes());
         body.push_str(&format!("header.{name}={}\n", value.replace('\n', " ")));
     }
-    let status = header(STATUS_HEADER)
-        .parse::<u16>()
-        .ok()
-        .and_then(|code| StatusCode::from_u16(code).ok())
-        .unwrap_or(StatusCode::OK);
     let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
+    *response.status_mut() = controls.status.unwrap_or(StatusCode::OK);
     if let Ok(value) = local.parse() {
         response.headers_mut().insert(BACKEND_HEADER, value);
+    }
+    for cookie in &controls.set_cookies {
+        response
+            .headers_mut()
+            .append(hyper::header::SET_COOKIE, cookie.clone());
+    }
+    if let Some(location) = &controls.location {
+        response
+            .headers_mut()
+            .insert(hyper::header::LOCATION, location.clone());
     }
     response
 }
@@ -239,6 +363,12 @@ pub struct Echo {
     pub protocol: String,
     /// Whether the connection was TLS.
     pub tls: bool,
+    /// The server name the TLS client sent (SNI), if any.
+    pub sni: Option<String>,
+    /// The TLS version of the connection (`TLSv1.3`).
+    pub tls_version: Option<String>,
+    /// The cipher suite of the connection, IANA's name.
+    pub tls_cipher: Option<String>,
     /// Request headers as the backend received them (names lowercase; a
     /// repeated header's values joined with `, `).
     pub headers: BTreeMap<String, String>,
@@ -260,6 +390,9 @@ impl Echo {
                 "path" => echo.path = value.to_owned(),
                 "protocol" => echo.protocol = value.to_owned(),
                 "tls" => echo.tls = value == "true",
+                "sni" => echo.sni = Some(value.to_owned()),
+                "tlsVersion" => echo.tls_version = Some(value.to_owned()),
+                "tlsCipher" => echo.tls_cipher = Some(value.to_owned()),
                 _ => {
                     if let Some(name) = key.strip_prefix("header.") {
                         echo.headers
@@ -289,5 +422,34 @@ mod tests {
         assert_eq!(echo.path, "/x?y=1");
         assert_eq!(echo.headers["x-a"], "1, 2");
         assert_eq!(Echo::parse("<html>503</html>"), None);
+    }
+
+    fn request(headers: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::builder().uri("/");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).expect("a request")
+    }
+
+    #[test]
+    fn controls_fail_one_endpoint_and_bound_the_delay() {
+        let failing = request(&[(FAIL_HEADER, "10.0.0.2:8080")]);
+        assert_eq!(
+            Controls::read(&failing, "10.0.0.2:8080").status,
+            Some(StatusCode::SERVICE_UNAVAILABLE)
+        );
+        assert_eq!(Controls::read(&failing, "10.0.0.1:8080").status, None);
+        let asked = request(&[(FAIL_HEADER, "10.0.0.2:8080"), (STATUS_HEADER, "500")]);
+        assert_eq!(
+            Controls::read(&asked, "10.0.0.2:8080").status,
+            Some(StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        assert_eq!(Controls::read(&asked, "10.0.0.1:8080").status, None);
+        let slow = request(&[(DELAY_HEADER, "99999999")]);
+        assert_eq!(Controls::read(&slow, "a").delay, MAX_DELAY);
+        let garbage = request(&[(DELAY_HEADER, "soon"), (STATUS_HEADER, "42")]);
+        let controls = Controls::read(&garbage, "a");
+        assert!(controls.delay.is_zero() && controls.status.is_none());
     }
 }

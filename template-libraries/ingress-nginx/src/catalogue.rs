@@ -71,12 +71,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "proxy-request-buffering" => {
             "nginx's buffer tuning has no per-Ingress HAProxy counterpart (HAProxy streams; tune.bufsize is global)"
         }
-        "proxy-cookie-domain"
-        | "proxy-cookie-path"
-        | "proxy-redirect-from"
-        | "proxy-redirect-to" => {
-            "rewriting Set-Cookie and Location of responses is not in this library yet"
-        }
         "proxy-http-version" => "HAProxy speaks HTTP/1.1 to backends; 1.0 is not offered",
         "connection-proxy-header" => "HAProxy manages the Connection header to the backend itself",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {

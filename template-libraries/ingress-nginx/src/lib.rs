@@ -42,6 +42,7 @@ pub mod passthrough;
 pub mod policy;
 pub mod regex;
 pub mod report;
+pub mod rewrites;
 pub mod tls;
 
 use std::collections::BTreeMap;

@@ -17,6 +17,7 @@ use crate::catalogue;
 use crate::parse::{self, log_format_literal};
 use crate::regex;
 use crate::report::{Finding, Status};
+use crate::rewrites::Rewrites;
 use crate::tls::{self, BackendTls, ClientAuth, Protocol};
 
 /// ACME HTTP-01 challenges are never redirected (certificates must renew).
@@ -210,6 +211,9 @@ pub struct Policy {
     pub backend_tls: Option<BackendTls>,
     /// `auth-tls-*` (with `auth-tls-secret`).
     pub client_auth: Option<ClientAuth>,
+    /// `proxy-cookie-*`, `proxy-redirect-*`: the backend's answers
+    /// rewritten.
+    pub rewrites: Rewrites,
 }
 
 impl Policy {
@@ -253,6 +257,7 @@ impl Policy {
         p.read_redirects(a);
         p.read_access(a);
         p.read_upstream(a);
+        p.rewrites = Rewrites::read(a);
         p
     }
 
@@ -1156,12 +1161,13 @@ impl Policy {
     }
 
     /// The frontend response rules for the answers to the requests Ingress
-    /// `id` routes: `custom` (checked `custom-headers`, name and value),
-    /// then the CORS headers.
+    /// `id` routes: the backend's Set-Cookie and Location rewritten
+    /// (`proxy-cookie-*`, `proxy-redirect-*`), `custom` (checked
+    /// `custom-headers`, name and value), then the CORS headers.
     pub fn response_rules(&self, id: &str, custom: &[(String, String)]) -> String {
         let (namespace, name) = id.split_once('/').unwrap_or(("", id));
         let acl = matched_ingress_acl(namespace, name);
-        let mut out = String::new();
+        let mut out = self.rewrites.rules(&acl);
         for (header, value) in custom {
             let _ = writeln!(
                 out,

@@ -121,6 +121,10 @@ fn every_annotation_the_library_applies_is_in_the_table() {
         "auth-tls-error-page",
         "auth-tls-pass-certificate-to-upstream",
         "auth-tls-match-cn",
+        "proxy-cookie-domain",
+        "proxy-cookie-path",
+        "proxy-redirect-from",
+        "proxy-redirect-to",
     ] {
         assert!(
             rows.iter().any(|r| r == applied),
