@@ -216,10 +216,7 @@ impl Rewrites {
             );
         }
         if let Some(w) = &self.cookie_path {
-            let pattern = format!(
-                "^(.*;[ \\t]*(?i:path)=){}(.*)$",
-                regex_escape(&w.from)
-            );
+            let pattern = format!("^(.*;[ \\t]*(?i:path)=){}(.*)$", regex_escape(&w.from));
             let replacement = format!("\\1{}\\2", log_format_literal(&w.to));
             let _ = writeln!(
                 out,
@@ -275,7 +272,10 @@ mod tests {
         assert!(cookie_path("/a'b /").is_err());
         assert!(redirect_text("http://a b").is_err());
         assert!(redirect_text("https://$host/").is_err());
-        assert_eq!(redirect_text(" http://web:8080/ "), Ok("http://web:8080/".into()));
+        assert_eq!(
+            redirect_text(" http://web:8080/ "),
+            Ok("http://web:8080/".into())
+        );
     }
 
     #[test]
