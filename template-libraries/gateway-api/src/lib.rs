@@ -8,7 +8,9 @@
 //! - Each Gateway its own address: a Service per Gateway (an owned object,
 //!   contract 0.3.0) selecting the HAProxy pods, mapping each listener port
 //!   to a port HAProxy binds for that Gateway only ([`ports`]);
-//!   `status.addresses` is that Service's load balancer address.
+//!   `status.addresses` is that Service's load balancer address. Its type
+//!   and annotations come from the values, or from the GatewayClass's
+//!   parameters ([`parameters`]).
 //! - Routing: one frontend per Gateway port ([`frontend`]): listener by
 //!   host, rule by match ([`matches`]), filters ([`filters`]), backends of
 //!   `kubernetes-backends` (`<namespace>_<service>_<port>`), so endpoint
