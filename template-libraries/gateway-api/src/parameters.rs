@@ -128,13 +128,12 @@ pub fn read(
                 parameters.service_type = Some(value.clone());
             }
             ANNOTATIONS_KEY => {
-                parameters.service_annotations =
-                    serde_json::from_str(value).map_err(|error| {
-                        Invalid(format!(
-                            "{id}: {ANNOTATIONS_KEY} is not a JSON object of strings \
+                parameters.service_annotations = serde_json::from_str(value).map_err(|error| {
+                    Invalid(format!(
+                        "{id}: {ANNOTATIONS_KEY} is not a JSON object of strings \
                              ({error}); write it as {{\"name\": \"value\"}}"
-                        ))
-                    })?;
+                    ))
+                })?;
             }
             _ => {
                 return Err(Invalid(format!(
@@ -195,13 +194,21 @@ mod tests {
             "ConfigMap infra/gone (spec.parametersRef) does not exist"
         );
         assert_eq!(
-            message(read("infra", "p", Some(&data(&[("service.type", "Headless")])))),
+            message(read(
+                "infra",
+                "p",
+                Some(&data(&[("service.type", "Headless")]))
+            )),
             "ConfigMap infra/p (spec.parametersRef): service.type \"Headless\" is not one of \
              LoadBalancer, ClusterIP, NodePort"
         );
         assert!(
-            message(read("infra", "p", Some(&data(&[("service.typo", "ClusterIP")]))))
-                .contains("unknown key \"service.typo\"")
+            message(read(
+                "infra",
+                "p",
+                Some(&data(&[("service.typo", "ClusterIP")]))
+            ))
+            .contains("unknown key \"service.typo\"")
         );
         assert!(
             message(read(
@@ -222,7 +229,10 @@ mod tests {
         let Err(Invalid(kind)) = target(&reference("example.com", "Params", Some("infra"))) else {
             panic!("another kind accepted");
         };
-        assert!(kind.contains("Params \"params\" of group example.com"), "{kind}");
+        assert!(
+            kind.contains("Params \"params\" of group example.com"),
+            "{kind}"
+        );
         let Err(Invalid(secret)) = target(&reference("", "Secret", Some("infra"))) else {
             panic!("a Secret accepted");
         };

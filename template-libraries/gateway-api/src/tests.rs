@@ -250,10 +250,7 @@ fn class_parameters_set_the_service_type_and_follow_their_configmap() {
     h.render().unwrap();
     let service = owned_service(&h, "gw-haptic").expect("a Service");
     assert_eq!(service["spec"]["type"], "NodePort", "{service}");
-    assert_eq!(
-        status_of(&h, "/haptic")["conditions"][0]["status"],
-        "True"
-    );
+    assert_eq!(status_of(&h, "/haptic")["conditions"][0]["status"], "True");
 
     // The ConfigMap goes: the class is refused, the Gateway no longer served.
     h.delete(parameters::CONFIG_MAPS, "haptic", "params");
