@@ -67,9 +67,14 @@ fn main() {
         .collect();
 
     // Rebuild when any guest source, the selectors the SDK uses or the WIT
-    // contract changes.
+    // contract changes. The paths are relative (cargo reads them from the
+    // package root): cargo keys this build script's run by paths relative to
+    // the workspace, so a target dir shared by two checkouts (CI's cache, a
+    // fresh clone beside a worktree) reuses the run, and absolute paths would
+    // keep watching the first checkout's files while this one's guests go
+    // stale.
     for dir in ["wit", "template-libraries", "selectors", "examples"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+        println!("cargo:rerun-if-changed=../{dir}");
     }
     println!("cargo:rerun-if-env-changed=HAPTIC_GUEST_TARGET_DIR");
 

@@ -281,10 +281,11 @@ directivePolicy:
 {{- end }}
 {{- if eq (include "haptic.libEnabled" (dict "root" . "name" "gatewayApi")) "true" }}
 {{- /* gateway-api: its kinds, their status, Namespaces (allowedRoutes
-     selectors), TLS Secrets (certificateRefs) and a Service per Gateway */}}
+     selectors), TLS Secrets (certificateRefs), ConfigMaps (GatewayClass
+     parametersRef, read only) and a Service per Gateway */}}
 {{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses" "gateways" "httproutes" "grpcroutes" "referencegrants") "verbs" (list "get" "list" "watch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "gateway.networking.k8s.io") "resources" (list "gatewayclasses/status" "gateways/status" "httproutes/status" "grpcroutes/status") "verbs" (list "patch")) }}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces" "secrets") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces" "secrets" "configmaps") "verbs" (list "get" "list" "watch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "services") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "discovery.k8s.io") "resources" (list "endpointslices") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) }}
 {{- end }}

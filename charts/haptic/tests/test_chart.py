@@ -472,6 +472,10 @@ def gateway_api_only_when_enabled(t, chart):
     for verb in ("create", "patch", "delete", "list"):
         t.check(grants(rules, "", "services", verb), f"gateway-api on: no {verb} on services (a Service per Gateway)")
     t.check(grants(rules, "", "namespaces", "watch"), "gateway-api on: no watch on namespaces (allowedRoutes selectors)")
+    for verb in ("get", "list", "watch"):
+        t.check(grants(rules, "", "configmaps", verb), f"gateway-api on: no {verb} on configmaps (GatewayClass parametersRef)")
+    t.check(not any("" in r.get("apiGroups", []) and "configmaps" in r.get("resources", []) and set(r.get("verbs", [])) - {"get", "list", "watch"} for r in rules), "gateway-api on: configmaps granted beyond read")
+    t.check(not mentions(cluster_rules(off), "", "configmaps"), "gateway-api off: configmaps granted")
     selector = values_file(on)["templateLibraries"]["gatewayApi"]["service"]["selector"]
     haproxy = on.one("Deployment", "haptic-haproxy")["spec"]["template"]["metadata"]["labels"]
     t.check(selector and all(haproxy.get(k) == v for k, v in selector.items()), f"Gateway Services select {selector}, not the HAProxy pods {haproxy}")

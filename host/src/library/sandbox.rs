@@ -20,6 +20,9 @@ use super::{LibraryError, RuntimeConfig, describe_error};
 /// How often the epoch advances: the granularity of call deadlines.
 pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Set (to anything) to have wasmtime write a perf map of the guests' code.
+const PERF_MAP_ENV: &str = "HAPTIC_WASM_PERF_MAP";
+
 /// What every library and instance of one runtime shares. The ticker lives
 /// as long as any of them, so deadlines keep working after the
 /// [`LibraryRuntime`](super::LibraryRuntime) itself is dropped.
@@ -74,6 +77,13 @@ impl Sandbox {
         let engine_error = |cause: String| LibraryError::Engine { cause };
         let mut wasmtime_config = Config::new();
         wasmtime_config.epoch_interruption(true);
+        // `perf record` can name the guests' compiled functions only from a
+        // perf map (/tmp/perf-<pid>.map), which wasmtime writes when asked:
+        // a diagnostic for profiling renders (docs/performance.md), off in
+        // normal runs because the map grows with every compiled function.
+        if std::env::var_os(PERF_MAP_ENV).is_some() {
+            wasmtime_config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let disk_cache = match &config.cache_dir {
             Some(dir) => Some(disk_cache(dir).map_err(|error| engine_error(error.to_string()))?),
             None => None,

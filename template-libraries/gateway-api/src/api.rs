@@ -38,6 +38,27 @@ pub struct GatewayClass {
 #[serde(rename_all = "camelCase", default)]
 pub struct GatewayClassSpec {
     pub controller_name: String,
+    /// Where the class's parameters are ([`crate::parameters`]).
+    pub parameters_ref: Option<ParametersRef>,
+}
+
+/// `spec.parametersRef` of a GatewayClass.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ParametersRef {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+/// A ConfigMap as the parameters watch keeps it: its name and data.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigMap {
+    pub metadata: Meta,
+    #[serde(deserialize_with = "nullable")]
+    pub data: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

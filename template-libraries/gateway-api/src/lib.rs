@@ -8,7 +8,9 @@
 //! - Each Gateway its own address: a Service per Gateway (an owned object,
 //!   contract 0.3.0) selecting the HAProxy pods, mapping each listener port
 //!   to a port HAProxy binds for that Gateway only ([`ports`]);
-//!   `status.addresses` is that Service's load balancer address.
+//!   `status.addresses` is that Service's load balancer address. Its type
+//!   and annotations come from the values, or from the GatewayClass's
+//!   parameters ([`parameters`]).
 //! - Routing: one frontend per Gateway port ([`frontend`]): listener by
 //!   host, rule by match ([`matches`]), filters ([`filters`]), backends of
 //!   `kubernetes-backends` (`<namespace>_<service>_<port>`), so endpoint
@@ -25,6 +27,7 @@ pub mod grants;
 pub mod hostnames;
 pub mod listeners;
 pub mod matches;
+pub mod parameters;
 pub mod ports;
 pub mod routes;
 pub mod tls;
@@ -47,6 +50,7 @@ use crate::conditions::Condition;
 use crate::frontend::{Frontend, MatchEntry, PortListener, RuleOutput};
 use crate::grants::Grants;
 use crate::listeners::{CheckedListener, GRPC_ROUTE, HTTP_ROUTE, Protocol};
+use crate::parameters::{ClassParameters, Invalid};
 use crate::routes::{Cluster, INTERNAL_ERROR_BACKEND};
 use crate::tls::Certificates;
 
@@ -228,6 +232,7 @@ impl Library for GatewayApi {
                     ])),
             )
             .watch(tls::secrets_watch())
+            .watch(parameters::watch())
             .applies("discovery.k8s.io/v1", "EndpointSlice")
             .patches_status_of(&format!("{GROUP}/v1"), "GatewayClass")
             .patches_status_of(&format!("{GROUP}/v1"), "Gateway")
@@ -266,6 +271,8 @@ fn check_values(v: &GatewayValues) -> Result<()> {
 struct GatewayModel<'a> {
     entry: Entry<'a, Gateway>,
     listeners: Vec<CheckedListener>,
+    /// Its class's parameters.
+    parameters: ClassParameters,
 }
 
 impl GatewayModel<'_> {
@@ -281,15 +288,21 @@ fn render(
     out: &mut Output,
 ) -> Result<()> {
     let api_version = format!("{GROUP}/v1");
-    // Classes.
-    let mut our_classes = BTreeSet::new();
+    // Classes, each with its parameters or why they are refused.
+    let mut our_classes: BTreeMap<String, std::result::Result<ClassParameters, Invalid>> =
+        BTreeMap::new();
     for class in ctx.objects::<GatewayClass>(GATEWAY_CLASSES)? {
         if class.spec.controller_name != v.controller_name {
             continue;
         }
-        our_classes.insert(class.key.name.clone());
+        let parameters = parameters::resolve(ctx, class.spec.parameters_ref.as_ref())?;
+        let accepted = match &parameters {
+            Ok(_) => Condition::new("Accepted", true, "Accepted", "haptic serves this class"),
+            Err(Invalid(why)) => Condition::new("Accepted", false, "InvalidParameters", why),
+        };
+        our_classes.insert(class.key.name.clone(), parameters);
         let status = json!({
-            "conditions": conditions::list(&[Condition::new("Accepted", true, "Accepted", "haptic serves this class")], class.metadata.generation),
+            "conditions": conditions::list(&[accepted], class.metadata.generation),
             "supportedFeatures": SUPPORTED_FEATURES.iter().map(|f| json!({"name": f})).collect::<Vec<_>>(),
         });
         out.status_patch(
@@ -355,13 +368,27 @@ fn render(
     // Gateways, oldest first (they keep their HAProxy ports).
     let mut gateways: Vec<GatewayModel<'_>> = Vec::new();
     for gateway in ctx.objects::<Gateway>(GATEWAYS)? {
-        if !our_classes.contains(&gateway.spec.gateway_class_name) {
-            continue;
-        }
+        let parameters = match our_classes.get(&gateway.spec.gateway_class_name) {
+            None => continue,
+            Some(Ok(parameters)) => parameters.clone(),
+            Some(Err(Invalid(why))) => {
+                // Not served, and says why; its routes see no Gateway of ours.
+                out.status_patch(
+                    StatusVariant::Deployed,
+                    &api_version,
+                    "Gateway",
+                    &gateway.key.namespace,
+                    &gateway.key.name,
+                    &rejected_class_status(&gateway, why),
+                )?;
+                continue;
+            }
+        };
         let listeners = listeners::check(&gateway, &grants, &mut certificates);
         gateways.push(GatewayModel {
             entry: gateway,
             listeners,
+            parameters,
         });
     }
     gateways.sort_by(|a, b| {
@@ -634,6 +661,13 @@ fn render(
             )?;
         }
         if !service_ports.is_empty() {
+            let service_type = g
+                .parameters
+                .service_type
+                .as_ref()
+                .unwrap_or(&v.service.type_);
+            let mut annotations = v.service.annotations.clone();
+            annotations.extend(g.parameters.service_annotations.clone());
             let mut labels = v.service.labels.clone();
             labels.insert(
                 "gateway.networking.k8s.io/gateway-name".to_owned(),
@@ -645,11 +679,11 @@ fn render(
                 "Service",
                 service_name.clone(),
                 &json!({
-                    "metadata": {"labels": labels, "annotations": v.service.annotations},
+                    "metadata": {"labels": labels, "annotations": annotations},
                     "spec": if selectorless {
-                        json!({"type": v.service.type_, "ports": service_ports})
+                        json!({"type": service_type, "ports": service_ports})
                     } else {
-                        json!({"type": v.service.type_, "selector": v.service.selector, "ports": service_ports})
+                        json!({"type": service_type, "selector": v.service.selector, "ports": service_ports})
                     },
                 }),
             )?;
@@ -826,6 +860,29 @@ fn add_route(
         }
     }
     unsupported
+}
+
+/// The status of a Gateway whose class refused its parameters: not
+/// accepted, nothing programmed, no listener served.
+fn rejected_class_status(gateway: &Entry<'_, Gateway>, why: &str) -> Value {
+    let class = &gateway.spec.gateway_class_name;
+    let accepted = Condition::new(
+        "Accepted",
+        false,
+        "InvalidParameters",
+        format!("GatewayClass {class} is not accepted: {why}"),
+    );
+    let programmed = Condition::new(
+        "Programmed",
+        false,
+        "Invalid",
+        format!("GatewayClass {class} is not accepted, so the Gateway is not served"),
+    );
+    json!({
+        "addresses": [],
+        "conditions": conditions::list(&[accepted, programmed], gateway.metadata.generation),
+        "listeners": [],
+    })
 }
 
 fn gateway_status(g: &GatewayModel<'_>, addresses: &[Value]) -> Value {

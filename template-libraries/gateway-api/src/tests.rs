@@ -216,3 +216,75 @@ fn a_gateway_service_in_another_namespace_gets_an_endpoint_slice_of_the_haproxy_
     assert_eq!(slice["endpoints"][0]["conditions"]["ready"], true);
     assert_eq!(slice["endpoints"][1]["conditions"]["ready"], false);
 }
+
+/// The Service the library asks the host to apply for Gateway `name`.
+fn owned_service(h: &Harness<GatewayApi>, name: &str) -> Option<Value> {
+    h.output().values().find_map(|item| match item {
+        haptic_sdk::Item::OwnedObject {
+            kind,
+            name: n,
+            manifest,
+            ..
+        } if kind == "Service" && n == name => serde_json::from_str(manifest).ok(),
+        _ => None,
+    })
+}
+
+fn status_of(h: &Harness<GatewayApi>, key: &str) -> Value {
+    h.status_patches()
+        .into_iter()
+        .find_map(|(k, status)| (k == key).then_some(status))
+        .unwrap_or_else(|| panic!("no status patch of {key}"))
+}
+
+#[test]
+fn class_parameters_set_the_service_type_and_follow_their_configmap() {
+    let mut h = harness();
+    h.apply(GATEWAY_CLASSES, &json!({"metadata": {"name": "haptic"}, "spec": {
+        "controllerName": "haproxy-haptic.org/gateway-controller",
+        "parametersRef": {"group": "", "kind": "ConfigMap", "namespace": "haptic", "name": "params"}}}));
+    h.apply(
+        parameters::CONFIG_MAPS,
+        &json!({"metadata": {"name": "params", "namespace": "haptic"}, "data": {"service.type": "NodePort"}}),
+    );
+    h.render().unwrap();
+    let service = owned_service(&h, "gw-haptic").expect("a Service");
+    assert_eq!(service["spec"]["type"], "NodePort", "{service}");
+    assert_eq!(status_of(&h, "/haptic")["conditions"][0]["status"], "True");
+
+    // The ConfigMap goes: the class is refused, the Gateway no longer served.
+    h.delete(parameters::CONFIG_MAPS, "haptic", "params");
+    h.render().unwrap();
+    let class = status_of(&h, "/haptic");
+    assert_eq!(class["conditions"][0]["status"], "False");
+    assert_eq!(class["conditions"][0]["reason"], "InvalidParameters");
+    assert_eq!(
+        class["conditions"][0]["message"],
+        "ConfigMap haptic/params (spec.parametersRef) does not exist"
+    );
+    let gateway = status_of(&h, "ns/gw");
+    assert_eq!(gateway["conditions"][0]["reason"], "InvalidParameters");
+    assert_eq!(gateway["conditions"][1]["status"], "False");
+    assert!(owned_service(&h, "gw-haptic").is_none());
+    assert!(
+        h.section(SectionKind::Frontend, "gateway.ns.gw.80")
+            .is_none()
+    );
+}
+
+#[test]
+fn only_configmap_data_reaches_the_library() {
+    let h = harness();
+    let watch = h
+        .plan()
+        .watches
+        .iter()
+        .find(|w| w.name == parameters::CONFIG_MAPS)
+        .expect("a ConfigMap watch");
+    for field in ["metadata.annotations", "metadata.labels", "binaryData"] {
+        assert!(
+            watch.ignore_fields.iter().any(|f| f == field),
+            "{field} kept"
+        );
+    }
+}
