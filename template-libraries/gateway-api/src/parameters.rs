@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use haptic_sdk::slim::CONFIG_MAP_IGNORE_FIELDS;
 use haptic_sdk::{Context, Result, Watch};
 
 use crate::api::{ConfigMap, ParametersRef};
@@ -36,18 +37,12 @@ const ANNOTATIONS_KEY: &str = "service.annotations";
 
 /// The ConfigMaps watch: parameters live in ConfigMaps of any namespace,
 /// and only their data is kept (annotations, labels and binary data never
-/// reach the library). Trimmed as ingress-nginx's custom-headers watch is,
-/// so the controller's one shared ConfigMap watcher drops those fields
-/// whichever of the two libraries is on.
+/// reach the library): the SDK's one list, which ingress-nginx's
+/// custom-headers watch uses too.
 pub fn watch() -> Watch {
     Watch::new(CONFIG_MAPS, "v1", "ConfigMap")
         .parse_as::<ConfigMap>()
-        .ignore_fields([
-            "metadata.managedFields",
-            "metadata.annotations",
-            "metadata.labels",
-            "binaryData",
-        ])
+        .ignore_fields(CONFIG_MAP_IGNORE_FIELDS.iter().copied())
 }
 
 /// What a class's parameters set; `None` and empty keep the values'.

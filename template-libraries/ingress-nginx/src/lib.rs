@@ -58,7 +58,7 @@ use haptic_sdk::ingress::{NginxClassRules, port_text, service_port, service_port
 use haptic_sdk::k8s::api::core::v1::{ConfigMap, Secret};
 use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressClass, IngressServiceBackend};
 use haptic_sdk::names::{backend_name, map_line, sanitize};
-use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, ServicePorts};
+use haptic_sdk::slim::{CONFIG_MAP_IGNORE_FIELDS, SERVICE_IGNORE_FIELDS, ServicePorts};
 use haptic_sdk::{
     Context, Entry, Info, Library, Output, Plan, Result, SectionKind, Slot, Values, Watch,
 };
@@ -300,11 +300,7 @@ impl Library for IngressNginx {
             .watch(
                 Watch::new(CONFIG_MAPS, "v1", "ConfigMap")
                     .parse_as::<ConfigMap>()
-                    .ignore_fields([
-                        "metadata.managedFields",
-                        "metadata.annotations",
-                        "binaryData",
-                    ]),
+                    .ignore_fields(CONFIG_MAP_IGNORE_FIELDS.iter().copied()),
             );
         if self.values.tls.enabled {
             plan = plan.watch(secrets_watch(TLS_SECRETS));

@@ -19,6 +19,17 @@ pub const GATE_CONDITION: &str = "haproxy-haptic.org/load-balancer-ready";
 /// The label joining an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// What the host drops from ConfigMaps before they reach a library: the
+/// bundled libraries read only `data` (ingress-nginx's custom headers,
+/// gateway-api's class parameters), and sharing one list keeps the one
+/// ConfigMap watch of the controller trimmed alike whichever is on.
+pub const CONFIG_MAP_IGNORE_FIELDS: &[&str] = &[
+    "metadata.managedFields",
+    "metadata.annotations",
+    "metadata.labels",
+    "binaryData",
+];
+
 /// What the host drops from Pods before they reach a library: everything
 /// but metadata identity, `spec.readinessGates` and `status.conditions`.
 /// Pods are the biggest and busiest kind a library can watch.
