@@ -208,35 +208,30 @@ impl Rewrites {
                 regex_escape(&w.from)
             );
             let replacement = format!("\\1{}\\2", log_format_literal(&w.to));
-            let _ = writeln!(
-                out,
-                "    http-response replace-header Set-Cookie {} {} if {acl}",
-                quote(&pattern),
-                quote(&replacement)
-            );
+            replace_header(&mut out, "Set-Cookie", &pattern, &replacement, acl);
         }
         if let Some(w) = &self.cookie_path {
             let pattern = format!("^(.*;[ \\t]*(?i:path)=){}(.*)$", regex_escape(&w.from));
             let replacement = format!("\\1{}\\2", log_format_literal(&w.to));
-            let _ = writeln!(
-                out,
-                "    http-response replace-header Set-Cookie {} {} if {acl}",
-                quote(&pattern),
-                quote(&replacement)
-            );
+            replace_header(&mut out, "Set-Cookie", &pattern, &replacement, acl);
         }
         if let Some(w) = &self.redirect {
             let pattern = format!("^{}(.*)$", regex_escape(&w.from));
             let replacement = format!("{}\\1", log_format_literal(&w.to));
-            let _ = writeln!(
-                out,
-                "    http-response replace-header Location {} {} if {acl}",
-                quote(&pattern),
-                quote(&replacement)
-            );
+            replace_header(&mut out, "Location", &pattern, &replacement, acl);
         }
         out
     }
+}
+
+/// One `http-response replace-header` line for the Ingress's answers.
+fn replace_header(out: &mut String, header: &str, pattern: &str, replacement: &str, acl: &str) {
+    let _ = writeln!(
+        out,
+        "    http-response replace-header {header} {} {} if {acl}",
+        quote(pattern),
+        quote(replacement)
+    );
 }
 
 #[cfg(test)]
