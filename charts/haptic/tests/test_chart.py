@@ -555,6 +555,11 @@ def ingress_nginx(t, chart):
         "controller.templateLibraries.ingressNginx.controller=haproxy-haptic.org/ingress-nginx",
         "ingressClass.ingressNginx.create=true",
     ]
+    # Turned on with its defaults it takes over ingress-nginx's own class
+    # (the fixtures show the library serving class nginx from these values).
+    defaults = values_file(chart.render(sets=sets[:2]))["templateLibraries"]["ingressNginx"]
+    t.equal((defaults["classNames"], defaults["controller"]), (["nginx"], "k8s.io/ingress-nginx"),
+            "ingress-nginx on with defaults: serves class nginx of controller k8s.io/ingress-nginx")
     on = chart.render(sets=sets)
     rules = cluster_rules(on)
     for res in ("ingresses", "ingressclasses"):
