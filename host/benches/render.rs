@@ -8,10 +8,13 @@
 //! `cargo bench -p haptic --features synthetic --bench render` (or `make bench`). Set
 //! `HAPTIC_BENCH_ROUNDS` to change how many single changes are measured.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use haptic::library::types::Kind;
 use haptic::library::{LibraryRuntime, RuntimeConfig};
-use haptic::render::{ClusterChange, ClusterObject, Renderer};
+use haptic::render::{ClusterChange, ClusterObject, Renderer, ingest_trims};
 use haptic::synthetic::gateway::{GatewayObjects, GatewaySpec};
 use haptic::synthetic::{Cluster, ClusterSpec};
 use haptic::values::Values;
@@ -43,10 +46,12 @@ fn main() -> anyhow::Result<()> {
     let runtime = LibraryRuntime::new(RuntimeConfig::default())?;
     let mut values = Values::default();
     values.set_assignment("templateLibraries.kubernetesBackends.podReadinessGate.enabled=true")?;
+    // Objects enter the store trimmed, as every source stores them.
+    let trims = ingest_trims_of(&runtime, &values)?;
 
     let objects: Vec<ClusterChange> = cluster
         .objects()
-        .filter_map(|value| ClusterObject::from_value(value.clone()))
+        .filter_map(|value| ClusterObject::ingested(value, &trims))
         .map(ClusterChange::Applied)
         .collect();
 
@@ -104,7 +109,7 @@ fn main() -> anyhow::Result<()> {
         let changes = cluster
             .flip_endpoint(namespace, service, round % spec.endpoints_per_service)?
             .into_iter()
-            .filter_map(ClusterObject::from_value)
+            .filter_map(|value| ClusterObject::ingested(&value, &trims))
             .map(ClusterChange::Applied)
             .collect();
         let started = Instant::now();
@@ -131,7 +136,8 @@ fn main() -> anyhow::Result<()> {
 
     let mut ingresses = Vec::new();
     for _ in 0..rounds.min(50) {
-        let change = ClusterObject::from_value(cluster.add_ingress()).map(ClusterChange::Applied);
+        let change =
+            ClusterObject::ingested(&cluster.add_ingress(), &trims).map(ClusterChange::Applied);
         let started = Instant::now();
         renderer.render(change.into_iter().collect())?;
         ingresses.push(started.elapsed());
@@ -184,11 +190,12 @@ fn gateway_routes(
         .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
         .collect();
     let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
+    let trims = ingest_trims_of(runtime, &values)?;
     let changes: Vec<ClusterChange> = cluster
         .objects()
         .cloned()
         .chain(objects)
-        .filter_map(ClusterObject::from_value)
+        .filter_map(|value| ClusterObject::ingested(&value, &trims))
         .map(ClusterChange::Applied)
         .collect();
     let started = Instant::now();
@@ -216,7 +223,7 @@ gateway-api: {} Gateways, {} HTTPRoutes (2 matches, a header filter, a cross-nam
     let mut samples = Vec::with_capacity(rounds);
     for round in 0..rounds {
         let changed = gateway.route((round * 37) % spec.routes, round + 1);
-        let change = ClusterObject::from_value(changed).map(ClusterChange::Applied);
+        let change = ClusterObject::ingested(&changed, &trims).map(ClusterChange::Applied);
         let started = Instant::now();
         renderer.render(change.into_iter().collect())?;
         samples.push(started.elapsed());
@@ -355,4 +362,21 @@ fn rss() -> Option<(String, String)> {
             .map(|line| line.trim_start_matches(name).trim().to_owned())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// What the store drops at ingest for these values: the fields every watch
+/// of a kind ignores, read from the libraries' plans (as the controller
+/// and `haptic run` trim what they store).
+fn ingest_trims_of(
+    runtime: &LibraryRuntime,
+    values: &Values,
+) -> anyhow::Result<BTreeMap<Kind, Arc<[String]>>> {
+    let libraries = runtime.load_bundled()?;
+    let defaults: Vec<_> = libraries
+        .iter()
+        .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
+        .collect();
+    let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
+    renderer.prepare()?;
+    Ok(ingest_trims(renderer.watches().map(|(_, watch)| watch)))
 }

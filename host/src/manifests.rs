@@ -332,12 +332,8 @@ pub fn from_value(
             metadata.insert("resourceVersion".into(), Value::String(hash));
         }
     }
-    let trim = extra_kinds
-        .get(&Kind::new(api_version, kind))
-        .cloned()
-        .unwrap_or_else(|| Arc::from(Vec::new()));
     // Present by now: apiVersion, kind and metadata.name were checked above.
-    let object = ClusterObject::trimmed(&Value::Object(object), trim)
+    let object = ClusterObject::ingested(&Value::Object(object), extra_kinds)
         .ok_or_else(|| missing("metadata.name"))?;
     Ok(vec![Manifest { source: at, object }])
 }

@@ -39,6 +39,20 @@ impl ClusterObject {
         Self::trimmed(&value, Arc::from(Vec::new()))
     }
 
+    /// Builds the stored form the way every source does: trimmed by what
+    /// every watch of its kind ignores (`trims`, from [`ingest_trims`]).
+    pub fn ingested(
+        value: &serde_json::Value,
+        trims: &BTreeMap<Kind, Arc<[String]>>,
+    ) -> Option<Self> {
+        let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+        let trim = trims
+            .get(&Kind::new(field("apiVersion"), field("kind")))
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        Self::trimmed(value, trim)
+    }
+
     /// Builds the stored form without the fields at `paths` (dotted
     /// `ignore-fields` paths), so the store never holds what no watch of the
     /// kind reads.
