@@ -61,12 +61,7 @@ fn main() -> anyhow::Result<()> {
     for round in 0..5 {
         // One renderer alive at a time, so the memory figures mean one.
         drop(renderer.take());
-        let libraries = runtime.load_bundled()?;
-        let defaults: Vec<_> = libraries
-            .iter()
-            .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
-            .collect();
-        let mut fresh = Renderer::new(libraries, values.library_tree(&defaults)?);
+        let mut fresh = bundled_renderer(&runtime, &values)?;
         let changes = objects.clone();
         let started = Instant::now();
         let rendered = fresh.render(changes)?;
@@ -184,12 +179,7 @@ fn gateway_routes(
 
     let mut values = values.clone();
     values.set_assignment("templateLibraries.gatewayApi.enabled=true")?;
-    let libraries = runtime.load_bundled()?;
-    let defaults: Vec<_> = libraries
-        .iter()
-        .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
-        .collect();
-    let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
+    let mut renderer = bundled_renderer(runtime, &values)?;
     let trims = ingest_trims_of(runtime, &values)?;
     let changes: Vec<ClusterChange> = cluster
         .objects()
@@ -371,12 +361,17 @@ fn ingest_trims_of(
     runtime: &LibraryRuntime,
     values: &Values,
 ) -> anyhow::Result<BTreeMap<Kind, Arc<[String]>>> {
+    let mut renderer = bundled_renderer(runtime, values)?;
+    renderer.prepare()?;
+    Ok(ingest_trims(renderer.watches().map(|(_, watch)| watch)))
+}
+
+/// A fresh renderer of the bundled libraries, configured with `values`.
+fn bundled_renderer(runtime: &LibraryRuntime, values: &Values) -> anyhow::Result<Renderer> {
     let libraries = runtime.load_bundled()?;
     let defaults: Vec<_> = libraries
         .iter()
         .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
         .collect();
-    let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
-    renderer.prepare()?;
-    Ok(ingest_trims(renderer.watches().map(|(_, watch)| watch)))
+    Ok(Renderer::new(libraries, values.library_tree(&defaults)?))
 }
