@@ -22,7 +22,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use haptic_testbed::kubelet::{bed, http};
+use haptic_testbed::http;
+use haptic_testbed::kubelet::bed;
 use harness::{APP_NAMESPACE, Installation, gate_status};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -62,7 +62,6 @@
 pub mod bed;
 pub mod container;
 pub mod env;
-pub mod http;
 pub mod network;
 pub mod node;
 pub mod probe;

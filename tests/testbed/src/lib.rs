@@ -4,6 +4,8 @@
 //!   from source (see `tests/testbed/go/`), started on free ports, stopped on drop.
 //! - [`kubelet`]: a process kubelet that runs pods as local processes on
 //!   their own loopback IPs and writes pod status the way kubelet does.
+//! - [`cluster`]: namespaces, objects and waits against the API server.
+//! - [`http`]: a minimal HTTP/1.1 GET client to ask a pod or a proxy who answered.
 //! - [`helm`]: the helm binary and the chart for the tests that install it.
 //! - [`node`]: the real node (containerd, runc, CNI, kubelet and kube-proxy
 //!   v1.35.4): pods are containers from locally built images.
@@ -12,9 +14,11 @@
 //! - [`credentials`]: which containers of a pod can read its token.
 //! - [`paths`]: the running test's target directory.
 
+pub mod cluster;
 pub mod control_plane;
 pub mod credentials;
 pub mod helm;
+pub mod http;
 pub mod kubelet;
 pub mod node;
 pub mod oracle;

@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
+use haptic_testbed::http;
 use haptic_testbed::kubelet::bed::{self, Bed};
-use haptic_testbed::kubelet::{ECHO_IMAGE, Program, http};
+use haptic_testbed::kubelet::{ECHO_IMAGE, Program};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;

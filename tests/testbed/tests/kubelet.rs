@@ -8,8 +8,9 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
+use haptic_testbed::http;
 use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
-use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, Program, http};
+use haptic_testbed::kubelet::{ECHO_IMAGE, Kubelet, KubeletConfig, NODE_IP, Program};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

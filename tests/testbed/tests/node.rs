@@ -11,8 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
-use haptic_testbed::kubelet::http;
+use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::http;
 use haptic_testbed::node::{self, ECHO_IMAGE, NodeBed, network};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;

@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
-use haptic_testbed::kubelet::http;
+use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::http;
 use haptic_testbed::node::rollout::{self, Load, LoadSeen};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use futures::StreamExt as _;
-use haptic_testbed::kubelet::bed::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::node::rollout::{self, Load};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use haptic_testbed::paths::target_dir;
@@ -629,14 +629,7 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     create_gated_app(&client).await?;
     let gateway = gateway_address(&client).await?;
     wait_for("web routed through the Gateway", WAIT, || async {
-        match haptic_testbed::kubelet::http::get(
-            gateway,
-            Some(HOST),
-            "/",
-            &[],
-            Duration::from_secs(5),
-        )
-        .await
+        match haptic_testbed::http::get(gateway, Some(HOST), "/", &[], Duration::from_secs(5)).await
         {
             Ok(r) if r.status == 200 && r.body.contains("pod=web-") => Ok(()),
             other => Err(format!("{other:?}")),

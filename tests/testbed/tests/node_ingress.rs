@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::init_tracing;
+use haptic_testbed::cluster::init_tracing;
 use haptic_testbed::node::NodeBed;
 use haptic_testbed::paths::target_dir;
 use serde::Deserialize;

@@ -30,7 +30,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use haptic_testbed::control_plane::ControlPlane;
-use haptic_testbed::kubelet::{bed, http};
+use haptic_testbed::http;
+use haptic_testbed::kubelet::bed;
 use harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status, haptic_bin};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::net::TcpStream;
 
-use super::http;
+use crate::http;
 
 /// How to probe.
 #[derive(Clone, Debug)]

@@ -13,8 +13,8 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::kubelet::bed::wait_for;
-use crate::kubelet::http;
+use crate::cluster::wait_for;
+use crate::http;
 
 /// How long one request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use haptic_testbed::kubelet::{bed, http};
+use haptic_testbed::http;
+use haptic_testbed::kubelet::bed;
 use harness::{APP_NAMESPACE, Installation, gate_status};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;

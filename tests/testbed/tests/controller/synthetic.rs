@@ -209,7 +209,7 @@ impl ControllerProcess {
 
     /// Its `/metrics` text, or why not.
     pub async fn metrics(&self) -> Result<String, String> {
-        haptic_testbed::kubelet::http::get(
+        haptic_testbed::http::get(
             CONTROLLER_LISTEN.parse().map_err(|e| format!("{e}"))?,
             None,
             "/metrics",

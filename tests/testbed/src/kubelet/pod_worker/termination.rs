@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, Preconditions};
 use tokio::time::Instant;
 
-use super::super::http;
 use super::super::status::{self, State, Terminated};
 use super::{Event, Worker};
+use crate::http;
 
 impl Worker {
     pub(super) fn begin_termination(&mut self) {
