@@ -254,6 +254,11 @@ impl NodeBed {
         &self.control_plane
     }
 
+    /// The control plane, to restart its apiserver, say.
+    pub fn control_plane_mut(&mut self) -> &mut ControlPlane {
+        &mut self.control_plane
+    }
+
     /// How long [`Self::start`] took once it held the lock.
     pub fn startup_time(&self) -> Duration {
         self.started_in
@@ -295,6 +300,40 @@ pub fn empty_dir_path(pod_uid: &str, volume: &str) -> PathBuf {
         .join(pod_uid)
         .join("volumes/kubernetes.io~empty-dir")
         .join(volume)
+}
+
+/// The host pid of a container's main process (its PID 1), from the
+/// container id the pod's status reports (`containerd://<id>`): the pid
+/// containerd's shim recorded when it started the container, so a signal
+/// reaches that process and no other. `None` once the container is gone.
+pub fn container_pid(container_id: &str) -> Option<i32> {
+    let id = container_id.strip_prefix("containerd://")?;
+    let path = host::node_path("containerd/state/io.containerd.runtime.v2.task/k8s.io")
+        .join(id)
+        .join("init.pid");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Everything container `container` of pod `namespace/pod` (uid `uid`)
+/// logged, every run of it the kubelet kept in order, as the kubelet wrote
+/// it (CRI lines: time, stream, tag, text).
+pub fn container_log(namespace: &str, pod: &str, uid: &str, container: &str) -> String {
+    let dir = host::node_path("pod-logs")
+        .join(format!("{namespace}_{pod}_{uid}"))
+        .join(container);
+    let mut runs: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let run = path.file_stem()?.to_str()?.parse().ok()?;
+            Some((run, path))
+        })
+        .collect();
+    runs.sort();
+    runs.iter()
+        .filter_map(|(_, path)| std::fs::read_to_string(path).ok())
+        .collect()
 }
 
 /// Polls the Node until its Ready condition is True.
