@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use haptic_testbed::cluster as bed;
 use haptic_testbed::node::network;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
@@ -220,30 +221,59 @@ pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
         .map(|c| c.status.as_str())
 }
 
-/// Waits for the rollout's new web pod: its containers ready, the pod not
-/// (the gate holds it); returns its name.
+/// Waits for the rollout's new web pod (a pod of the Deployment's newest
+/// ReplicaSet) to have its containers ready; returns its name. Whether the
+/// gate holds it is for the caller to assert: a gate set too early must fail
+/// there, with the fault named, not here as a pod never found. (An old pod
+/// is never taken for it: the kubelet reflects a gate in `Ready` only a
+/// moment after it is written, so "containers ready, pod not" matched the
+/// old pod once.)
 pub async fn new_pod_held(installation: &Installation) -> String {
     let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    let sets: Api<ReplicaSet> = Api::namespaced(installation.client(), APP_NAMESPACE);
     bed::wait_for(
         "the new pod's containers to be ready",
         Duration::from_secs(60),
         || async {
-            let list = pods
+            let newest = sets
                 .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .max_by_key(revision)
+                .ok_or("no ReplicaSet yet")?;
+            let hash = newest
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .remove("pod-template-hash")
+                .ok_or("the newest ReplicaSet has no pod-template-hash")?;
+            let list = pods
+                .list(&ListParams::default().labels(&format!("app=web,pod-template-hash={hash}")))
                 .await
                 .map_err(|e| e.to_string())?;
             list.items
                 .into_iter()
-                .find(|pod| {
-                    condition(pod, "ContainersReady") == Some("True")
-                        && condition(pod, "Ready") != Some("True")
-                })
+                .find(|pod| condition(pod, "ContainersReady") == Some("True"))
                 .and_then(|pod| pod.metadata.name)
-                .ok_or_else(|| "none yet".to_owned())
+                .ok_or_else(|| {
+                    format!("no pod of ReplicaSet hash {hash} with its containers ready")
+                })
         },
     )
     .await
     .expect("a new pod")
+}
+
+/// A ReplicaSet's revision in its Deployment's history.
+fn revision(set: &ReplicaSet) -> u64 {
+    set.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 /// How long a fault holds a gate: longer than the fleet's 10 s push

@@ -183,7 +183,8 @@ impl Installation {
         (installation, controller)
     }
 
-    /// Waits until every web pod's gate condition is True.
+    /// Waits until every web pod's gate condition is True and the kubelet
+    /// has made the pod Ready on it (a moment later).
     pub async fn wait_gates_set(&self) {
         let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
         bed::wait_for("every web pod's gate", Duration::from_secs(60), || async {
@@ -191,7 +192,16 @@ impl Installation {
                 .list(&ListParams::default().labels("app=web"))
                 .await
                 .map_err(|e| e.to_string())?;
-            if !list.items.is_empty() && list.items.iter().all(|p| gate_status(p) == Some("True")) {
+            let serving = |pod: &Pod| {
+                gate_status(pod) == Some("True")
+                    && pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                        .is_some_and(|c| c.status == "True")
+            };
+            if !list.items.is_empty() && list.items.iter().all(serving) {
                 Ok(())
             } else {
                 Err("not yet".to_owned())
