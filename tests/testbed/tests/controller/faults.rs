@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use haptic_testbed::cluster as bed;
 use haptic_testbed::node::network;
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
@@ -231,10 +231,18 @@ pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
 pub async fn new_pod_held(installation: &Installation) -> String {
     let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
     let sets: Api<ReplicaSet> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(installation.client(), APP_NAMESPACE);
     bed::wait_for(
         "the new pod's containers to be ready",
         Duration::from_secs(60),
         || async {
+            // Once the Deployment controller has seen the rollout, the
+            // newest ReplicaSet is the rollout's.
+            let deployment = deployments.get("web").await.map_err(|e| e.to_string())?;
+            let observed = deployment.status.and_then(|s| s.observed_generation);
+            if observed < deployment.metadata.generation {
+                return Err("the Deployment controller has not seen the rollout yet".to_owned());
+            }
             let newest = sets
                 .list(&ListParams::default().labels("app=web"))
                 .await
