@@ -28,7 +28,8 @@ pub const CONTROLLER_LISTEN: &str = "127.0.0.1:18451";
 /// Makes a synthetic object creatable here: no server-set metadata,
 /// non-loopback addresses (the apiserver refuses 127/8 in slices),
 /// Services without selectors and slices not claimed by the EndpointSlice
-/// controller (so it leaves them alone), Pods that no node runs.
+/// controller (so it leaves them alone), Pods that no node runs and no
+/// scheduler retries.
 fn creatable(mut object: Value) -> Value {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in ["resourceVersion", "uid", "creationTimestamp"] {
@@ -47,7 +48,12 @@ fn creatable(mut object: Value) -> Value {
                 json!("bench.haptic");
         }
         "Pod" => {
-            object["spec"]["nodeSelector"] = json!({"haptic.test/never": "true"});
+            // Bound to a node that does not exist: the scheduler leaves a
+            // bound pod alone and no kubelet runs it. (Unbound, the real
+            // scheduler retried each of them and wrote its status every
+            // time: 2,000 pods of churn that drove the memory guard's
+            // controller to a 260 MiB peak.)
+            object["spec"]["nodeName"] = json!("haptic-test-never");
             object["spec"]["containers"] = json!([{"name": "app", "image": "haptic.test/echo"}]);
             if let Some(fields) = object.as_object_mut() {
                 fields.remove("status");
