@@ -20,6 +20,7 @@
 
 mod cleanup;
 mod containerd;
+pub mod gate;
 mod host;
 mod images;
 mod kube_proxy;
@@ -295,6 +296,31 @@ pub fn empty_dir_path(pod_uid: &str, volume: &str) -> PathBuf {
         .join(pod_uid)
         .join("volumes/kubernetes.io~empty-dir")
         .join(volume)
+}
+
+/// The log files the kubelet keeps for container `container` of every pod
+/// in `namespace` that still has a log directory on the host, one a restart
+/// (`pod-logs/<namespace>_<pod>_<uid>/<container>/<restart>.log`, each line
+/// `<time> <stream> <P|F> <text>`). The kubelet removes a deleted pod's
+/// directory at its next garbage collection, so a test that needs the logs
+/// of pods that went away reads them while they run.
+pub fn container_log_files(namespace: &str, container: &str) -> Vec<PathBuf> {
+    let prefix = format!("{namespace}_");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(host::node_path("pod-logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|pod| pod.file_name().to_string_lossy().starts_with(&prefix))
+        .flat_map(|pod| {
+            std::fs::read_dir(pod.path().join(container))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .map(|log| log.path())
+        .collect();
+    files.sort();
+    files
 }
 
 /// Polls the Node until its Ready condition is True.
