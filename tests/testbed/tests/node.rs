@@ -132,8 +132,7 @@ async fn a_pod_on_real_containers_answers_by_pod_ip_cluster_ip_and_load_balancer
         );
     }
 
-    bed.stop().await;
-    let left = node::leftovers();
+    let left = bed.stop_and_find_leftovers().await;
     ensure!(
         left.is_empty(),
         "the stopped node left on the host: {left:#?}"

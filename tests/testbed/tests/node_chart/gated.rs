@@ -64,6 +64,7 @@ async fn e2e_the_chart_installs_routes_gated_rollouts_and_upgrades_the_gate_off(
         }
         return Err(error);
     }
+    drop(logs);
     println!("total: {:.1?}", started.elapsed());
     for (what, took) in &timings {
         println!("  {took:>8.1?}  {what}");

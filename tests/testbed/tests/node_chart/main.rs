@@ -56,7 +56,7 @@ const WAIT: Duration = Duration::from_secs(180);
 /// plus the next pod's start.
 const HELD_MS: u64 = 15_000;
 /// The least each load client sends per second however loaded the machine
-/// (about 30 seen with a rollout under way on 2 cores); below it the load
+/// (about 45 seen with a rollout under way on 2 cores); below it the load
 /// stalled or died, and "no request failed" says little.
 const MIN_OK_PER_CLIENT_PER_SECOND: f64 = 5.0;
 
@@ -207,8 +207,7 @@ async fn start_bed() -> anyhow::Result<NodeBed> {
 
 /// Stops the node; it must leave nothing on the host.
 async fn stop_bed(bed: NodeBed) -> anyhow::Result<()> {
-    bed.stop().await;
-    let left = haptic_testbed::node::leftovers();
+    let left = bed.stop_and_find_leftovers().await;
     ensure!(
         left.is_empty(),
         "the stopped node left on the host: {left:#?}"
