@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::http;
-use haptic_testbed::node::{self, ECHO_IMAGE, NodeBed, network};
+use haptic_testbed::node::{ECHO_IMAGE, NodeBed, network};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
 use serde_json::json;
