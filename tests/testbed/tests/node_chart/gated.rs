@@ -10,8 +10,13 @@
 //! pass a server-side dry run, the controller is never refused by the
 //! apiserver, and `helm uninstall` leaves nothing.
 //!
-//! Without the gate a rollout drops requests: the old pod goes as soon as
-//! the new one passes its probe, before HAProxy routes to it.
+//! The load alone does not prove the gate: run ungated, even without the
+//! app's shutdown delay, these rollouts dropped no request here (HAProxy
+//! redispatches a refused connection, and the controller had added the new
+//! pod by then). What does is the order check, and the gate that is True on
+//! every new pod before its predecessor goes (ungated, the test fails:
+//! "timed out after 180s waiting for the first web pod's gate; last seen:
+//! [None]").
 
 use std::time::{Duration, Instant};
 

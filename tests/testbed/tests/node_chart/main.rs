@@ -10,7 +10,9 @@
 //!   echo Deployment is routed through the HAProxy Service's LoadBalancer
 //!   address; then the HAProxy Deployment itself is rolled under load: the
 //!   chart's preStop (`haptic soft-stop`) drains a connection held across
-//!   the rollout, and no request fails.
+//!   the rollout, and no request fails (with
+//!   `haproxy.gracefulShutdown.enabled=false` it fails: 11 of 430 requests
+//!   refused or unrouted, the held one cut).
 //! - [`gated`]: two controller replicas under the chart's ServiceAccount and
 //!   RBAC, a gated single-replica echo Deployment rolled under load through
 //!   both HAProxy pods with no failed request and the gate never ahead of a
@@ -174,19 +176,21 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         .context("no HAProxy Deployment")?;
     let rollout =
         rollout::restart_and_wait(&client, NAMESPACE, &haproxy_deployment, HAPROXY, WAIT).await?;
-    let held = held.await?.context("the held request")?;
+    let held = held.await.context("the held request's task")?;
     // A little more load on the new pods, then stop.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = load.stop().await;
     let minimum = seen.minimum_ok(MIN_OK_PER_CLIENT_PER_SECOND);
+    let held_status = held.as_ref().map(|r| r.status);
     eprintln!(
-        "HAProxy rollout on the real node: {rollout:?}; {} requests ok (minimum {minimum}), {} failed in {:?}; held request {} after {HELD_MS} ms",
-        seen.ok, seen.failed, seen.elapsed, held.status
+        "HAProxy rollout on the real node: {rollout:?}; {} requests ok (minimum {minimum}), {} failed in {:?}; held request {held_status:?} after {HELD_MS} ms",
+        seen.ok, seen.failed, seen.elapsed
     );
     seen.check("the HAProxy rollout", minimum)?;
+    let held = held.context("the request held across the rollout")?;
     ensure!(
         held.status == 200 && held.body.contains("pod=web-"),
-        "the held request: {held:?}"
+        "the request held across the rollout: {held:?}"
     );
 
     stop_bed(bed).await
