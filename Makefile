@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up bench bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up testbed-node-up bench bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -187,9 +187,10 @@ image: setup image-setup
 image-test: image
 	$(SUDO) python3 image/test.py $(IMAGE_ARCHIVE)
 
-# The process-kubelet scenarios run the local `haptic` binary; the real-node
-# ones (tests/node*.rs, the RBAC pod) run containers from testbed-images and
-# the image `make image` built (make test builds it first, in image-test).
+# Every scenario runs its pods on the real node, containers from
+# testbed-images and the image `make image` built (make test builds it first,
+# in image-test); controllers the scenarios run on the host use the local
+# `haptic` binary.
 # The ignored real-node tests of node_gateway, by name filter.
 NODE_GATEWAY_TEST = $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored
 e2e-test: testbed-binaries testbed-images gateway-conformance-images
@@ -242,6 +243,10 @@ test: setup lint unit-test new-library-test python-test new-python-library-test 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up
 
+# The same with the real node (root; haptic's image too when `make image` built it).
+testbed-node-up: testbed-binaries testbed-node-setup testbed-images
+	$(CARGO) run -p haptic-testbed --bin control-plane-up -- --node
+
 bench:
 	$(CARGO) bench -p haptic --features synthetic --bench render
 
@@ -257,11 +262,11 @@ bench-gateway:
 	$(CARGO) bench -p haptic --features synthetic --bench gateway
 
 # Gate latency and endpoint flips on the test bed (two HAProxy pods).
-bench-controller: testbed-binaries
+bench-controller: testbed-binaries testbed-images image
 	$(CARGO) build --release -p haptic --bin haptic
 	HAPTIC_BIN=$(TARGET_DIR)/release/haptic $(CARGO) bench -p haptic-testbed --bench controller
 
 # TestScale: seed, one Ingress change -> deployed, controller memory.
-bench-scale: testbed-binaries
+bench-scale: testbed-binaries testbed-images image
 	$(CARGO) build --release -p haptic --bin haptic
 	HAPTIC_BIN=$(TARGET_DIR)/release/haptic $(CARGO) bench -p haptic-testbed --bench scale

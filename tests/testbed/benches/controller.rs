@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use haptic_testbed::cluster as bed;
 use haptic_testbed::http;
-use haptic_testbed::kubelet::bed;
 use harness::{APP_NAMESPACE, Installation, gate_status};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -237,7 +237,7 @@ async fn flip_latency(installation: &Installation) {
 }
 
 fn main() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 2).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
@@ -252,6 +252,5 @@ fn main() {
             println!("  {line}");
         }
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }

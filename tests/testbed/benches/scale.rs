@@ -24,7 +24,6 @@ mod synthetic;
 use std::time::{Duration, Instant};
 
 use haptic::synthetic::{Cluster, ClusterSpec};
-use haptic_testbed::kubelet::bed;
 use harness::Installation;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
@@ -42,7 +41,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 2).await;
         let client = installation.client();
         let cluster = Cluster::generate(ClusterSpec::benchmark());
@@ -57,7 +56,11 @@ fn main() {
         assert_eq!(created, expected, "every synthetic object is created");
 
         let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = installation.bed.control_plane.kubeconfig_path().to_path_buf();
+        let kubeconfig = installation
+            .bed
+            .control_plane()
+            .kubeconfig_path()
+            .to_path_buf();
         let started = Instant::now();
         let controller = ControllerProcess::start(dir.path(), &kubeconfig);
         let mut id = converged_on_new(&installation, None, Duration::from_secs(120))
@@ -65,19 +68,29 @@ fn main() {
             .expect("the fleet runs a first configuration");
         let seed = started.elapsed();
         let lines = std::fs::read_to_string(
-            haptic::agent::disk::ConfigDir::new(installation.proxies[0].dir.clone(), installation.proxies[0].dir.join("worker.sock"))
-                .bundle_dir(&id)
-                .join("haproxy.cfg"),
+            haptic::agent::disk::ConfigDir::new(
+                installation.proxies[0].dir.clone(),
+                installation.proxies[0].dir.join("worker.sock"),
+            )
+            .bundle_dir(&id)
+            .join("haproxy.cfg"),
         )
         .map(|c| c.lines().count())
         .unwrap_or(0);
-        println!("seed: controller start -> first configuration on both HAProxy pods: {seed:?} ({lines} config lines)");
+        println!(
+            "seed: controller start -> first configuration on both HAProxy pods: {seed:?} ({lines} config lines)"
+        );
 
         // Let the first status writes (the gated pods' conditions) settle.
-        let namespaces: Vec<String> = (0..ClusterSpec::benchmark().namespaces).map(|ns| format!("ns-{ns}")).collect();
+        let namespaces: Vec<String> = (0..ClusterSpec::benchmark().namespaces)
+            .map(|ns| format!("ns-{ns}"))
+            .collect();
         let expected = synthetic::ready_endpoints(&cluster);
-        let (gates, took) = synthetic::await_gates(&client, &namespaces, expected, Duration::from_secs(300)).await;
-        println!("gate conditions True on the API server: {gates} of {expected}, {took:?} after the seed");
+        let (gates, took) =
+            synthetic::await_gates(&client, &namespaces, expected, Duration::from_secs(300)).await;
+        println!(
+            "gate conditions True on the API server: {gates} of {expected}, {took:?} after the seed"
+        );
         let (peak, now) = controller.memory_mib();
         println!("controller memory after the first status writes: peak {peak} MiB, now {now} MiB");
         let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "ns-0");
@@ -88,15 +101,22 @@ fn main() {
         let mut samples = Vec::new();
         let mut timeouts = 0;
         for change in 0..changes {
-            let name = format!("app-{}", change % ClusterSpec::benchmark().ingresses_per_namespace);
+            let name = format!(
+                "app-{}",
+                change % ClusterSpec::benchmark().ingresses_per_namespace
+            );
             let host = format!("changed-{change}.example.com");
             let started = change_host(&ingresses, &name, &host).await;
             // A new id may be a render from before the change (a status
             // write, an endpoint): wait for the one whose bundle holds it.
             let deadline = started + Duration::from_secs(30);
             let mut deployed = false;
-            while let Some(next) =
-                converged_on_new(&installation, Some(&id), deadline.saturating_duration_since(Instant::now())).await
+            while let Some(next) = converged_on_new(
+                &installation,
+                Some(&id),
+                deadline.saturating_duration_since(Instant::now()),
+            )
+            .await
             {
                 id = next;
                 if bundle_mentions(&installation, &id, &host) {
@@ -120,19 +140,37 @@ fn main() {
             samples.last().copied().unwrap_or_default()
         );
         let (peak, now) = controller.memory_mib();
-        println!("controller memory (gate on, 10,000 pods watched): peak {peak} MiB, now {now} MiB");
-        println!("  resident by mapping: {}", synthetic::resident_breakdown(controller.pid()));
+        println!(
+            "controller memory (gate on, 10,000 pods watched): peak {peak} MiB, now {now} MiB"
+        );
+        println!(
+            "  resident by mapping: {}",
+            synthetic::resident_breakdown(controller.pid())
+        );
         // This bed's agents, by the pids its kubelet reports.
         for proxy in &installation.proxies {
-            let pid = installation.container_pid(harness::PROXY_NAMESPACE, &proxy.name, "agent").await;
-            println!("{} agent pid {pid}: peak {} MiB", proxy.name, memory_kib(pid as u32, "VmHWM:") / 1024);
+            let pid = installation
+                .container_pid(harness::PROXY_NAMESPACE, &proxy.name, "agent")
+                .await;
+            println!(
+                "{} agent pid {pid}: peak {} MiB",
+                proxy.name,
+                memory_kib(pid as u32, "VmHWM:") / 1024
+            );
         }
         match controller.metrics().await {
             Ok(metrics) => {
-                for line in synthetic::metric_lines(&metrics, &[
-                    "haptic_deploys_total", "haptic_validations_skipped_total", "haptic_renders_total",
-                    "haptic_gate_conditions_set_total", "haptic_memory_", "haptic_seed_phase_seconds",
-                ]) {
+                for line in synthetic::metric_lines(
+                    &metrics,
+                    &[
+                        "haptic_deploys_total",
+                        "haptic_validations_skipped_total",
+                        "haptic_renders_total",
+                        "haptic_gate_conditions_set_total",
+                        "haptic_memory_",
+                        "haptic_seed_phase_seconds",
+                    ],
+                ) {
                     println!("  {line}");
                 }
             }
@@ -140,24 +178,22 @@ fn main() {
         }
         // Why the agents reloaded, from their logs (the kubelet keeps them).
         let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
-        let logs = installation.bed.kubelet.state_dir().join("pods");
-        for pod in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
-            let dir = pod.path().join("logs").join("agent");
-            for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                for line in std::fs::read_to_string(file.path()).unwrap_or_default().lines() {
-                    if let Some((_, reason)) = line.split_once("reloading reason=") {
-                        let reason: String = reason.chars().take(60).collect();
-                        *reasons.entry(reason).or_default() += 1;
-                    } else if line.contains("applied at runtime") {
-                        *reasons.entry("(runtime)".into()).or_default() += 1;
-                    }
+        for proxy in &installation.proxies {
+            let log = installation
+                .container_log(harness::PROXY_NAMESPACE, &proxy.name, "agent")
+                .await;
+            for line in log.lines() {
+                if let Some((_, reason)) = line.split_once("reloading reason=") {
+                    let reason: String = reason.chars().take(60).collect();
+                    *reasons.entry(reason).or_default() += 1;
+                } else if line.contains("applied at runtime") {
+                    *reasons.entry("(runtime)".into()).or_default() += 1;
                 }
             }
         }
         println!("agent applies by reason: {reasons:#?}");
         drop(controller);
-    })
-    .expect("pod network");
+    });
 }
 
 /// Whether any file of bundle `id` on the first HAProxy pod names `host`.

@@ -255,6 +255,11 @@ impl NodeBed {
         &self.control_plane
     }
 
+    /// The control plane, to restart its apiserver, say.
+    pub fn control_plane_mut(&mut self) -> &mut ControlPlane {
+        &mut self.control_plane
+    }
+
     /// How long [`Self::start`] took once it held the lock.
     pub fn startup_time(&self) -> Duration {
         self.started_in
@@ -311,29 +316,38 @@ pub fn empty_dir_path(pod_uid: &str, volume: &str) -> PathBuf {
         .join(volume)
 }
 
-/// The log files the kubelet keeps for container `container` of every pod
-/// in `namespace` that still has a log directory on the host, one a restart
-/// (`pod-logs/<namespace>_<pod>_<uid>/<container>/<restart>.log`, each line
-/// `<time> <stream> <P|F> <text>`). The kubelet removes a deleted pod's
-/// directory at its next garbage collection, so a test that needs the logs
-/// of pods that went away reads them while they run.
-pub fn container_log_files(namespace: &str, container: &str) -> Vec<PathBuf> {
-    let prefix = format!("{namespace}_");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(host::node_path("pod-logs"))
+/// The host pid of a container's main process (its PID 1), from the
+/// container id the pod's status reports (`containerd://<id>`): the pid
+/// containerd's shim recorded when it started the container, so a signal
+/// reaches that process and no other. `None` once the container is gone.
+pub fn container_pid(container_id: &str) -> Option<i32> {
+    let id = container_id.strip_prefix("containerd://")?;
+    let path = host::node_path("containerd/state/io.containerd.runtime.v2.task/k8s.io")
+        .join(id)
+        .join("init.pid");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Everything container `container` of pod `namespace/pod` (uid `uid`)
+/// logged, every run of it the kubelet kept in order, as the kubelet wrote
+/// it (CRI lines: time, stream, tag, text).
+pub fn container_log(namespace: &str, pod: &str, uid: &str, container: &str) -> String {
+    let dir = host::node_path("pod-logs")
+        .join(format!("{namespace}_{pod}_{uid}"))
+        .join(container);
+    let mut runs: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
-        .flatten()
-        .filter(|pod| pod.file_name().to_string_lossy().starts_with(&prefix))
-        .flat_map(|pod| {
-            std::fs::read_dir(pod.path().join(container))
-                .into_iter()
-                .flatten()
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let run = path.file_stem()?.to_str()?.parse().ok()?;
+            Some((run, path))
         })
-        .flatten()
-        .map(|log| log.path())
         .collect();
-    files.sort();
-    files
+    runs.sort();
+    runs.iter()
+        .filter_map(|(_, path)| std::fs::read_to_string(path).ok())
+        .collect()
 }
 
 /// Polls the Node until its Ready condition is True.

@@ -13,3 +13,18 @@ pub fn target_dir() -> PathBuf {
     dir.pop();
     dir
 }
+
+/// The `haptic` binary for what a test runs on the host (a controller
+/// process, `haptic status`): `$HAPTIC_BIN`, else the running test's profile
+/// directory (`make e2e-test` builds it first).
+pub fn haptic_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("HAPTIC_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.join("haptic")
+}

@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
+use haptic_testbed::cluster::wait_for;
 use haptic_testbed::http;
-use haptic_testbed::kubelet::bed::wait_for;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

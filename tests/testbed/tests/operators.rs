@@ -29,10 +29,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use haptic_testbed::cluster as bed;
 use haptic_testbed::control_plane::ControlPlane;
 use haptic_testbed::http;
-use haptic_testbed::kubelet::bed;
-use harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status, haptic_bin};
+use haptic_testbed::paths::haptic_bin;
+use harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -102,7 +103,7 @@ fn exported(name: &str, samples: &BTreeSet<String>) -> bool {
 
 #[test]
 fn e2e_every_metric_the_dashboard_and_alerts_read_is_exported() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 1).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
@@ -150,8 +151,7 @@ fn e2e_every_metric_the_dashboard_and_alerts_read_is_exported() {
             scraped.len()
         );
         controller.stop().await;
-    })
-    .expect("the pod network");
+    });
 }
 
 /// `haptic status` against the controller process: exit code and stdout.
@@ -201,12 +201,14 @@ async fn web_pods(client: &kube::Client) -> Vec<(String, Option<String>, bool)> 
 
 #[test]
 fn e2e_haptic_status_names_the_haproxy_pod_and_worker_a_stalled_rollout_waits_for() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 2).await;
         let client = installation.client();
         let dir = tempfile::tempdir().expect("tempdir");
-        let _controller =
-            ControllerProcess::start(dir.path(), installation.bed.control_plane.kubeconfig_path());
+        let _controller = ControllerProcess::start(
+            dir.path(),
+            installation.bed.control_plane().kubeconfig_path(),
+        );
         converged_on_new(&installation, None, Duration::from_secs(60))
             .await
             .expect("the fleet runs a first configuration");
@@ -354,8 +356,7 @@ fn e2e_haptic_status_names_the_haproxy_pod_and_worker_a_stalled_rollout_waits_fo
             "haptic status said no gate waits {:.0} ms after the API server had it True",
             written.elapsed().as_secs_f64() * 1000.0
         );
-    })
-    .expect("the pod network");
+    });
 }
 
 #[test]

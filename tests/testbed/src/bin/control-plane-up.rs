@@ -2,6 +2,8 @@
 //! until Ctrl-C (or SIGTERM) and tears it down.
 //!
 //! `cargo run -p haptic-testbed --bin control-plane-up` (or `make testbed-up`).
+//! `control-plane-up --node` adds the real node (containerd + runc, kubelet, kube-proxy, the
+//! bridge 10.89.0.0/24 the host reaches pods on; root, `make testbed-node-setup testbed-images`).
 //! `control-plane-up --bench N` starts and stops it N times and prints start-up time and memory.
 //! `HAPTIC_TESTBED_APISERVER_ADDRESS=IP` serves the API on IP (only inside a network namespace
 //! that has it; see `ControlPlaneOptions::apiserver_address`).
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use haptic_testbed::control_plane::{ControlPlane, ControlPlaneOptions, KUBERNETES_VERSION};
+use haptic_testbed::node::{NODE_NAME, NodeBed};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Readiness probes fail by design until a component serves; kube-client logs each as an error.
@@ -34,13 +37,14 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [] => {}
+        [flag] if flag == "--node" => return node().await,
         [flag, n] if flag == "--bench" => {
             let runs = n
                 .parse()
                 .with_context(|| format!("--bench {n}: not a count"))?;
             return bench(options, runs).await;
         }
-        _ => anyhow::bail!("usage: control-plane-up [--bench RUNS]"),
+        _ => anyhow::bail!("usage: control-plane-up [--node | --bench RUNS]"),
     }
     let mut plane = ControlPlane::start_with(options)
         .await
@@ -79,6 +83,46 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("stopping");
     plane.stop().await;
     Ok(())
+}
+
+/// The control plane with the real node, until Ctrl-C or SIGTERM.
+async fn node() -> anyhow::Result<()> {
+    let mut bed = NodeBed::start()
+        .await
+        .context("starting the test bed's real node")?;
+    let plane = bed.control_plane();
+    eprintln!(
+        "Kubernetes {KUBERNETES_VERSION} control plane and node {NODE_NAME} up in {:.2} s at {}",
+        bed.startup_time().as_secs_f64(),
+        plane.server_url()
+    );
+    eprintln!("pods get addresses on 10.89.0.0/24, reachable from this machine only");
+    eprintln!("In another shell:");
+    println!("export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!(
+        "alias kubectl={}",
+        plane.bin_dir().join("kubectl").display()
+    );
+    eprintln!("Ctrl-C stops it and sweeps what it left on the host.");
+    let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut health = tokio::time::interval(Duration::from_secs(2));
+    let died = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break None,
+            _ = term.recv() => break None,
+            _ = health.tick() => {
+                if let Err(error) = bed.check_running() {
+                    break Some(error);
+                }
+            }
+        }
+    };
+    eprintln!("stopping");
+    bed.stop().await;
+    match died {
+        Some(error) => Err(error).context("a node process died"),
+        None => Ok(()),
+    }
 }
 
 /// Cold-cache effects aside, what a test pays per control plane: start-up time and the

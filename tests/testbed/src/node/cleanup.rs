@@ -11,7 +11,7 @@
 //! - mounts under [`NODE_DIR`] and the CRI's network namespaces
 //!   (`/run/netns/cni-*`);
 //! - the bridge, iptables chains `KUBE-*` (kubelet's and kube-proxy's) and
-//!   `HAPTIC-TESTBED` and `HAPTIC-TESTBED-LB` with the jumps to them, in filter, nat and mangle, for
+//!   `HAPTIC-TESTBED`, `HAPTIC-TESTBED-LB` and `HAPTIC-TESTBED-CUT` with the jumps to them, in filter, nat and mangle, for
 //!   IPv4 and IPv6;
 //! - files outside [`NODE_DIR`]: `/var/log/containers` links into it,
 //!   libcni's cache for the bed's network, then [`NODE_DIR`] itself.
@@ -26,7 +26,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::host::{self, NODE_DIR, node_path};
-use super::network::{self, BRIDGE, CNI_NETWORK, GUARD_CHAIN, LOAD_BALANCER_GUARD_CHAIN};
+use super::network::{
+    self, BRIDGE, CNI_NETWORK, GUARD_CHAIN, LOAD_BALANCER_GUARD_CHAIN, PARTITION_CHAIN,
+};
 
 const NETNS_DIR: &str = "/run/netns";
 const CONTAINER_LOGS: &str = "/var/log/containers";
@@ -251,7 +253,8 @@ fn remove_kubepods_cgroups() {
 }
 
 fn is_bed_chain(name: &str) -> bool {
-    name.starts_with("KUBE-") || name == GUARD_CHAIN || name == LOAD_BALANCER_GUARD_CHAIN
+    name.starts_with("KUBE-")
+        || [GUARD_CHAIN, LOAD_BALANCER_GUARD_CHAIN, PARTITION_CHAIN].contains(&name)
 }
 
 fn bed_chains(iptables: &str, table: &str) -> Vec<String> {

@@ -45,6 +45,10 @@ pub(crate) const GUARD_CHAIN: &str = "HAPTIC-TESTBED";
 /// untranslated (see [`create`]).
 pub(crate) const LOAD_BALANCER_GUARD_CHAIN: &str = "HAPTIC-TESTBED-LB";
 
+/// The filter chain, jumped to first from `INPUT` and `OUTPUT`, that holds a
+/// scenario's [`Partition`]s.
+pub(crate) const PARTITION_CHAIN: &str = "HAPTIC-TESTBED-CUT";
+
 /// The CNI network's name (libcni names its cache files after it).
 pub(crate) const CNI_NETWORK: &str = "haptic-testbed";
 
@@ -120,6 +124,13 @@ pub(crate) fn create() -> Result<(), Error> {
         )?;
     }
 
+    // Empty until a scenario cuts a path ([`Partition`]); a bed chain, so the
+    // sweep removes whatever a failed scenario left in it.
+    host::run("iptables", &["-w", "-N", PARTITION_CHAIN])?;
+    for hook in ["INPUT", "OUTPUT"] {
+        host::run("iptables", &["-w", "-I", hook, "1", "-j", PARTITION_CHAIN])?;
+    }
+
     let before = std::fs::read_to_string(IP_FORWARD).map_err(|source| Error::Io {
         what: format!("read {IP_FORWARD}"),
         source,
@@ -172,4 +183,68 @@ pub(crate) fn cni_config() -> String {
         }],
     })
     .to_string()
+}
+
+/// The path between the test process and one TCP endpoint (a pod's port
+/// on the bridge, or a port of the host's own [`GATEWAY`]) cut until
+/// [`Partition::heal`] or drop: every packet to it (`OUTPUT`, the
+/// test process's requests) and from it (`INPUT`, the answers) dropped. A
+/// drop, not a reset: the peer sees a silent path, as in a real partition,
+/// and connections already open hang until their timeouts. Only the test
+/// process's own traffic to that endpoint is cut; pods reach each other
+/// over the bridge (`FORWARD`) as before.
+#[derive(Debug)]
+pub struct Partition {
+    rules: [Vec<String>; 2],
+    healed: bool,
+}
+
+impl Partition {
+    /// Cuts the path to `endpoint`.
+    pub fn cut(endpoint: std::net::SocketAddr) -> Result<Self, Error> {
+        let (ip, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
+        let rule = |direction: &str, port_match: &str| -> Vec<String> {
+            ["-p", "tcp", direction, &ip, port_match, &port, "-j", "DROP"]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        let partition = Self {
+            rules: [rule("-d", "--dport"), rule("-s", "--sport")],
+            healed: false,
+        };
+        for rule in &partition.rules {
+            let mut args = vec!["-w", "-A", PARTITION_CHAIN];
+            args.extend(rule.iter().map(String::as_str));
+            host::run("iptables", &args)?;
+        }
+        Ok(partition)
+    }
+
+    /// Removes the rules: the path carries packets again.
+    pub fn heal(mut self) -> Result<(), Error> {
+        self.remove()
+    }
+
+    fn remove(&mut self) -> Result<(), Error> {
+        if self.healed {
+            return Ok(());
+        }
+        self.healed = true;
+        for rule in &self.rules {
+            let mut args = vec!["-w", "-D", PARTITION_CHAIN];
+            args.extend(rule.iter().map(String::as_str));
+            host::run("iptables", &args)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        // A scenario that fails while its path is cut; the bed's sweep
+        // removes the chain in any case.
+        if let Err(error) = self.remove() {
+            tracing::warn!(%error, "healing a partition");
+        }
+    }
 }

@@ -1,10 +1,9 @@
 //! The faults the scenarios inject, and what they wait for around them.
 //!
-//! - [`Partition`]: packets to and from one TCP endpoint dropped by an
-//!   iptables rule in the bed's network namespace (the bed's own: rules
-//!   here never touch the machine's or another bed's traffic). A drop, not a
-//!   reset: the peer sees a silent path, as in a real partition, and its
-//!   connections hang until their timeouts.
+//! - [`Partition`]: packets between the test process and one TCP endpoint
+//!   dropped by iptables rules in the bed's own chain (the sweep removes it
+//!   with the bed). A drop, not a reset: the peer sees a silent path, as in
+//!   a real partition, and its connections hang until their timeouts.
 //! - [`ApiRelay`]: a TCP relay in front of the API server, so one client's
 //!   path to it can be partitioned while every other client's stays up.
 //! - [`Tmpfs`]: a small filesystem to fill.
@@ -13,88 +12,32 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use haptic_testbed::kubelet::bed;
+use haptic_testbed::cluster as bed;
+use haptic_testbed::node::network;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 
 use super::harness::{APP_NAMESPACE, Installation, PROXY_NAMESPACE, gate_status};
 
-/// Packets to and from `ip:port` (TCP) dropped until [`Partition::heal`]
-/// or drop.
-pub struct Partition {
-    rules: Vec<Vec<String>>,
-    healed: bool,
-}
+/// The path between the test process and one TCP endpoint, cut until healed
+/// or dropped (the bed's [`network::Partition`]).
+pub struct Partition(Option<network::Partition>);
 
 impl Partition {
-    /// Drops every TCP packet to `endpoint` and every one from it. On the
-    /// bed's loopback both directions pass INPUT, so established
-    /// connections stall as well as new ones.
     pub fn cut(endpoint: SocketAddr) -> Self {
-        let (ip, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
-        let rules = vec![
-            ["-p", "tcp", "-d", &ip, "--dport", &port, "-j", "DROP"],
-            ["-p", "tcp", "-s", &ip, "--sport", &port, "-j", "DROP"],
-        ]
-        .into_iter()
-        .map(|rule| rule.into_iter().map(str::to_owned).collect())
-        .collect::<Vec<Vec<String>>>();
-        for rule in &rules {
-            iptables("-I", rule);
-        }
-        Self {
-            rules,
-            healed: false,
-        }
+        Self(Some(network::Partition::cut(endpoint).unwrap_or_else(
+            |error| panic!("cutting the path to {endpoint}: {error}"),
+        )))
     }
 
-    /// Removes the rules: the path carries packets again.
+    /// The path carries packets again.
     pub fn heal(mut self) {
-        self.remove();
-    }
-
-    fn remove(&mut self) {
-        if !self.healed {
-            self.healed = true;
-            for rule in &self.rules {
-                iptables("-D", rule);
-            }
+        if let Some(partition) = self.0.take() {
+            partition.heal().expect("healing the partition");
         }
     }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            self.remove();
-        } else if !self.healed {
-            // Best effort while a test fails: the namespace goes with the bed.
-            self.healed = true;
-            for rule in &self.rules {
-                let _ = std::process::Command::new("iptables")
-                    .args(["-w", "-D", "INPUT"])
-                    .args(rule)
-                    .status();
-            }
-        }
-    }
-}
-
-/// `iptables -w <action> INPUT <rule>` in the calling thread's network
-/// namespace (every runtime thread of a bed is in the bed's).
-fn iptables(action: &str, rule: &[String]) {
-    let output = std::process::Command::new("iptables")
-        .args(["-w", action, "INPUT"])
-        .args(rule)
-        .output()
-        .unwrap_or_else(|error| panic!("running iptables (is it installed?): {error}"));
-    assert!(
-        output.status.success(),
-        "iptables {action} INPUT {}: {}",
-        rule.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A TCP relay to the API server on a port of its own, on the API server's
@@ -127,7 +70,7 @@ impl ApiRelay {
     /// An admin client whose every request goes through the relay.
     pub async fn client(&self, installation: &Installation) -> kube::Client {
         let kubeconfig =
-            kube::config::Kubeconfig::read_from(installation.bed.control_plane.kubeconfig_path())
+            kube::config::Kubeconfig::read_from(installation.bed.control_plane().kubeconfig_path())
                 .expect("the bed's kubeconfig");
         let mut config = kube::Config::from_custom_kubeconfig(
             kubeconfig,
@@ -153,7 +96,7 @@ impl Drop for ApiRelay {
 
 /// The API server's `ip:port`, from the bed's server URL.
 fn api_server_addr(installation: &Installation) -> SocketAddr {
-    let url = installation.bed.control_plane.server_url();
+    let url = installation.bed.control_plane().server_url();
     url.strip_prefix("https://")
         .and_then(|rest| rest.trim_end_matches('/').parse().ok())
         .unwrap_or_else(|| panic!("the API server URL {url} is https://<ip>:<port>"))
@@ -168,10 +111,12 @@ pub fn agent_endpoint(ip: Ipv4Addr) -> SocketAddr {
 pub struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    pub fn mount(dir: &Path, size: &str) -> Self {
+    /// Mounts it, owned by `uid` (the container's user must write there).
+    pub fn mount(dir: &Path, size: &str, uid: u32) -> Self {
         std::fs::create_dir_all(dir).expect("mount point");
+        let options = format!("size={size},uid={uid},gid={uid},mode=0755");
         let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .args(["-t", "tmpfs", "-o", &options, "tmpfs"])
             .arg(dir)
             .status()
             .expect("mount");
@@ -276,30 +221,67 @@ pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
         .map(|c| c.status.as_str())
 }
 
-/// Waits for the rollout's new web pod: its containers ready, the pod not
-/// (the gate holds it); returns its name.
+/// Waits for the rollout's new web pod (a pod of the Deployment's newest
+/// ReplicaSet) to have its containers ready; returns its name. Whether the
+/// gate holds it is for the caller to assert: a gate set too early must fail
+/// there, with the fault named, not here as a pod never found. (An old pod
+/// is never taken for it: the kubelet reflects a gate in `Ready` only a
+/// moment after it is written, so "containers ready, pod not" matched the
+/// old pod once.)
 pub async fn new_pod_held(installation: &Installation) -> String {
     let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    let sets: Api<ReplicaSet> = Api::namespaced(installation.client(), APP_NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(installation.client(), APP_NAMESPACE);
     bed::wait_for(
         "the new pod's containers to be ready",
         Duration::from_secs(60),
         || async {
-            let list = pods
+            // Once the Deployment controller has seen the rollout, the
+            // newest ReplicaSet is the rollout's.
+            let deployment = deployments.get("web").await.map_err(|e| e.to_string())?;
+            let observed = deployment.status.and_then(|s| s.observed_generation);
+            if observed < deployment.metadata.generation {
+                return Err("the Deployment controller has not seen the rollout yet".to_owned());
+            }
+            let newest = sets
                 .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .max_by_key(revision)
+                .ok_or("no ReplicaSet yet")?;
+            let hash = newest
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .remove("pod-template-hash")
+                .ok_or("the newest ReplicaSet has no pod-template-hash")?;
+            let list = pods
+                .list(&ListParams::default().labels(&format!("app=web,pod-template-hash={hash}")))
                 .await
                 .map_err(|e| e.to_string())?;
             list.items
                 .into_iter()
-                .find(|pod| {
-                    condition(pod, "ContainersReady") == Some("True")
-                        && condition(pod, "Ready") != Some("True")
-                })
+                .find(|pod| condition(pod, "ContainersReady") == Some("True"))
                 .and_then(|pod| pod.metadata.name)
-                .ok_or_else(|| "none yet".to_owned())
+                .ok_or_else(|| {
+                    format!("no pod of ReplicaSet hash {hash} with its containers ready")
+                })
         },
     )
     .await
     .expect("a new pod")
+}
+
+/// A ReplicaSet's revision in its Deployment's history.
+fn revision(set: &ReplicaSet) -> u64 {
+    set.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 /// How long a fault holds a gate: longer than the fleet's 10 s push
@@ -333,18 +315,7 @@ pub async fn assert_gate_held(
 
 /// Everything the agent container of HAProxy pod `name` logged so far.
 pub async fn agent_log(installation: &Installation, name: &str) -> String {
-    let pod = Api::<Pod>::namespaced(installation.client(), PROXY_NAMESPACE)
-        .get(name)
+    installation
+        .container_log(PROXY_NAMESPACE, name, "agent")
         .await
-        .expect("pod");
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let mut log = String::new();
-    for restart in 0..10 {
-        let path = installation.bed.kubelet.log_path(&uid, "agent", restart);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => log.push_str(&text),
-            Err(_) => break,
-        }
-    }
-    log
 }

@@ -1,8 +1,10 @@
-//! A whole installation on the test bed: the real apiserver and controller
-//! manager, two HAProxy pods (`haptic haproxy` + `haptic agent`, run by the
-//! process kubelet from the local `haptic` binary), an echo Deployment
-//! behind a Service and an Ingress, and the controller running in this
-//! process on the same render core and deploy path as `haptic controller`.
+//! A whole installation on the test bed's real node: the real apiserver,
+//! controller manager, scheduler, kubelet and kube-proxy, two HAProxy pods
+//! (`haptic haproxy` + `haptic agent`, containers of the image `make image`
+//! built), an echo Deployment behind a Service and an Ingress, and the
+//! controller running in this process on the same render core and deploy
+//! path as `haptic controller`. The test process reaches every pod on its
+//! own address on the bed's bridge.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -16,9 +18,9 @@ use haptic::controller::{self, FleetSettings, State};
 use haptic::engine::{self, Engine};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::values::Values;
+use haptic_testbed::cluster as bed;
 use haptic_testbed::http;
-use haptic_testbed::kubelet::Program;
-use haptic_testbed::kubelet::bed::{self, Bed};
+use haptic_testbed::node::{self, ECHO_IMAGE, HAPTIC_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -27,7 +29,6 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-pub const HAPTIC_IMAGE: &str = "haptic.test/haptic";
 pub const HOST: &str = "web.example.com";
 pub const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
 pub const PROXY_NAMESPACE: &str = "haptic";
@@ -35,14 +36,20 @@ pub const APP_NAMESPACE: &str = "shop";
 /// The agents' bearer token (a Secret mounted into every agent).
 pub const AGENT_TOKEN: &str = "e2e-agent-token-0123456789abcdef";
 
-/// The `haptic` binary: `$HAPTIC_BIN`, else next to the test bed's own
-/// binaries (`make e2e-test` builds it first).
-pub fn haptic_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("HAPTIC_BIN") {
-        return PathBuf::from(path);
-    }
-    let echo = bed::echo_server_path();
-    echo.with_file_name("haptic")
+/// The image's user and group (`USER` in image/rootfs.sh): the HAProxy
+/// pods' configuration directory must be theirs to write.
+pub const IMAGE_USER: u32 = 65532;
+
+/// Runs a scenario on a runtime of its own (two workers, as the machine has
+/// two cores), with the bed's logging.
+pub fn run<F: std::future::Future>(scenario: F) -> F::Output {
+    bed::init_tracing();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(scenario)
 }
 
 /// One HAProxy pod.
@@ -50,7 +57,8 @@ pub fn haptic_bin() -> PathBuf {
 pub struct Proxy {
     pub name: String,
     pub ip: Ipv4Addr,
-    /// Its configuration directory (a hostPath, so the test reads bundles).
+    /// Its configuration directory (a hostPath, so the test reads bundles and
+    /// reaches the master CLI's socket from the host).
     pub dir: PathBuf,
 }
 
@@ -103,7 +111,7 @@ impl RunningController {
 
 /// Everything a scenario needs.
 pub struct Installation {
-    pub bed: Bed,
+    pub bed: NodeBed,
     pub proxies: Vec<Proxy>,
     pub values: Values,
     /// Custom libraries (.wasm) the controller loads besides the bundled ones.
@@ -111,15 +119,11 @@ pub struct Installation {
     _dir: tempfile::TempDir,
 }
 
-/// The values the bed runs with: both HAProxy pods share one network
-/// namespace, so each binds its own pod IP (HAProxy expands `${POD_IP}`).
+/// The values the bed runs with: the bundled libraries' defaults (HAProxy
+/// binds `:8080`, its health check `:8081`), the gate on or off.
 pub fn values(gate: bool) -> Values {
     Values::from_value(
         json!({"templateLibraries": {
-            "base": {"frontends": {
-                "http": {"bind": "${POD_IP}:8080"},
-                "healthz": {"bind": "${POD_IP}:8081"},
-            }},
             "kubernetesBackends": {"podReadinessGate": {"enabled": gate}},
         }}),
         "the test's values",
@@ -131,8 +135,11 @@ impl Installation {
     /// The bed, two HAProxy pods and the app (`replicas`, gated or not);
     /// the controller is started separately.
     pub async fn start(gate: bool, proxies: usize) -> Self {
-        let config = bed::echo_config().program(HAPTIC_IMAGE, Program::new(haptic_bin()));
-        let bed = Bed::start(config).await.expect("the test bed starts");
+        assert!(
+            NodeBed::has_haptic_image(),
+            "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
+        );
+        let bed = NodeBed::start().await.expect("the real node starts");
         let client = bed.client();
         bed::namespace(&client, PROXY_NAMESPACE)
             .await
@@ -176,7 +183,8 @@ impl Installation {
         (installation, controller)
     }
 
-    /// Waits until every web pod's gate condition is True.
+    /// Waits until every web pod's gate condition is True and the kubelet
+    /// has made the pod Ready on it (a moment later).
     pub async fn wait_gates_set(&self) {
         let pods: Api<Pod> = Api::namespaced(self.client(), APP_NAMESPACE);
         bed::wait_for("every web pod's gate", Duration::from_secs(60), || async {
@@ -184,7 +192,16 @@ impl Installation {
                 .list(&ListParams::default().labels("app=web"))
                 .await
                 .map_err(|e| e.to_string())?;
-            if !list.items.is_empty() && list.items.iter().all(|p| gate_status(p) == Some("True")) {
+            let serving = |pod: &Pod| {
+                gate_status(pod) == Some("True")
+                    && pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                        .is_some_and(|c| c.status == "True")
+            };
+            if !list.items.is_empty() && list.items.iter().all(serving) {
                 Ok(())
             } else {
                 Err("not yet".to_owned())
@@ -209,6 +226,8 @@ impl Installation {
         let name = format!("haproxy-{index}");
         let dir = self.proxy_dir(index);
         std::fs::create_dir_all(&dir).expect("proxy dir");
+        std::os::unix::fs::chown(&dir, Some(IMAGE_USER), Some(IMAGE_USER))
+            .expect("the proxy dir given to the image's user");
         let env =
             json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
         let mount = json!([{"name": "config", "mountPath": "/var/lib/haptic/haproxy"}]);
@@ -267,7 +286,7 @@ impl Installation {
             "spec": {
                 "terminationGracePeriodSeconds": 10,
                 "containers": [{
-                    "name": "app", "image": haptic_testbed::kubelet::ECHO_IMAGE,
+                    "name": "app", "image": ECHO_IMAGE,
                     "ports": [{"containerPort": 8080, "name": "http"}],
                     // Serve on after SIGTERM while HAProxy takes the pod out:
                     // the endpoint's flip has to reach every worker first, which
@@ -478,24 +497,46 @@ impl Installation {
         .expect("rollout finished");
     }
 
-    /// The pid of a container's main process, as the kubelet reports it in
-    /// the pod's status (`process://<pid>`): that process and no other.
+    /// The host pid of a container's main process, for the container id the
+    /// kubelet reports in the pod's status: that process and no other.
     pub async fn container_pid(&self, namespace: &str, pod: &str, container: &str) -> i32 {
+        self.running_container_pid(namespace, pod, container)
+            .await
+            .unwrap_or_else(|| panic!("no running container {container} in {namespace}/{pod}"))
+    }
+
+    /// [`Self::container_pid`], or `None` while the status names no running
+    /// container (say, between a crash and the kubelet's restart).
+    pub async fn running_container_pid(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Option<i32> {
         let pod = Api::<Pod>::namespaced(self.client(), namespace)
             .get(pod)
             .await
             .expect("pod");
         let id = pod
-            .status
-            .and_then(|s| s.container_statuses)
-            .unwrap_or_default()
+            .status?
+            .container_statuses?
             .into_iter()
-            .find(|c| c.name == container)
-            .and_then(|c| c.container_id)
+            .find(|c| c.name == container)?
+            .container_id?;
+        node::container_pid(&id)
+    }
+
+    /// Everything a container logged so far, every run of it, from the
+    /// kubelet's log files.
+    pub async fn container_log(&self, namespace: &str, pod: &str, container: &str) -> String {
+        let uid = Api::<Pod>::namespaced(self.client(), namespace)
+            .get(pod)
+            .await
+            .expect("pod")
+            .metadata
+            .uid
             .unwrap_or_default();
-        id.strip_prefix("process://")
-            .and_then(|pid| pid.parse().ok())
-            .unwrap_or_else(|| panic!("no process id for container {container}: {id:?}"))
+        node::container_log(namespace, pod, &uid, container)
     }
 
     /// Every container's restart count in the HAProxy and app namespaces,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use haptic_testbed::cluster as bed;
 use haptic_testbed::http;
-use haptic_testbed::kubelet::bed;
 use harness::{APP_NAMESPACE, Installation, gate_status};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -19,7 +19,7 @@ use watched::Watched;
 
 #[test]
 fn e2e_gated_single_replica_rollouts_drop_no_request() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let rounds = 10;
@@ -32,8 +32,7 @@ fn e2e_gated_single_replica_rollouts_drop_no_request() {
             .await
             .assert_proven(&format!("{rounds} gated rollouts"), rounds + 1);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Without the gate nothing holds a rollout for HAProxy: a rollout that
@@ -51,7 +50,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
     const WINDOW_BUDGET: Duration = Duration::from_secs(3);
     /// HAProxy answers 503 at once when a backend has no usable server.
     const FAST: Duration = Duration::from_millis(500);
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(false, 2).await;
         installation.set_rollout_strategy(0, 1).await;
         let controller = installation.start_controller(installation.client()).await;
@@ -132,8 +131,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
             observed.minimum_ok()
         );
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// With the controller down, a rollout of a gated workload stalls: the new
@@ -141,7 +139,7 @@ fn e2e_ungated_rollouts_fail_only_fast_503s_in_one_short_window() {
 /// the controller is back, the rollout completes.
 #[test]
 fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         installation.rollout_restart(1).await;
         let watched = Watched::start(&installation).await;
@@ -207,8 +205,7 @@ fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
         // The pod gated before the outage, and the stalled one after it.
         watched.finish().await.assert_proven("controller outage", 2);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Two replicas on a Lease: the leader crashes mid-way through a series of
@@ -216,7 +213,7 @@ fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
 /// is set before the whole fleet routes to its pod, and nothing fails.
 #[test]
 fn e2e_leader_failover_keeps_gated_rollouts_going() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 2).await;
         let first = installation.start_replica("replica-a").await;
         installation.wait_routed().await;
@@ -241,8 +238,7 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
 
         watched.finish().await.assert_proven("leader failover", 4);
         second.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// An Ingress annotation that makes HAProxy refuse the render (a source
@@ -252,7 +248,7 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
 /// fixing the annotation converges.
 #[test]
 fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let mut installation = Installation::start(false, 2).await;
         installation
             .libraries
@@ -346,8 +342,7 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         annotate("0.0.0.0/0").await;
         installation.wait_routed().await;
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// An agent killed and restarted by the kubelet, and a third HAProxy pod
@@ -355,7 +350,7 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
 /// configuration, and the next gate waits for all three.
 #[test]
 fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (mut installation, controller) = Installation::serving(true, 2).await;
 
         let victim = installation.proxies[0].clone();
@@ -417,15 +412,14 @@ fn e2e_agent_restart_and_a_new_haproxy_pod_reconverge_before_gates() {
             .await
             .assert_proven("3 HAProxy pods after an agent restart", 3);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Gated rollouts under churn: keep-alive clients, and another Ingress
 /// changing every 300 ms, so reloads land inside every rollout window.
 #[test]
 fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let client = installation.client();
         bed::create::<k8s_openapi::api::networking::v1::Ingress>(
@@ -454,7 +448,11 @@ fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
                         "http": {"paths": [{"path": "/", "pathType": "Prefix",
                             "backend": {"service": {"name": "web", "port": {"name": "http"}}}}]}}]}});
                     match ingresses
-                        .patch("churn", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch))
+                        .patch(
+                            "churn",
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(patch),
+                        )
                         .await
                     {
                         Ok(_) => changes += 1,
@@ -484,8 +482,7 @@ fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
         assert!(reloads > 0, "the churn never reloaded HAProxy");
         assert!(runtime > 0, "no change was applied at runtime");
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Reloads every HAProxy master performed, by its own count.
@@ -518,7 +515,7 @@ fn runtime_deploys(controller: &harness::RunningController) -> u64 {
 #[test]
 fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
     use nix::sys::signal::{Signal, kill};
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let victim = &installation.proxies[0];
@@ -554,8 +551,7 @@ fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
             "a stopped agent is not a dead one: {restarts:?}"
         );
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Nothing happens for 35 s after renders: no container restarts (the
@@ -563,7 +559,7 @@ fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
 /// tokio retired the thread that had forked it) and no request fails.
 #[test]
 fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         // Renders on more than one runtime thread.
@@ -587,8 +583,7 @@ fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
             .await
             .assert_proven("a quiet half minute", 4);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// One HAProxy pod's agent with its configuration directory full (a small
@@ -603,9 +598,9 @@ fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
 /// full pod, which still runs the bundle before it.
 #[test]
 fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let mut installation = Installation::start(true, 1).await;
-        let tmpfs = faults::Tmpfs::mount(&installation.proxy_dir(1), "4m");
+        let tmpfs = faults::Tmpfs::mount(&installation.proxy_dir(1), "4m", harness::IMAGE_USER);
         let full = installation.add_proxy(1).await;
         let controller = installation.start_controller(installation.client()).await;
         installation.wait_routed().await;
@@ -653,8 +648,7 @@ fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
         controller.stop().await;
         drop(installation);
         drop(tmpfs);
-    })
-    .expect("pod network");
+    });
 }
 
 /// kube-apiserver killed and restarted while a gated rollout runs: every
@@ -663,7 +657,7 @@ fn e2e_a_full_agent_disk_fails_the_apply_clearly_and_holds_the_gate() {
 /// gate comes ahead of HAProxy and no request fails.
 #[test]
 fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
-    bed::in_pod_network(async {
+    harness::run(async {
         // The first pod's gate is written before the outage (`serving`
         // waits for it): a status write retried after it would land on a
         // pod the rollout is already removing.
@@ -672,7 +666,7 @@ fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
         installation.start_rollout(1).await;
         let gone = installation
             .bed
-            .control_plane
+            .control_plane_mut()
             .restart_apiserver(Duration::from_secs(120))
             .await
             .expect("kube-apiserver comes back");
@@ -684,8 +678,7 @@ fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
             .await
             .assert_proven("an apiserver restart mid-rollout", 3);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// HAProxy's master (the haproxy container's main process, by the pid its
@@ -699,7 +692,7 @@ fn e2e_an_apiserver_restart_mid_rollout_loses_nothing() {
 fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
     /// Kills: in the reload, then at each of two restarts.
     const CRASHES: i32 = 3;
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let (victim, survivor) = (&installation.proxies[0], &installation.proxies[1]);
         let watched =
@@ -748,12 +741,11 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
                     let count = now.get(&haproxy).copied().unwrap_or(0);
                     let expected = before.get(&haproxy).copied().unwrap_or(0) + kill;
                     let new_pid = installation
-                        .container_pid(harness::PROXY_NAMESPACE, &victim.name, "haproxy")
+                        .running_container_pid(harness::PROXY_NAMESPACE, &victim.name, "haproxy")
                         .await;
-                    if count >= expected && new_pid != pid {
-                        Ok(new_pid)
-                    } else {
-                        Err(format!("{now:?}"))
+                    match new_pid {
+                        Some(new_pid) if count >= expected && new_pid != pid => Ok(new_pid),
+                        _ => Err(format!("{now:?}, pid {new_pid:?}")),
                     }
                 },
             )
@@ -776,8 +768,7 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
             .await
             .assert_proven("HAProxy's master killed in a reload", 3);
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// One HAProxy pod's agent cut off (every packet to and from its port
@@ -787,7 +778,7 @@ fn e2e_haproxy_master_killed_in_a_reload_holds_the_gate_until_it_is_back() {
 /// nothing failed.
 #[test]
 fn e2e_a_partitioned_agent_holds_the_gate_until_the_path_heals() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let (installation, controller) = Installation::serving(true, 2).await;
         let watched = Watched::start(&installation).await;
         let victim = &installation.proxies[0];
@@ -818,8 +809,7 @@ fn e2e_a_partitioned_agent_holds_the_gate_until_the_path_heals() {
             "a cut-off agent is not a dead one: {restarts:?}"
         );
         controller.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// Two replicas on a Lease; the leader's path to the API server cut
@@ -831,7 +821,7 @@ fn e2e_a_partitioned_agent_holds_the_gate_until_the_path_heals() {
 /// of HAProxy; after the path heals the next rollout completes too.
 #[test]
 fn e2e_a_leader_partitioned_from_the_api_server_is_fenced_and_the_new_leader_finishes() {
-    bed::in_pod_network(async {
+    harness::run(async {
         let installation = Installation::start(true, 2).await;
         let relay = faults::ApiRelay::start(&installation).await;
         let deposed = installation
@@ -899,8 +889,7 @@ fn e2e_a_leader_partitioned_from_the_api_server_is_fenced_and_the_new_leader_fin
             .assert_proven("after the partition healed", 2);
         deposed.crash().await;
         successor.stop().await;
-    })
-    .expect("pod network");
+    });
 }
 
 /// The controller's pushes an agent failed or refused

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use haptic::synthetic::Cluster;
-use haptic_testbed::kubelet::bed;
+use haptic_testbed::cluster as bed;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -18,7 +18,9 @@ use kube::api::PostParams;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::harness::{AGENT_TOKEN, GATE, Installation, haptic_bin};
+use haptic_testbed::paths::haptic_bin;
+
+use super::harness::{AGENT_TOKEN, GATE, Installation};
 
 /// Where the controller process serves `/metrics`.
 pub const CONTROLLER_LISTEN: &str = "127.0.0.1:18451";

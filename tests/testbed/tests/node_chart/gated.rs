@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::ensure;
 use haptic_testbed::cluster::{create, namespace, wait_for};
 use haptic_testbed::helm;
+use haptic_testbed::node::NodeBed;
 use haptic_testbed::node::gate::{self, GateCheck, GateOrder, MasterSockets, Route};
 use haptic_testbed::node::rollout::{self, Load};
-use haptic_testbed::node::{NodeBed, container_log_files};
 use haptic_testbed::oracle;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -33,7 +33,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 use kube::api::ListParams;
 
-use super::refusals::{ControllerLogs, print_tails};
+use super::refusals::{ControllerLogs, pod_logs, print_tails};
 use super::{
     APP, GATE, HAPROXY, HOST, MIN_OK_PER_CLIENT_PER_SECOND, NAMESPACE, WAIT, WEB_PORT, create_app,
     haproxy_pod_addresses, ingress, start_bed, stop_bed, wait_routed,
@@ -55,19 +55,13 @@ async fn e2e_the_chart_installs_routes_gated_rollouts_and_upgrades_the_gate_off(
     let bed = start_bed().await?;
     // The node lock may have been held by another test's node meanwhile.
     let lock_wait = started.elapsed().saturating_sub(bed.startup_time());
-    let logs = ControllerLogs::start(NAMESPACE);
+    let logs = ControllerLogs::start(&bed.client(), NAMESPACE, CONTROLLER_PODS);
     let mut timings = vec![("real node".to_owned(), bed.startup_time())];
     if let Err(error) = scenario(&bed, &logs, &mut timings).await {
-        print_tails(&logs.logs());
+        print_tails("controller", &logs.logs().await);
+        let pods: Api<Pod> = Api::namespaced(bed.client(), NAMESPACE);
         for container in ["agent", "haproxy"] {
-            let current: Vec<_> = container_log_files(NAMESPACE, container)
-                .into_iter()
-                .map(|path| {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    (path, text)
-                })
-                .collect();
-            print_tails(&current);
+            print_tails(container, &pod_logs(&pods, HAPROXY, container).await);
         }
         return Err(error);
     }
@@ -205,7 +199,7 @@ async fn scenario(
     // pods, the controller rolls (new values checksum), routing goes on.
     let before = controller_pods(&client).await?;
     let load = Load::across(&proxies, HOST, 2);
-    logs.forgive_pods_refusals_from_now();
+    logs.forgive_pods_refusals_from_now().await;
     let gate_off = format!("{GATE_VALUE}=false");
     logs.refused_or(helm::upgrade(kubeconfig, NAMESPACE, &[&gate_off]))
         .await?;
@@ -283,8 +277,16 @@ async fn scenario(
     }
     lap("kubectl apply --dry-run=server of helm template", timings);
 
-    ensure!(!logs.logs().is_empty(), "no controller logs found");
-    let forgiven = logs.refusals()?;
+    let copied = logs.logs().await;
+    ensure!(
+        copied.len() >= 4 && copied.iter().all(|(_, text)| !text.is_empty()),
+        "controller logs copied: {:?}",
+        copied
+            .iter()
+            .map(|(pod, text)| (pod, text.len()))
+            .collect::<Vec<_>>()
+    );
+    let forgiven = logs.refusals().await?;
     println!(
         "  controller logs: no refusal but {forgiven} on pods by the old replicas during the upgrade"
     );

@@ -2,33 +2,39 @@
 //! shows up as 403s in its log even where it does not stop routing (events).
 //! The kubelet removes a deleted pod's logs at its next garbage collection
 //! and `helm upgrade` replaces the controller's replicas, so a task copies
-//! every controller log off the host while the scenario runs.
+//! every controller pod's log off the host while the scenario runs.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::ensure;
-use haptic_testbed::node::container_log_files;
+use haptic_testbed::node::container_log;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt as _};
 
 /// How often the logs are copied: well inside the time a deleted pod's logs
 /// stay on the host (until the kubelet's next container GC, a minute).
 const POLL: Duration = Duration::from_millis(200);
 
-/// Every log of `container` in `namespace`, as copied so far.
-type Copies = Arc<Mutex<BTreeMap<PathBuf, String>>>;
+/// The container the controller runs in, in the chart's controller pods.
+const CONTAINER: &str = "controller";
+
+/// Each controller pod's log (by `namespace/pod`), as copied so far.
+type Copies = Arc<Mutex<BTreeMap<String, String>>>;
 
 /// The controller's logs, copied off the host while it runs.
 pub struct ControllerLogs {
-    namespace: String,
+    pods: Api<Pod>,
+    selector: String,
     copies: Copies,
     /// Where each log had got when the gate was turned off: past that point
     /// the old replicas may be refused what the new ClusterRole no longer
     /// grants (pods, pods/status) until they are replaced: Helm updates RBAC
     /// and the Deployment together, and the old leader re-applies gate
     /// conditions on resync. Only that is forgiven.
-    forgiven_from: Mutex<Vec<(PathBuf, usize)>>,
+    forgiven_from: Mutex<Vec<(String, usize)>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -39,20 +45,23 @@ impl Drop for ControllerLogs {
 }
 
 impl ControllerLogs {
-    /// Starts copying the `controller` containers' logs in `namespace`.
-    pub fn start(namespace: &str) -> Self {
+    /// Starts copying the logs of the `controller` containers of the pods
+    /// `selector` picks in `namespace`.
+    pub fn start(client: &kube::Client, namespace: &str, selector: &str) -> Self {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let copies = Copies::default();
         let task = {
-            let (namespace, copies) = (namespace.to_owned(), copies.clone());
+            let (pods, selector, copies) = (pods.clone(), selector.to_owned(), copies.clone());
             tokio::spawn(async move {
                 loop {
-                    copy(&namespace, &copies);
+                    copy(&pods, &selector, &copies).await;
                     tokio::time::sleep(POLL).await;
                 }
             })
         };
         Self {
-            namespace: namespace.to_owned(),
+            pods,
+            selector: selector.to_owned(),
             copies,
             forgiven_from: Mutex::new(Vec::new()),
             task,
@@ -60,8 +69,8 @@ impl ControllerLogs {
     }
 
     /// Every log copied, as it is now on the host or was last seen there.
-    pub fn logs(&self) -> Vec<(PathBuf, String)> {
-        copy(&self.namespace, &self.copies);
+    pub async fn logs(&self) -> Vec<(String, String)> {
+        copy(&self.pods, &self.selector, &self.copies).await;
         self.copies
             .lock()
             .map(|c| c.iter().map(|(p, t)| (p.clone(), t.clone())).collect())
@@ -70,9 +79,10 @@ impl ControllerLogs {
 
     /// From now on, refusals on pods by the replicas running now are
     /// forgiven (see `forgiven_from`).
-    pub fn forgive_pods_refusals_from_now(&self) {
+    pub async fn forgive_pods_refusals_from_now(&self) {
         let marks = self
             .logs()
+            .await
             .into_iter()
             .map(|(path, text)| (path, text.len()))
             .collect();
@@ -81,21 +91,21 @@ impl ControllerLogs {
         }
     }
 
-    fn forgiven(&self, path: &Path, offset: usize, line: &str) -> bool {
+    fn forgiven(&self, pod: &str, offset: usize, line: &str) -> bool {
         let from = self
             .forgiven_from
             .lock()
             .map(|f| f.clone())
             .unwrap_or_default();
-        from.iter().any(|(p, at)| p == path && offset >= *at)
+        from.iter().any(|(p, at)| p == pod && offset >= *at)
             && (line.contains(r#"resource "pods"#) || line.contains(r#"resource \"pods"#))
     }
 
     /// Fails with every refusal logged that is not forgiven; else how many
     /// were forgiven.
-    pub fn refusals(&self) -> anyhow::Result<usize> {
+    pub async fn refusals(&self) -> anyhow::Result<usize> {
         let mut forgiven_lines = 0;
-        for (path, text) in &self.logs() {
+        for (pod, text) in &self.logs().await {
             let mut offset = 0;
             let mut refused = Vec::new();
             for line in text.split_inclusive('\n') {
@@ -103,7 +113,7 @@ impl ControllerLogs {
                 let refusal = lower.contains("forbidden")
                     || lower.contains(" 403")
                     || lower.contains("unauthorized");
-                if refusal && self.forgiven(path, offset, line) {
+                if refusal && self.forgiven(pod, offset, line) {
                     forgiven_lines += 1;
                 } else if refusal {
                     refused.push(line.trim_end());
@@ -112,8 +122,7 @@ impl ControllerLogs {
             }
             ensure!(
                 refused.is_empty(),
-                "the controller was refused by the apiserver ({}):\n{}",
-                path.display(),
+                "the controller was refused by the apiserver ({pod}):\n{}",
                 refused.join("\n")
             );
         }
@@ -128,7 +137,7 @@ impl ControllerLogs {
     ) -> anyhow::Result<T> {
         let watch = async {
             loop {
-                self.refusals()?;
+                self.refusals().await?;
                 tokio::time::sleep(POLL).await;
             }
         };
@@ -139,24 +148,46 @@ impl ControllerLogs {
     }
 }
 
-/// Copies every log of the `controller` containers in `namespace` into
-/// `copies`; a log no longer on the host keeps its last copy.
-fn copy(namespace: &str, copies: &Copies) {
-    for path in container_log_files(namespace, "controller") {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
+/// Copies the `controller` log of every pod `selector` picks into `copies`;
+/// a pod gone from the API keeps its last copy.
+async fn copy(pods: &Api<Pod>, selector: &str, copies: &Copies) {
+    for (pod, text) in pod_logs(pods, selector, CONTAINER).await {
         if let Ok(mut copies) = copies.lock() {
-            copies.insert(path, text);
+            let copy = copies.entry(pod).or_default();
+            // A log only grows (the kubelet rotates at 10 MiB, far off): a
+            // shorter text is an older read by the other copier (the task
+            // or a check) that finished last.
+            if text.len() >= copy.len() {
+                *copy = text;
+            }
         }
     }
 }
 
-/// Prints the last lines of `logs`, for a failure's reader.
-pub fn print_tails(logs: &[(PathBuf, String)]) {
-    for (path, text) in logs {
+/// The log of `container` in each pod `selector` picks, by `namespace/pod`,
+/// as the host has it now; nothing when the pods cannot be listed (the
+/// next poll tries again).
+pub async fn pod_logs(pods: &Api<Pod>, selector: &str, container: &str) -> Vec<(String, String)> {
+    let Ok(list) = pods.list(&ListParams::default().labels(selector)).await else {
+        return Vec::new();
+    };
+    list.items
+        .iter()
+        .map(|pod| {
+            let namespace = pod.namespace().unwrap_or_default();
+            let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
+            let text = container_log(&namespace, &name, &uid, container);
+            (format!("{namespace}/{name}"), text)
+        })
+        .collect()
+}
+
+/// Prints the last lines of `logs` (`pod`, its log) of `container`, for a
+/// failure's reader.
+pub fn print_tails(container: &str, logs: &[(String, String)]) {
+    for (pod, text) in logs {
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
-        eprintln!("--- {} (last {} lines)", path.display(), tail.len());
+        eprintln!("--- {pod} {container} (last {} lines)", tail.len());
         for line in tail.into_iter().rev() {
             eprintln!("{line}");
         }
