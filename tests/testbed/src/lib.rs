@@ -6,7 +6,8 @@
 //!   their own loopback IPs and writes pod status the way kubelet does.
 //! - [`cluster`]: namespaces, objects and waits against the API server.
 //! - [`http`]: a minimal HTTP/1.1 GET client to ask a pod or a proxy who answered.
-//! - [`helm`]: the helm binary and the chart for the tests that install it.
+//! - [`helm`]: the helm binary and the chart for the tests that install it
+//!   (install, upgrade, template, uninstall).
 //! - [`node`]: the real node (containerd, runc, CNI, kubelet and kube-proxy
 //!   v1.35.4): pods are containers from locally built images.
 //! - [`oracle`]: HAProxy's master CLI asked whether every worker routes a

@@ -20,6 +20,7 @@
 
 mod cleanup;
 mod containerd;
+pub mod gate;
 mod host;
 mod images;
 mod kube_proxy;
@@ -274,6 +275,19 @@ impl NodeBed {
 
     /// Stops the node and the control plane and sweeps the host.
     pub async fn stop(mut self) {
+        self.stop_parts().await;
+    }
+
+    /// Stops the node like [`Self::stop`], then returns what it left on the
+    /// host ([`leftovers`]), looked at before the node lock goes: once it
+    /// does, the next test's node may be starting, and what it creates is
+    /// no leftover of this one.
+    pub async fn stop_and_find_leftovers(mut self) -> Vec<String> {
+        self.stop_parts().await;
+        cleanup::leftovers()
+    }
+
+    async fn stop_parts(&mut self) {
         self.load_balancer.abort();
         while let Some(mut process) = self.processes.pop() {
             process.kill().await;

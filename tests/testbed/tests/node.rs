@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::http;
-use haptic_testbed::node::{self, ECHO_IMAGE, NodeBed, network};
+use haptic_testbed::node::{ECHO_IMAGE, NodeBed, network};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
 use serde_json::json;
@@ -132,8 +132,7 @@ async fn a_pod_on_real_containers_answers_by_pod_ip_cluster_ip_and_load_balancer
         );
     }
 
-    bed.stop().await;
-    let left = node::leftovers();
+    let left = bed.stop_and_find_leftovers().await;
     ensure!(
         left.is_empty(),
         "the stopped node left on the host: {left:#?}"

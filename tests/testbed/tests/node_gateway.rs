@@ -41,15 +41,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use futures::StreamExt as _;
 use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::node::gate::{GateCheck, GateOrder, GateOrderSeen, MasterSockets, Route};
 use haptic_testbed::node::rollout::{self, Load};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use haptic_testbed::paths::target_dir;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, ResourceExt as _};
 use serde_json::json;
 
@@ -637,9 +636,8 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     })
     .await?;
 
-    // Short paths for the master sockets (see `haproxy_sockets`).
-    let links = tempfile::Builder::new().prefix("hgw").tempdir_in("/tmp")?;
-    let proxies = haproxy_sockets(&client, links.path()).await?;
+    let sockets = MasterSockets::of(&client, NAMESPACE, HAPROXY).await?;
+    let proxies = &sockets.sockets;
     // The 200 above came from the HAProxy pod kube-proxy picked; the load
     // starts once every worker of every HAProxy pod serves the web pod.
     let web: Api<Pod> = Api::namespaced(client.clone(), APP_NAMESPACE);
@@ -656,7 +654,7 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
                 .iter()
                 .find_map(|pod| pod.status.as_ref()?.pod_ip.clone())
                 .ok_or("no web pod with an address")?;
-            for (proxy, socket) in &proxies {
+            for (proxy, socket) in proxies {
                 haptic_testbed::oracle::every_worker_serves(socket, BACKEND, &ip, 8080)
                     .await
                     .map_err(|error| format!("{proxy}: {error}"))?;
@@ -665,7 +663,14 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
         },
     )
     .await?;
-    let checker = GateOrder::start(&client, proxies).await?;
+    let check = GateCheck {
+        namespace: APP_NAMESPACE.to_owned(),
+        selector: "app=web".to_owned(),
+        gate: GATE.to_owned(),
+        route: Route::Backend(BACKEND.to_owned()),
+        port: 8080,
+    };
+    let checker = GateOrder::start(&client, check, proxies.clone()).await?;
     let load = Load::start(gateway, HOST, 2);
     let mut rollouts = Vec::new();
     for _ in 0..RESTARTS {
@@ -675,7 +680,10 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     // The last new pod's gate is seen by the checker before the load stops.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
-    let (checked, violations) = checker.stop().await;
+    let GateOrderSeen {
+        checked,
+        violations,
+    } = checker.stop().await;
     let logs = target_dir().join("gateway-conformance");
     if std::fs::create_dir_all(&logs).is_ok() {
         save_pod_logs(&client, &logs.join("haptic-rollout")).await;
@@ -801,117 +809,4 @@ async fn gateway_address(client: &kube::Client) -> anyhow::Result<std::net::Sock
             .ok_or_else(|| format!("status: {status}"))
     })
     .await?)
-}
-
-/// Each HAProxy pod's name and master socket (in its `config` emptyDir on
-/// the host), reached through a symlink in `links`: the emptyDir's own path
-/// (`/var/lib/haptic-testbed-node/kubelet/root/pods/<uid>/volumes/...`) is
-/// longer than a Unix socket address may be (108 bytes), so connecting by
-/// it fails with "path must be shorter than SUN_LEN".
-async fn haproxy_sockets(
-    client: &kube::Client,
-    links: &Path,
-) -> anyhow::Result<Vec<(String, PathBuf)>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list = pods.list(&ListParams::default().labels(HAPROXY)).await?;
-    ensure!(!list.items.is_empty(), "no HAProxy pod");
-    list.items
-        .iter()
-        .enumerate()
-        .map(|(index, pod)| {
-            let uid = pod.uid().unwrap_or_default();
-            let link = links.join(index.to_string());
-            std::os::unix::fs::symlink(haptic_testbed::node::empty_dir_path(&uid, "config"), &link)
-                .with_context(|| {
-                    format!(
-                        "linking {} to {}'s config dir",
-                        link.display(),
-                        pod.name_any()
-                    )
-                })?;
-            Ok((pod.name_any(), link.join("master.sock")))
-        })
-        .collect()
-}
-
-/// Watches the app's pods; the first time a pod's gate is seen True, asks
-/// every live worker of every HAProxy pod whether it routes [`HOST`] to the
-/// pod's address. Its findings are the pods checked and the violations.
-struct GateOrder {
-    task: tokio::task::JoinHandle<()>,
-    found: std::sync::Arc<std::sync::Mutex<(Vec<String>, Vec<String>)>>,
-}
-
-impl GateOrder {
-    /// Starts the watch; returns once it has listed the pods that exist
-    /// (whose gates were set before and are not checked).
-    async fn start(client: &kube::Client, proxies: Vec<(String, PathBuf)>) -> anyhow::Result<Self> {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), APP_NAMESPACE);
-        let found = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new())));
-        let (listed, is_listed) = tokio::sync::oneshot::channel();
-        let record = found.clone();
-        let task = tokio::spawn(async move {
-            let mut listed = Some(listed);
-            let mut seen = std::collections::BTreeSet::new();
-            let stream =
-                watcher(pods, watcher::Config::default().labels("app=web")).default_backoff();
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                let (pod, initial) = match event {
-                    Ok(watcher::Event::InitApply(pod)) => (pod, true),
-                    Ok(watcher::Event::Apply(pod)) => (pod, false),
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(listed) = listed.take() {
-                            let _ = listed.send(());
-                        }
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let name = pod.name_any();
-                if gate_status(&pod) != Some("True") || !seen.insert(name.clone()) || initial {
-                    continue;
-                }
-                let ip = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.pod_ip.clone())
-                    .unwrap_or_default();
-                let mut violations = Vec::new();
-                for (proxy, socket) in &proxies {
-                    if let Err(error) =
-                        haptic_testbed::oracle::every_worker_serves(socket, BACKEND, &ip, 8080)
-                            .await
-                    {
-                        violations.push(format!("gate set on {name} ({ip}) but {proxy}: {error}"));
-                    }
-                }
-                if let Ok(mut found) = record.lock() {
-                    found.0.push(name);
-                    found.1.extend(violations);
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(30), is_listed)
-            .await
-            .context("the gate-order checker's pod watch did not list within 30 s")?
-            .context("the gate-order checker stopped")?;
-        Ok(Self { task, found })
-    }
-
-    async fn stop(self) -> (Vec<String>, Vec<String>) {
-        self.task.abort();
-        let _ = self.task.await;
-        self.found.lock().map(|f| f.clone()).unwrap_or_default()
-    }
-}
-
-fn gate_status(pod: &Pod) -> Option<&str> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == GATE)
-        .map(|c| c.status.as_str())
 }

@@ -1,12 +1,13 @@
 //! RBAC on the test bed is real: a service account gets what its Role grants
 //! and nothing more, whether it calls with a TokenRequest token from the test
-//! or from inside a pod with the token the kubelet projected into it (the
-//! latter on the real node, [`haptic_testbed::node`]).
+//! (the control plane alone: no pod runs) or from inside a pod with the token
+//! the kubelet projected into it (on the real node, [`haptic_testbed::node`]).
 
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use haptic_testbed::kubelet::bed::{self, Bed, create, namespace, wait_for};
+use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::control_plane::ControlPlane;
 use haptic_testbed::node::{NodeBed, TOOLS_IMAGE};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -52,36 +53,33 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
     matches!(result, Err(kube::Error::Api(e)) if e.code == 403)
 }
 
-#[test]
-fn a_service_account_gets_what_its_role_grants_and_nothing_more() -> anyhow::Result<()> {
-    bed::in_pod_network(async {
-        let bed = Bed::start(bed::echo_config()).await?;
-        let admin = bed.client();
-        reader_setup(&admin, "team").await?;
-        let reader = bed
-            .control_plane
-            .client_for_service_account("team", "reader")
-            .await?;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_gets_what_its_role_grants_and_nothing_more() -> anyhow::Result<()> {
+    init_tracing();
+    let plane = ControlPlane::start().await?;
+    let admin = plane.admin_client();
+    reader_setup(&admin, "team").await?;
+    let reader = plane.client_for_service_account("team", "reader").await?;
 
-        let pods: Api<Pod> = Api::namespaced(reader.clone(), "team");
-        pods.list(&ListParams::default())
-            .await
-            .context("listing pods in its namespace is granted")?;
-        let elsewhere: Api<Pod> = Api::namespaced(reader.clone(), "default");
-        ensure!(
-            forbidden(elsewhere.list(&ListParams::default()).await),
-            "pods of another namespace"
-        );
-        let secrets: Api<Secret> = Api::namespaced(reader.clone(), "team");
-        ensure!(forbidden(secrets.get("s").await), "secrets are not granted");
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}}))?;
-        let config_maps: Api<ConfigMap> = Api::namespaced(reader.clone(), "team");
-        ensure!(
-            forbidden(config_maps.create(&PostParams::default(), &cm).await),
-            "creating is not granted"
-        );
-        Ok(())
-    })?
+    let pods: Api<Pod> = Api::namespaced(reader.clone(), "team");
+    pods.list(&ListParams::default())
+        .await
+        .context("listing pods in its namespace is granted")?;
+    let elsewhere: Api<Pod> = Api::namespaced(reader.clone(), "default");
+    ensure!(
+        forbidden(elsewhere.list(&ListParams::default()).await),
+        "pods of another namespace"
+    );
+    let secrets: Api<Secret> = Api::namespaced(reader.clone(), "team");
+    ensure!(forbidden(secrets.get("s").await), "secrets are not granted");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}}))?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(reader.clone(), "team");
+    ensure!(
+        forbidden(config_maps.create(&PostParams::default(), &cm).await),
+        "creating is not granted"
+    );
+    plane.stop().await;
+    Ok(())
 }
 
 /// On the real node: the token is projected by the kubelet, the pod reaches
@@ -89,7 +87,7 @@ fn a_service_account_gets_what_its_role_grants_and_nothing_more() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_calls_the_api_with_its_projected_token_and_sees_its_config() -> anyhow::Result<()> {
     {
-        bed::init_tracing();
+        init_tracing();
         let bed = NodeBed::start().await?;
         let admin = bed.client();
         reader_setup(&admin, "team").await?;

@@ -21,9 +21,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between one client's requests.
 const PAUSE: Duration = Duration::from_millis(20);
 
-/// Clients sending `GET /` with a Host header to one address, each request
-/// on its own connection, counting every answer: a 200 is ok, anything
-/// else (another status, a refused or reset connection, a timeout) failed.
+/// Clients sending `GET /` with a Host header to one address or several in
+/// turn, each request on its own connection, counting every answer: a 200
+/// is ok, anything else (another status, a refused or reset connection, a
+/// timeout) failed.
 pub struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
@@ -43,28 +44,69 @@ pub struct LoadSeen {
     pub errors: Vec<String>,
     /// How long the load ran.
     pub elapsed: Duration,
+    /// How many clients sent it.
+    pub clients: usize,
+}
+
+impl LoadSeen {
+    /// The fewest successes that show every client sent at least
+    /// `per_client_per_second` requests a second throughout: fewer, and the
+    /// load stalled or died, and "no request failed" says little.
+    pub fn minimum_ok(&self, per_client_per_second: f64) -> u64 {
+        (self.elapsed.as_secs_f64() * self.clients as f64 * per_client_per_second) as u64
+    }
+
+    /// Fails, naming `what` the load ran through, when a request failed or
+    /// fewer than `minimum_ok` succeeded.
+    pub fn check(&self, what: &str, minimum_ok: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.failed == 0 && self.errors.is_empty(),
+            "{} requests failed during {what} ({} ok): {:#?}",
+            self.failed,
+            self.ok,
+            self.errors
+        );
+        anyhow::ensure!(
+            self.ok >= minimum_ok,
+            "only {} requests succeeded during {what} in {:?} (want >= {minimum_ok}): the load stalled",
+            self.ok,
+            self.elapsed
+        );
+        Ok(())
+    }
 }
 
 impl Load {
     /// Starts `clients` clients to `addr` with `Host: host`.
     pub fn start(addr: SocketAddr, host: &str, clients: usize) -> Self {
+        Self::across(&[addr], host, clients)
+    }
+
+    /// Starts `clients` clients with `Host: host`, each sending to every one
+    /// of `addrs` in turn (from a different one each), so that each address
+    /// takes its share whatever a load balancer in front would pick.
+    pub fn across(addrs: &[SocketAddr], host: &str, clients: usize) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let clients = (0..clients)
-            .map(|_| {
+            .map(|client| {
                 let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-                let host = host.to_owned();
+                let (host, addrs) = (host.to_owned(), addrs.to_vec());
                 tokio::spawn(async move {
                     let mut errors = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
+                    let mut turn = client;
+                    while !stop.load(Ordering::Relaxed) && !addrs.is_empty() {
+                        let addr = addrs[turn % addrs.len()];
+                        turn += 1;
                         match http::get(addr, Some(&host), "/", &[], REQUEST_TIMEOUT).await {
                             Ok(r) if r.status == 200 => {
                                 ok.fetch_add(1, Ordering::Relaxed);
                             }
                             other => {
-                                errors.push(format!("at {:?}: {other:?}", started.elapsed()));
+                                errors
+                                    .push(format!("{addr} at {:?}: {other:?}", started.elapsed()));
                                 failed.fetch_add(1, Ordering::Relaxed);
                             }
                         }
@@ -87,6 +129,7 @@ impl Load {
     pub async fn stop(self) -> LoadSeen {
         self.stop.store(true, Ordering::Relaxed);
         let mut errors = Vec::new();
+        let clients = self.clients.len();
         for client in self.clients {
             match client.await {
                 Ok(seen) => errors.extend(seen),
@@ -98,6 +141,7 @@ impl Load {
             failed: self.failed.load(Ordering::Relaxed),
             errors,
             elapsed: self.started.elapsed(),
+            clients,
         }
     }
 }

@@ -1,14 +1,34 @@
-//! The Helm chart on the real node, with the image `make image` built
-//! (`localhost/haptic:<version>`) and the chart's own values: its security
-//! contexts (non-root, read-only root, no capabilities) are enforced by runc,
-//! which the test reads back from the host's `/proc`. An echo Deployment is
-//! routed through the HAProxy Service's LoadBalancer address; then the HAProxy
-//! Deployment itself is rolled under load: the chart's preStop
-//! (`haptic soft-stop`) drains a connection held across the rollout, and no
-//! request fails.
+//! The Helm chart on the real node, as a user installs it: `helm install`
+//! with the image `make image` built (`localhost/haptic:<version>`, the
+//! chart's default) and the chart's own values. Every pod is a container
+//! with its own network namespace, reached from the test process at its pod
+//! IP or through the HAProxy Service. Two scenarios, each on its own node:
+//!
+//! - HAProxy rolled under load: runc enforces the chart's security contexts
+//!   (non-root, read-only root, no capabilities), which the test reads back
+//!   from the host's `/proc`; the validator container holds no token; an
+//!   echo Deployment is routed through the HAProxy Service's LoadBalancer
+//!   address; then the HAProxy Deployment itself is rolled under load: the
+//!   chart's preStop (`haptic soft-stop`) drains a connection held across
+//!   the rollout, and no request fails (with
+//!   `haproxy.gracefulShutdown.enabled=false` it fails: 11 of 430 requests
+//!   refused or unrouted, the held one cut).
+//! - [`gated`]: two controller replicas under the chart's ServiceAccount and
+//!   RBAC, a gated single-replica echo Deployment rolled under load through
+//!   both HAProxy pods with no failed request and the gate never ahead of a
+//!   HAProxy worker, `helm upgrade` turning the gate off, the manifests
+//!   through a server-side dry run, `helm uninstall` leaving nothing.
+//!
+//! The oracles are HAProxy itself (its master CLI, in the pod's `config`
+//! emptyDir on the host), the API server and the traffic, never the
+//! controller's own bookkeeping.
 //!
 //! Needs root, `make testbed-binaries testbed-node-setup testbed-images image`
-//! and helm (`$HELM`, else `charts/scripts/install-helm.sh`).
+//! (IMAGE_PROFILE=dev is enough) and helm (`$HELM`, else
+//! `charts/scripts/install-helm.sh`).
+
+mod gated;
+mod refusals;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -16,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::http;
-use haptic_testbed::node::rollout::{self, Load, LoadSeen};
+use haptic_testbed::node::rollout::{self, Load};
 use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -29,22 +49,23 @@ const NAMESPACE: &str = "haptic";
 const APP: &str = "shop";
 const HOST: &str = "web.example.com";
 const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
+/// The readiness gate the `kubernetes-backends` library's option adds.
+const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
+/// The echo server's port, which HAProxy's servers for web pods use.
+const WEB_PORT: u16 = 8080;
 const WAIT: Duration = Duration::from_secs(180);
 /// The held request spans the rollout: longer than one pod's preStop delay
 /// plus the next pod's start.
 const HELD_MS: u64 = 15_000;
-/// Load: at least this many requests must succeed during the rollout.
-const MIN_OK: u64 = 100;
+/// The least each load client sends per second however loaded the machine
+/// (about 45 seen with a rollout under way on 2 cores); below it the load
+/// stalled or died, and "no request failed" says little.
+const MIN_OK_PER_CLIENT_PER_SECOND: f64 = 5.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_failed_request()
 -> anyhow::Result<()> {
-    init_tracing();
-    ensure!(
-        NodeBed::has_haptic_image(),
-        "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
-    );
-    let bed = NodeBed::start().await?;
+    let bed = start_bed().await?;
     let client = bed.client();
     let began = Instant::now();
     haptic_testbed::helm::install(
@@ -101,7 +122,7 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     .await?;
     eprintln!("token probe: the controller container reads the token, the validator has none");
 
-    create_app(&client).await?;
+    create_app(&client, 2, false).await?;
     let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     let lb: SocketAddr = wait_for("the HAProxy Service's LoadBalancer IP", WAIT, || async {
         let list = services
@@ -126,32 +147,10 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
             .ok_or_else(|| format!("{} services, none with an address", list.items.len()))
     })
     .await?;
-    // Every HAProxy pod, asked at its own address: one 200 through the
-    // LoadBalancer IP says only that the pod kube-proxy picked routes, and
-    // the load below would meet the other one (two 503s in a CI run).
-    wait_for(
-        "web routed through HAProxy's LoadBalancer IP and by every HAProxy pod",
-        WAIT,
-        || async {
-            let mut addresses = haproxy_pod_addresses(&client)
-                .await
-                .map_err(|e| e.to_string())?;
-            if addresses.is_empty() {
-                return Err("no running HAProxy pod with an address".to_owned());
-            }
-            addresses.push(lb);
-            for address in addresses {
-                let r = get(address, "/")
-                    .await
-                    .map_err(|e| format!("{address}: {e}"))?;
-                if r.status != 200 || !r.body.contains("pod=web-") {
-                    return Err(format!("{address}: {} {}", r.status, r.body));
-                }
-            }
-            Ok(())
-        },
-    )
-    .await?;
+    // One 200 through the LoadBalancer IP says only that the pod kube-proxy
+    // picked routes, and the load below would meet the other one (two 503s
+    // in a CI run): every HAProxy pod is asked at its own address too.
+    wait_routed(&client, HOST, &[lb]).await?;
 
     // The rollout under load, with one request held across it.
     let load = Load::start(lb, HOST, 2);
@@ -177,31 +176,42 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         .context("no HAProxy Deployment")?;
     let rollout =
         rollout::restart_and_wait(&client, NAMESPACE, &haproxy_deployment, HAPROXY, WAIT).await?;
-    let held = held.await?.context("the held request")?;
+    let held = held.await.context("the held request's task")?;
     // A little more load on the new pods, then stop.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let LoadSeen {
-        ok, failed, errors, ..
-    } = load.stop().await;
+    let seen = load.stop().await;
+    let minimum = seen.minimum_ok(MIN_OK_PER_CLIENT_PER_SECOND);
+    let held_status = held.as_ref().map(|r| r.status);
     eprintln!(
-        "HAProxy rollout on the real node: {rollout:?}; {ok} requests ok, {failed} failed; held request {} after {HELD_MS} ms",
-        held.status
+        "HAProxy rollout on the real node: {rollout:?}; {} requests ok (minimum {minimum}), {} failed in {:?}; held request {held_status:?} after {HELD_MS} ms",
+        seen.ok, seen.failed, seen.elapsed
     );
-    ensure!(
-        failed == 0,
-        "{failed} requests failed during the rollout: {errors:#?}"
-    );
-    ensure!(
-        ok >= MIN_OK,
-        "only {ok} requests during the rollout (want >= {MIN_OK})"
-    );
+    seen.check("the HAProxy rollout", minimum)?;
+    let held = held.context("the request held across the rollout")?;
     ensure!(
         held.status == 200 && held.body.contains("pod=web-"),
-        "the held request: {held:?}"
+        "the request held across the rollout: {held:?}"
     );
 
-    bed.stop().await;
-    let left = haptic_testbed::node::leftovers();
+    stop_bed(bed).await
+}
+
+/// A real node with haptic's image imported; fails at once, saying what to
+/// build, when `make image` has not run.
+async fn start_bed() -> anyhow::Result<NodeBed> {
+    init_tracing();
+    ensure!(
+        NodeBed::has_haptic_image(),
+        "haptic's image is not built: run `make image` (IMAGE_PROFILE=dev is enough)"
+    );
+    let bed = NodeBed::start().await?;
+    eprintln!("real node up in {:?}", bed.startup_time());
+    Ok(bed)
+}
+
+/// Stops the node; it must leave nothing on the host.
+async fn stop_bed(bed: NodeBed) -> anyhow::Result<()> {
+    let left = bed.stop_and_find_leftovers().await;
     ensure!(
         left.is_empty(),
         "the stopped node left on the host: {left:#?}"
@@ -236,8 +246,33 @@ async fn haproxy_pod_addresses(client: &kube::Client) -> anyhow::Result<Vec<Sock
     Ok(addresses)
 }
 
-async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<http::Response> {
-    Ok(http::get(addr, Some(HOST), path, &[], Duration::from_secs(5)).await?)
+/// Waits until every running HAProxy pod, at its own address, and each of
+/// `also` answers `host` from a web pod.
+async fn wait_routed(client: &kube::Client, host: &str, also: &[SocketAddr]) -> anyhow::Result<()> {
+    wait_for(
+        &format!("{host} routed by every HAProxy pod and through {also:?}"),
+        WAIT,
+        || async {
+            let mut addresses = haproxy_pod_addresses(client)
+                .await
+                .map_err(|e| e.to_string())?;
+            if addresses.is_empty() {
+                return Err("no running HAProxy pod with an address".to_owned());
+            }
+            addresses.extend(also);
+            for address in addresses {
+                let r = http::get(address, Some(host), "/", &[], Duration::from_secs(5))
+                    .await
+                    .map_err(|e| format!("{address}: {e}"))?;
+                if r.status != 200 || !r.body.contains("pod=web-") {
+                    return Err(format!("{address}: {} {}", r.status, r.body.trim()));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// Pids of processes named `comm` that run in a pod (a `/kubepods` cgroup).
@@ -255,23 +290,36 @@ fn processes_named(comm: &str) -> Vec<u32> {
         .collect()
 }
 
-async fn create_app(client: &kube::Client) -> anyhow::Result<()> {
+/// The echo Deployment `web` in [`APP`] (`replicas`, each new pod Ready
+/// before an old one goes; with `gated`, also the readiness gate), its
+/// Service and an Ingress of class haptic for [`HOST`].
+async fn create_app(client: &kube::Client, replicas: i32, gated: bool) -> anyhow::Result<()> {
     namespace(client, APP).await?;
+    let gates = if gated {
+        json!([{"conditionType": GATE}])
+    } else {
+        json!([])
+    };
     create::<Deployment>(
         client,
         APP,
         json!({
             "metadata": {"name": "web"},
             "spec": {
-                "replicas": 2,
+                "replicas": replicas,
                 "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
                     "spec": {
+                        "terminationGracePeriodSeconds": 10,
+                        "readinessGates": gates,
                         "containers": [{
                             "name": "app", "image": ECHO_IMAGE,
-                            "ports": [{"containerPort": 8080, "name": "http"}],
-                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                            "ports": [{"containerPort": WEB_PORT, "name": "http"}],
+                            // Serve on after SIGTERM while HAProxy takes the pod out.
+                            "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "2"}],
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": WEB_PORT}, "periodSeconds": 1},
                         }],
                     },
                 },
@@ -284,24 +332,24 @@ async fn create_app(client: &kube::Client) -> anyhow::Result<()> {
         APP,
         json!({
             "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": WEB_PORT}]}
         }),
     )
     .await?;
-    create::<Ingress>(
-        client,
-        APP,
-        json!({
-            "metadata": {"name": "web"},
-            "spec": {
-                "ingressClassName": "haptic",
-                "rules": [{"host": HOST, "http": {"paths": [{
-                    "path": "/", "pathType": "Prefix",
-                    "backend": {"service": {"name": "web", "port": {"name": "http"}}}
-                }]}}]
-            }
-        }),
-    )
-    .await?;
+    create::<Ingress>(client, APP, ingress("web", HOST)).await?;
     Ok(())
+}
+
+/// An Ingress of class haptic routing `host` to the `web` Service.
+fn ingress(name: &str, host: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "ingressClassName": "haptic",
+            "rules": [{"host": host, "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"name": "http"}}}
+            }]}}]
+        }
+    })
 }
