@@ -1,9 +1,9 @@
 //! Which containers of a pod can read its service-account token, in the
 //! kernel's own view of each container: the root of a process in that
 //! container (`/proc/<pid>/root`, through the container's mount namespace),
-//! as the runtime set it up, not what the pod spec says. The same probe
-//! serves the process kubelet (`process://<pid>` container ids) and the real
-//! node (`containerd://<id>`, found by its cgroup).
+//! as the runtime set it up, not what the pod spec says. A container's
+//! process is found by its cgroup, whose path ends in the container id the
+//! pod's status reports (`containerd://<id>`).
 
 use std::path::PathBuf;
 
@@ -65,9 +65,6 @@ pub async fn check_token_access(
 
 /// A process of the container `id` as the pod status reports it.
 fn pid_of(id: &str) -> Option<u32> {
-    if let Some(pid) = id.strip_prefix("process://") {
-        return pid.parse().ok();
-    }
     // cgroupfs: the container's cgroup path ends in its id.
     let id = id.split_once("://").map_or(id, |(_, id)| id);
     std::fs::read_dir("/proc")

@@ -2,8 +2,6 @@
 //!
 //! - [`control_plane`]: etcd, kube-apiserver and kube-controller-manager built
 //!   from source (see `tests/testbed/go/`), started on free ports, stopped on drop.
-//! - [`kubelet`]: a process kubelet that runs pods as local processes on
-//!   their own loopback IPs and writes pod status the way kubelet does.
 //! - [`cluster`]: namespaces, objects and waits against the API server.
 //! - [`http`]: a minimal HTTP/1.1 GET client to ask a pod or a proxy who answered.
 //! - [`helm`]: the helm binary and the chart for the tests that install it
@@ -20,7 +18,6 @@ pub mod control_plane;
 pub mod credentials;
 pub mod helm;
 pub mod http;
-pub mod kubelet;
 pub mod node;
 pub mod oracle;
 pub mod paths;

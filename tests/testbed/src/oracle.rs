@@ -9,8 +9,9 @@
 //! is up and out of maintenance. Nothing here reads the agent's bookkeeping
 //! or shares its CLI code, so neither can vouch for itself.
 //!
-//! Shared by the process-kubelet scenarios (`tests/controller`) and the
-//! real-node ones, which find a pod's socket in its `emptyDir` on the host.
+//! The controller scenarios (`tests/controller`) find a pod's socket in its
+//! hostPath configuration directory, the chart and Gateway API ones in its
+//! `emptyDir`, both on the host.
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -5,7 +5,7 @@
 //! what the host shows, never from the bed's own bookkeeping:
 //! - processes: the pods' containers are whatever runs in a `/kubepods`
 //!   cgroup (only this node's kubelet makes one on this machine: the image
-//!   test drives containerd without CRI, the process kubelet uses none);
+//!   test drives containerd without CRI);
 //!   containerd, its shims, the kubelet and kube-proxy are whatever names
 //!   [`NODE_DIR`] on its command line;
 //! - mounts under [`NODE_DIR`] and the CRI's network namespaces

@@ -1,6 +1,5 @@
 //! kube-scheduler v1.35.4: binds the bed's pods to its one node the way a
-//! cluster does (the process kubelet binds them itself; a real kubelet waits
-//! for a scheduler).
+//! cluster does (a real kubelet waits for a scheduler).
 
 use std::path::Path;
 

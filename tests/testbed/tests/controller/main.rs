@@ -554,9 +554,10 @@ fn e2e_a_stalled_agent_holds_the_gate_until_it_resumes() {
     });
 }
 
-/// Nothing happens for 35 s after renders: no container restarts (the
-/// process kubelet once killed an HAProxy pod 10 s after a render, when
-/// tokio retired the thread that had forked it) and no request fails.
+/// Nothing happens for 35 s after renders: no container restarts and no
+/// request fails. (Kept from the bed's process kubelet, which once killed
+/// an HAProxy pod 10 s after a render when tokio retired the thread that
+/// had forked it: a real kubelet must show the same calm.)
 #[test]
 fn e2e_a_quiet_half_minute_after_a_render_restarts_no_container() {
     harness::run(async {
