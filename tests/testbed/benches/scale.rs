@@ -40,6 +40,42 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() as f64) - 1.0) * p).round() as usize]
 }
 
+/// Lists every kind the controller watches here as its watches do
+/// (resourceVersion 0: from the API server's watch cache, one page), all at
+/// once, each object parsed, and nothing else: what any controller pays
+/// before its first render.
+async fn bare_lists(client: &kube::Client) -> Duration {
+    use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::api::networking::v1::IngressClass;
+    use kube::api::{ApiResource, DynamicObject, ListParams};
+    let list = |resource: ApiResource, params: ListParams| {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        async move {
+            api.list(&params)
+                .await
+                .map(|list| list.items.len())
+                .expect("a bare list")
+        }
+    };
+    let any = ListParams::default().match_any();
+    let started = Instant::now();
+    let counts = futures::join!(
+        list(ApiResource::erase::<Pod>(&()), any.clone()),
+        list(ApiResource::erase::<Service>(&()), any.clone()),
+        list(ApiResource::erase::<EndpointSlice>(&()), any.clone()),
+        list(ApiResource::erase::<Ingress>(&()), any.clone()),
+        list(ApiResource::erase::<IngressClass>(&()), any.clone()),
+        list(
+            ApiResource::erase::<Secret>(&()),
+            any.clone().fields("type=kubernetes.io/tls")
+        ),
+    );
+    let took = started.elapsed();
+    assert!(counts.0 >= 10_000, "the bare list saw {} pods", counts.0);
+    took
+}
+
 fn main() {
     harness::run(async {
         let installation = Installation::start(true, 2).await;
@@ -54,6 +90,18 @@ fn main() {
             .filter(|o| o["kind"] != "Namespace" && o["kind"] != "IngressClass")
             .count();
         assert_eq!(created, expected, "every synthetic object is created");
+
+        // The floor under the seed's `lists` phase, measured on the same
+        // API server with the same objects just before the controller starts.
+        let mut floors = Vec::new();
+        for _ in 0..5 {
+            floors.push(bare_lists(&client).await);
+        }
+        floors.sort();
+        println!(
+            "floor: a bare concurrent list of what the controller watches (resourceVersion 0, parsed): min {:?}, median {:?}, max {:?} (n=5)",
+            floors[0], floors[2], floors[4]
+        );
 
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = installation
@@ -147,7 +195,7 @@ fn main() {
             "  resident by mapping: {}",
             synthetic::resident_breakdown(controller.pid())
         );
-        // This bed's agents, by the pids its kubelet reports.
+        // This bed's agents, by the pids containerd recorded for them.
         for proxy in &installation.proxies {
             let pid = installation
                 .container_pid(harness::PROXY_NAMESPACE, &proxy.name, "agent")
@@ -156,6 +204,10 @@ fn main() {
                 "{} agent pid {pid}: peak {} MiB",
                 proxy.name,
                 memory_kib(pid as u32, "VmHWM:") / 1024
+            );
+            println!(
+                "  resident by mapping: {}",
+                synthetic::resident_breakdown(pid as u32)
             );
         }
         match controller.metrics().await {
