@@ -189,7 +189,8 @@ struct Run {
 impl Run {
     fn start(allow: bool) -> Self {
         let work = tempfile::tempdir().expect("tempdir");
-        let port = support::free_port();
+        // `haptic run` serves HTTPS on its HTTP port + 363.
+        let port = support::free_ports(&[0, 363]);
         let listen = format!("127.0.0.1:{}", support::free_port());
         let mut command = Command::new(env!("CARGO_BIN_EXE_haptic"));
         command.arg("run");

@@ -443,7 +443,8 @@ fn a_rotated_secret_is_served_at_runtime_by_the_same_worker() {
     )
     .expect("secret");
 
-    let http_port = free_port();
+    // `haptic run` serves HTTPS on its HTTP port + 363.
+    let http_port = support::free_ports(&[0, 363]);
     let https_port = http_port + 363;
     let scratch = work.path().join("scratch");
     let log = work.path().join("run.log");
