@@ -669,6 +669,7 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
         gate: GATE.to_owned(),
         route: Route::Backend(BACKEND.to_owned()),
         port: 8080,
+        listed: false,
     };
     let checker = GateOrder::start(&client, check, proxies.clone()).await?;
     let load = Load::start(gateway, HOST, 2);
@@ -683,6 +684,7 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
     let GateOrderSeen {
         checked,
         violations,
+        ..
     } = checker.stop().await;
     let logs = target_dir().join("gateway-conformance");
     if std::fs::create_dir_all(&logs).is_ok() {

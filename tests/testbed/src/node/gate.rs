@@ -113,6 +113,10 @@ pub struct GateCheck {
     pub route: Route,
     /// The port HAProxy's server for the pod uses.
     pub port: u16,
+    /// Whether the pods whose gate was already True when the watch listed
+    /// them are asked about too (a scenario that starts watching once its
+    /// first pod is served counts that pod as checked).
+    pub listed: bool,
 }
 
 /// What a [`GateOrder`] found: the pods whose gate it saw turn True, and
@@ -123,6 +127,8 @@ pub struct GateOrderSeen {
     pub checked: Vec<String>,
     /// "gate set on <pod> (<ip>) but <HAProxy pod>: <what HAProxy said>".
     pub violations: Vec<String>,
+    /// Errors the pod watch recovered from (it backs off and re-lists).
+    pub watch_errors: u64,
 }
 
 /// Watches the app's pods; the first time a pod's gate is seen True, asks
@@ -160,12 +166,19 @@ impl GateOrder {
                         }
                         continue;
                     }
-                    _ => continue,
+                    Ok(_) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, "gate-order checker: pod watch error, re-listing");
+                        if let Ok(mut found) = record.lock() {
+                            found.watch_errors += 1;
+                        }
+                        continue;
+                    }
                 };
                 let name = pod.name_any();
                 if condition(&pod, &check.gate) != Some("True")
                     || !seen.insert(name.clone())
-                    || initial
+                    || (initial && !check.listed)
                 {
                     continue;
                 }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use haptic_testbed::cluster as bed;
+use haptic_testbed::node::gate::condition;
 use haptic_testbed::node::network;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -208,17 +209,6 @@ impl Drop for ReadyTimes {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// A pod condition's status, if present.
-pub fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind)
-        .map(|c| c.status.as_str())
 }
 
 /// Waits for the rollout's new web pod (a pod of the Deployment's newest

@@ -690,13 +690,7 @@ pub fn load(
 
 /// The pod's gate condition status, if present.
 pub fn gate_status(pod: &Pod) -> Option<&str> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == GATE)
-        .map(|c| c.status.as_str())
+    node::gate::condition(pod, GATE)
 }
 
 /// Like [`load`], over keep-alive connections: each worker keeps one

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use haptic_testbed::cluster as bed;
 use haptic_testbed::http;
+use haptic_testbed::node::gate::condition;
 use harness::{APP_NAMESPACE, Installation, gate_status};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -162,7 +163,7 @@ fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let again = pods.get(&stalled_name).await.expect("stalled pod");
         assert_ne!(
-            faults::condition(&again, "Ready"),
+            condition(&again, "Ready"),
             Some("True"),
             "a gated pod became Ready without a controller"
         );
@@ -192,7 +193,7 @@ fn e2e_a_controller_outage_stalls_gated_rollouts_and_drops_nothing() {
                     .filter_map(|p| p.metadata.name.clone())
                     .collect();
                 if names == [stalled_name.clone()]
-                    && faults::condition(&list.items[0], "Ready") == Some("True")
+                    && condition(&list.items[0], "Ready") == Some("True")
                 {
                     Ok(())
                 } else {

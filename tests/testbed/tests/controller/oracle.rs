@@ -1,15 +1,8 @@
 //! HAProxy as the oracle for these scenarios: [`haptic_testbed::oracle`]
-//! asked about this installation's pods and host.
+//! asked about this installation's HAProxy pods (whether a worker routes a
+//! pod is asked by the gate-order checker, `haptic_testbed::node::gate`).
 
-use super::harness::{HOST, Proxy};
-
-/// Whether every live worker of `proxy` routes [`HOST`] to a server at
-/// `ip:8080` (the web pod's port) that is up and enabled.
-pub async fn routes(proxy: &Proxy, ip: &str) -> Result<(), String> {
-    haptic_testbed::oracle::every_worker_routes(&proxy.master_socket(), HOST, ip, 8080)
-        .await
-        .map_err(|error| format!("{}: {error}", proxy.name))
-}
+use super::harness::Proxy;
 
 /// How many reloads `proxy`'s master performed.
 pub async fn reloads(proxy: &Proxy) -> Result<u64, String> {

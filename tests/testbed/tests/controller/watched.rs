@@ -7,13 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use haptic_testbed::node::gate::{GateCheck, GateOrder, Route};
 
-use super::harness::{self, APP_NAMESPACE, Failure, Installation, LoadCounts, gate_status, load};
-use super::oracle;
+use super::harness::{self, APP_NAMESPACE, Failure, GATE, HOST, Installation, LoadCounts, load};
 
 /// The least a load worker sends per second, however loaded the machine: a
 /// request to a local HAProxy takes a few milliseconds and the worker pauses
@@ -21,87 +17,13 @@ use super::oracle;
 /// beds building). Below it the generator stalled or died.
 const MIN_REQUESTS_PER_SECOND_PER_WORKER: f64 = 15.0;
 
-/// What the gate-order checker found.
-#[derive(Debug, Default)]
-struct OrderReport {
-    /// Pods whose gate was seen True.
-    checked: BTreeSet<String>,
-    violations: Vec<String>,
-    /// Errors the pod watch recovered from (it backs off and re-lists).
-    watch_errors: u64,
-}
-
-/// Watches the app's pods; each time one's gate condition is first seen
-/// True, asks every live worker of every HAProxy pod, through its master
-/// CLI, whether it routes to the pod (see `oracle`). Returns once the
-/// watch has listed the pods, so a rollout started afterwards is seen whole.
-async fn check_gate_order(
-    installation: &Installation,
-    report: Arc<std::sync::Mutex<OrderReport>>,
-) -> tokio::task::JoinHandle<()> {
-    let pods: Api<Pod> = Api::namespaced(installation.client(), APP_NAMESPACE);
-    let proxies = installation.proxies.clone();
-    let (listed, is_listed) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(async move {
-        let mut listed = Some(listed);
-        let mut seen = BTreeSet::new();
-        let stream = watcher(pods, watcher::Config::default().labels("app=web")).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let pod = match event {
-                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(listed) = listed.take() {
-                        let _ = listed.send(());
-                    }
-                    continue;
-                }
-                Ok(_) => continue,
-                Err(error) => {
-                    eprintln!("gate-order checker: pod watch error, re-listing: {error}");
-                    if let Ok(mut report) = report.lock() {
-                        report.watch_errors += 1;
-                    }
-                    continue;
-                }
-            };
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            if gate_status(&pod) != Some("True") || seen.contains(&name) {
-                continue;
-            }
-            seen.insert(name.clone());
-            let ip = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.pod_ip.clone())
-                .unwrap_or_default();
-            let mut violations = Vec::new();
-            for proxy in &proxies {
-                if let Err(violation) = oracle::routes(proxy, &ip).await {
-                    violations.push(format!("gate set on {name} ({ip}) but {violation}"));
-                }
-            }
-            if let Ok(mut report) = report.lock() {
-                report.checked.insert(name);
-                report.violations.extend(violations);
-            }
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), is_listed)
-        .await
-        .expect("the gate-order checker's pod watch lists within 30 s")
-        .expect("the gate-order checker runs");
-    task
-}
-
 /// Load through every HAProxy pod (close-per-request, 2 workers) with the
 /// gate-order checker watching, from start to [`Watched::finish`].
 pub struct Watched {
     counts: Arc<LoadCounts>,
     stop: Arc<AtomicBool>,
     generators: Vec<tokio::task::JoinHandle<()>>,
-    order: tokio::task::JoinHandle<()>,
-    report: Arc<std::sync::Mutex<OrderReport>>,
+    order: GateOrder,
     started: Instant,
 }
 
@@ -175,8 +97,25 @@ impl Watched {
         keep_alive: usize,
         close: usize,
     ) -> Self {
-        let report = Arc::new(std::sync::Mutex::new(OrderReport::default()));
-        let order = check_gate_order(installation, report.clone()).await;
+        // Every HAProxy pod's workers asked, through its master CLI, whether
+        // they route to a pod when its gate is first seen True; the pods
+        // already served when the watch starts are asked about at once.
+        let check = GateCheck {
+            namespace: APP_NAMESPACE.to_owned(),
+            selector: "app=web".to_owned(),
+            gate: GATE.to_owned(),
+            route: Route::Host(HOST.to_owned()),
+            port: 8080,
+            listed: true,
+        };
+        let masters = installation
+            .proxies
+            .iter()
+            .map(|proxy| (proxy.name.clone(), proxy.master_socket()))
+            .collect();
+        let order = GateOrder::start(&installation.client(), check, masters)
+            .await
+            .expect("the gate-order checker starts");
         let counts = Arc::new(LoadCounts::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut generators =
@@ -187,7 +126,6 @@ impl Watched {
             stop,
             generators,
             order,
-            report,
             started: Instant::now(),
         }
     }
@@ -201,15 +139,14 @@ impl Watched {
             generator.await.expect("a load generator panicked");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        self.order.abort();
-        let report = self.report.lock().expect("report");
+        let order = self.order.stop().await;
         Observed {
             ok: self.counts.ok.load(Ordering::Relaxed),
             failed: self.counts.failed.load(Ordering::Relaxed),
             failures: self.counts.failures(),
-            checked: report.checked.clone(),
-            violations: report.violations.clone(),
-            watch_errors: report.watch_errors,
+            checked: order.checked.into_iter().collect(),
+            violations: order.violations,
+            watch_errors: order.watch_errors,
             elapsed,
             workers,
         }

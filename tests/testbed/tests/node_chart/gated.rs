@@ -143,6 +143,7 @@ async fn scenario(
         gate: GATE.to_owned(),
         route: Route::Host(HOST.to_owned()),
         port: WEB_PORT,
+        listed: false,
     };
     let order = GateOrder::start(&client, check, sockets.sockets.clone()).await?;
     let load = Load::across(&proxies, HOST, 2);
