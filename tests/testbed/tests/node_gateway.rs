@@ -41,13 +41,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
+use haptic_testbed::app::{GATE, WebApp, create_web_app};
+use haptic_testbed::cluster::{init_tracing, namespace, wait_for};
+use haptic_testbed::load::Load;
+use haptic_testbed::node::NodeBed;
 use haptic_testbed::node::gate::{GateCheck, GateOrder, GateOrderSeen, MasterSockets, Route};
-use haptic_testbed::node::rollout::{self, Load};
-use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
+use haptic_testbed::node::rollout;
 use haptic_testbed::paths::target_dir;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, ResourceExt as _};
 use serde_json::json;
@@ -69,7 +70,6 @@ const CHART_VALUES: &[&str] = &[
 ];
 
 /// The readiness gate's condition (`kubernetes-backends`' gate library).
-const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
 const GATE_VALUE: &str =
     "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled=true";
 const APP_NAMESPACE: &str = "shop";
@@ -697,16 +697,16 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
          (minimum {minimum}); slowest rollout {slowest:?}; gate checked on {} new pods, {} times \
          ahead of a HAProxy worker",
         seen.ok,
-        seen.failed,
+        seen.failed(),
         seen.elapsed,
         checked.len(),
         violations.len()
     );
     ensure!(
-        seen.failed == 0,
+        seen.failures.is_empty(),
         "{} requests failed: {:#?}",
-        seen.failed,
-        seen.errors
+        seen.failed(),
+        seen.failures
     );
     ensure!(
         seen.ok >= minimum,
@@ -730,43 +730,13 @@ async fn e2e_gated_rollouts_behind_an_httproute_drop_no_request_and_the_gate_nev
 /// of class `haptic` with one HTTP listener and an HTTPRoute for [`HOST`].
 async fn create_gated_app(client: &kube::Client) -> anyhow::Result<()> {
     namespace(client, APP_NAMESPACE).await?;
-    create::<Deployment>(
+    create_web_app(
         client,
         APP_NAMESPACE,
-        json!({
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "web"}},
-                "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 10,
-                        "readinessGates": [{"conditionType": GATE}],
-                        "containers": [{
-                            "name": "app", "image": ECHO_IMAGE,
-                            "ports": [{"containerPort": 8080, "name": "http"}],
-                            // Serve on after SIGTERM while HAProxy takes the pod out. 5 s, not
-                            // the process bed's 2: a real pod's address vanishes silently when
-                            // it exits (no RST), so a request HAProxy still sends there waits
-                            // out the 5 s connect timeout (seen at 2 s: 12 of 15,195 requests).
-                            "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "5"}],
-                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
-                        }],
-                    },
-                },
-            }
-        }),
-    )
-    .await?;
-    create::<Service>(
-        client,
-        APP_NAMESPACE,
-        json!({
-            "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-        }),
+        WebApp {
+            replicas: 1,
+            gated: true,
+        },
     )
     .await?;
     for object in [

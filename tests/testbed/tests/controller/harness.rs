@@ -9,7 +9,6 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use haptic::agent::AgentClient;
@@ -18,11 +17,13 @@ use haptic::controller::{self, FleetSettings, State};
 use haptic::engine::{self, Engine};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::values::Values;
+pub use haptic_testbed::app::{GATE, ingress};
+use haptic_testbed::app::{WebApp, create_web_app};
 use haptic_testbed::cluster as bed;
 use haptic_testbed::http;
-use haptic_testbed::node::{self, ECHO_IMAGE, HAPTIC_IMAGE, NodeBed};
+use haptic_testbed::node::{self, HAPTIC_IMAGE, NodeBed};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -30,7 +31,6 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 pub const HOST: &str = "web.example.com";
-pub const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
 pub const PROXY_NAMESPACE: &str = "haptic";
 pub const APP_NAMESPACE: &str = "shop";
 /// The agents' bearer token (a Secret mounted into every agent).
@@ -281,51 +281,13 @@ impl Installation {
 
     async fn create_app(&self, gate: bool) {
         let client = self.client();
-        let mut template = json!({
-            "metadata": {"labels": {"app": "web"}},
-            "spec": {
-                "terminationGracePeriodSeconds": 10,
-                "containers": [{
-                    "name": "app", "image": ECHO_IMAGE,
-                    "ports": [{"containerPort": 8080, "name": "http"}],
-                    // Serve on after SIGTERM while HAProxy takes the pod out:
-                    // the endpoint's flip has to reach every worker first, which
-                    // took over 2 s once with two scenarios on a loaded 2-core CI
-                    // (one 502 from a closed keep-alive connection); 5 s, as the
-                    // real-node scenarios use.
-                    "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "5"}],
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
-                }],
-            }
-        });
-        if gate {
-            template["spec"]["readinessGates"] = json!([{"conditionType": GATE}]);
-        }
-        bed::create::<Deployment>(
-            &client,
-            APP_NAMESPACE,
-            json!({
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                    "template": template,
-                }
-            }),
-        )
-        .await
-        .expect("Deployment");
-        bed::create::<Service>(
-            &client,
-            APP_NAMESPACE,
-            json!({
-                "metadata": {"name": "web"},
-                "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-            }),
-        )
-        .await
-        .expect("Service");
+        let app = WebApp {
+            replicas: 1,
+            gated: gate,
+        };
+        create_web_app(&client, APP_NAMESPACE, app)
+            .await
+            .expect("the web app");
         Api::<IngressClass>::all(client.clone())
             .create(
                 &PostParams::default(),
@@ -577,231 +539,7 @@ pub fn election(identity: &str) -> controller::ElectionSettings {
     }
 }
 
-/// An Ingress routing `host` to Service `service` port `http`.
-pub fn ingress(name: &str, host: &str, service: &str) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name},
-        "spec": {
-            "ingressClassName": "haptic",
-            "rules": [{"host": host, "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": service, "port": {"name": "http"}}}
-            }]}}]
-        }
-    })
-}
-
-/// Counts of a load generator's requests.
-#[derive(Debug, Default)]
-pub struct LoadCounts {
-    pub ok: AtomicU64,
-    pub failed: AtomicU64,
-    pub failures: std::sync::Mutex<Vec<Failure>>,
-}
-
-/// One failed request.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    pub target: SocketAddr,
-    /// When its answer or error came.
-    pub at: Instant,
-    /// How long it took.
-    pub took: Duration,
-    /// The HTTP status, if there was an answer.
-    pub status: Option<u16>,
-    /// The answer's body or the error.
-    pub detail: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let status = self.status.map(|s| s.to_string()).unwrap_or_default();
-        write!(
-            f,
-            "{} after {:?}: {status} {}",
-            self.target, self.took, self.detail
-        )
-    }
-}
-
-impl LoadCounts {
-    fn record_failure(
-        &self,
-        target: SocketAddr,
-        started: Instant,
-        status: Option<u16>,
-        detail: String,
-    ) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut failures) = self.failures.lock() {
-            failures.push(Failure {
-                target,
-                at: Instant::now(),
-                took: started.elapsed(),
-                status,
-                detail,
-            });
-        }
-    }
-
-    /// Every failure so far.
-    pub fn failures(&self) -> Vec<Failure> {
-        self.failures.lock().map(|f| f.clone()).unwrap_or_default()
-    }
-}
-
-/// Sends requests for `HOST` through every proxy in turn, one connection
-/// per request, no retries, until `stop` flips; `workers` at a time.
-pub fn load(
-    proxies: &[Proxy],
-    workers: usize,
-    counts: Arc<LoadCounts>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..workers)
-        .map(|worker| {
-            let targets: Vec<SocketAddr> = proxies.iter().map(Proxy::http).collect();
-            let counts = counts.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let mut turn = worker;
-                while !stop.load(Ordering::Relaxed) {
-                    let addr = targets[turn % targets.len()];
-                    turn += 1;
-                    let at = Instant::now();
-                    match http::get(addr, Some(HOST), "/", &[], Duration::from_secs(3)).await {
-                        Ok(response) if response.status == 200 => {
-                            counts.ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(response) => counts.record_failure(
-                            addr,
-                            at,
-                            Some(response.status),
-                            response.body.trim().to_owned(),
-                        ),
-                        Err(error) => counts.record_failure(addr, at, None, error.to_string()),
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            })
-        })
-        .collect()
-}
-
 /// The pod's gate condition status, if present.
 pub fn gate_status(pod: &Pod) -> Option<&str> {
     node::gate::condition(pod, GATE)
-}
-
-/// Like [`load`], over keep-alive connections: each worker keeps one
-/// connection per proxy and sends request after request on it, opening a
-/// new one only when the server said `Connection: close` (HAProxy does after
-/// a reload, `option idle-close-on-response`) or closed it after a
-/// response. Any error mid-exchange is a failed request: no retries.
-pub fn keep_alive_load(
-    proxies: &[Proxy],
-    workers: usize,
-    counts: Arc<LoadCounts>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..workers)
-        .map(|worker| {
-            let targets: Vec<SocketAddr> = proxies.iter().map(Proxy::http).collect();
-            let counts = counts.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let addr = targets[worker % targets.len()];
-                let mut connection: Option<tokio::io::BufReader<tokio::net::TcpStream>> = None;
-                while !stop.load(Ordering::Relaxed) {
-                    let at = Instant::now();
-                    if connection.is_none() {
-                        match tokio::net::TcpStream::connect(addr).await {
-                            Ok(stream) => connection = Some(tokio::io::BufReader::new(stream)),
-                            Err(error) => {
-                                counts.record_failure(addr, at, None, format!("connect: {error}"));
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                continue;
-                            }
-                        }
-                    }
-                    let Some(stream) = connection.as_mut() else {
-                        continue;
-                    };
-                    match tokio::time::timeout(Duration::from_secs(3), exchange(stream)).await {
-                        Ok(Ok((200, close))) => {
-                            counts.ok.fetch_add(1, Ordering::Relaxed);
-                            if close {
-                                connection = None;
-                            }
-                        }
-                        outcome => {
-                            let status = match &outcome {
-                                Ok(Ok((status, _))) => Some(*status),
-                                _ => None,
-                            };
-                            counts.record_failure(
-                                addr,
-                                at,
-                                status,
-                                format!("keep-alive: {outcome:?}"),
-                            );
-                            connection = None;
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            })
-        })
-        .collect()
-}
-
-/// One request on a kept-alive connection: (status, server closes after it).
-async fn exchange(
-    stream: &mut tokio::io::BufReader<tokio::net::TcpStream>,
-) -> Result<(u16, bool), String> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    stream
-        .get_mut()
-        .write_all(format!("GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n").as_bytes())
-        .await
-        .map_err(|e| format!("write: {e}"))?;
-    let mut status_line = String::new();
-    if stream
-        .read_line(&mut status_line)
-        .await
-        .map_err(|e| format!("read: {e}"))?
-        == 0
-    {
-        return Err("closed before a response".into());
-    }
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let (mut length, mut close) = (0usize, false);
-    loop {
-        let mut line = String::new();
-        stream
-            .read_line(&mut line)
-            .await
-            .map_err(|e| format!("read headers: {e}"))?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let lower = line.to_ascii_lowercase();
-        if let Some(value) = lower.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if lower.starts_with("connection:") && lower.contains("close") {
-            close = true;
-        }
-    }
-    let mut body = vec![0u8; length];
-    stream
-        .read_exact(&mut body)
-        .await
-        .map_err(|e| format!("read body: {e}"))?;
-    Ok((status, close))
 }

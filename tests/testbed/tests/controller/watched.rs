@@ -3,13 +3,12 @@
 //! that prove the load ran and nothing came ahead of HAProxy.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use haptic_testbed::load::{Clients, Failure, Load};
 use haptic_testbed::node::gate::{GateCheck, GateOrder, Route};
 
-use super::harness::{self, APP_NAMESPACE, Failure, GATE, HOST, Installation, LoadCounts, load};
+use super::harness::{self, APP_NAMESPACE, GATE, HOST, Installation};
 
 /// The least a load worker sends per second, however loaded the machine: a
 /// request to a local HAProxy takes a few milliseconds and the worker pauses
@@ -20,11 +19,8 @@ const MIN_REQUESTS_PER_SECOND_PER_WORKER: f64 = 15.0;
 /// Load through every HAProxy pod (close-per-request, 2 workers) with the
 /// gate-order checker watching, from start to [`Watched::finish`].
 pub struct Watched {
-    counts: Arc<LoadCounts>,
-    stop: Arc<AtomicBool>,
-    generators: Vec<tokio::task::JoinHandle<()>>,
+    load: Load,
     order: GateOrder,
-    started: Instant,
 }
 
 /// What the load and the checker saw.
@@ -116,39 +112,33 @@ impl Watched {
         let order = GateOrder::start(&installation.client(), check, masters)
             .await
             .expect("the gate-order checker starts");
-        let counts = Arc::new(LoadCounts::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut generators =
-            harness::keep_alive_load(targets, keep_alive, counts.clone(), stop.clone());
-        generators.extend(load(targets, close, counts.clone(), stop.clone()));
-        Self {
-            counts,
-            stop,
-            generators,
-            order,
-            started: Instant::now(),
-        }
+        // A request to a pod on the bed's bridge takes a few milliseconds:
+        // 5 ms between two keeps each client near 100 a second unloaded.
+        let load = Load::with(Clients {
+            addrs: targets.iter().map(harness::Proxy::http).collect(),
+            host: HOST.to_owned(),
+            close,
+            keep_alive,
+            pause: Duration::from_millis(5),
+            timeout: Duration::from_secs(3),
+        });
+        Self { load, order }
     }
 
     /// Stops the load, lets the checker see the last condition, stops it.
     pub async fn finish(self) -> Observed {
-        self.stop.store(true, Ordering::Relaxed);
-        let elapsed = self.started.elapsed();
-        let workers = self.generators.len();
-        for generator in self.generators {
-            generator.await.expect("a load generator panicked");
-        }
+        let seen = self.load.stop().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let order = self.order.stop().await;
         Observed {
-            ok: self.counts.ok.load(Ordering::Relaxed),
-            failed: self.counts.failed.load(Ordering::Relaxed),
-            failures: self.counts.failures(),
+            ok: seen.ok,
+            failed: seen.failed(),
+            failures: seen.failures,
             checked: order.checked.into_iter().collect(),
             violations: order.violations,
             watch_errors: order.watch_errors,
-            elapsed,
-            workers,
+            elapsed: seen.elapsed,
+            workers: seen.clients,
         }
     }
 }

@@ -21,11 +21,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
+use haptic_testbed::app::{GATE, WEB_PORT, ingress};
 use haptic_testbed::cluster::{create, namespace, wait_for};
 use haptic_testbed::helm;
+use haptic_testbed::load::Load;
 use haptic_testbed::node::NodeBed;
 use haptic_testbed::node::gate::{self, GateCheck, GateOrder, MasterSockets, Route};
-use haptic_testbed::node::rollout::{self, Load};
+use haptic_testbed::node::rollout;
 use haptic_testbed::oracle;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -35,8 +37,8 @@ use kube::api::ListParams;
 
 use super::refusals::{ControllerLogs, pod_logs, print_tails};
 use super::{
-    APP, GATE, HAPROXY, HOST, MIN_OK_PER_CLIENT_PER_SECOND, NAMESPACE, WAIT, WEB_PORT, create_app,
-    haproxy_pod_addresses, ingress, start_bed, stop_bed, wait_routed,
+    APP, HAPROXY, HOST, MIN_OK_PER_CLIENT_PER_SECOND, NAMESPACE, WAIT, create_app,
+    haproxy_pod_addresses, start_bed, stop_bed, wait_routed,
 };
 
 const GATE_VALUE: &str = "controller.templateLibraries.kubernetesBackends.podReadinessGate.enabled";
@@ -183,7 +185,7 @@ async fn scenario(
     println!(
         "  {ROLLOUTS} gated rollouts: {} requests ok (minimum {minimum}), {} failed in {:.1?}; gate checked on {:?}, {} times ahead of a HAProxy worker",
         seen.ok,
-        seen.failed,
+        seen.failed(),
         seen.elapsed,
         gates.checked,
         gates.violations.len()
@@ -232,7 +234,7 @@ async fn scenario(
     println!("  controller rolled: {before:?} -> {rolled:?}");
     check_service_account(&client, &rolled).await?;
     // The new replicas render and deploy: a new host is routed.
-    create::<Ingress>(&client, APP, ingress("web-new", NEW_HOST)).await?;
+    create::<Ingress>(&client, APP, ingress("web-new", NEW_HOST, "web")).await?;
     logs.refused_or(wait_routed(&client, NEW_HOST, &[])).await?;
     let pods = web_pods(&client).await?;
     let [pod] = pods.as_slice() else {
@@ -243,7 +245,9 @@ async fn scenario(
     let minimum = seen.minimum_ok(MIN_OK_PER_CLIENT_PER_SECOND);
     println!(
         "  upgrade: {} requests ok (minimum {minimum}), {} failed in {:.1?}",
-        seen.ok, seen.failed, seen.elapsed
+        seen.ok,
+        seen.failed(),
+        seen.elapsed
     );
     seen.check("the upgrade turning the gate off", minimum)?;
     lap(

@@ -34,25 +34,22 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
+use haptic_testbed::app::{WebApp, create_web_app, ingress};
 use haptic_testbed::cluster::{create, init_tracing, namespace, wait_for};
 use haptic_testbed::http;
-use haptic_testbed::node::rollout::{self, Load};
-use haptic_testbed::node::{ECHO_IMAGE, NodeBed};
+use haptic_testbed::load::Load;
+use haptic_testbed::node::NodeBed;
+use haptic_testbed::node::rollout;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::ListParams;
-use serde_json::json;
 
 const NAMESPACE: &str = "haptic";
 const APP: &str = "shop";
 const HOST: &str = "web.example.com";
 const HAPROXY: &str = "app.kubernetes.io/component=haproxy";
-/// The readiness gate the `kubernetes-backends` library's option adds.
-const GATE: &str = "haproxy-haptic.org/load-balancer-ready";
-/// The echo server's port, which HAProxy's servers for web pods use.
-const WEB_PORT: u16 = 8080;
 const WAIT: Duration = Duration::from_secs(180);
 /// The held request spans the rollout: longer than one pod's preStop delay
 /// plus the next pod's start.
@@ -184,7 +181,9 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     let held_status = held.as_ref().map(|r| r.status);
     eprintln!(
         "HAProxy rollout on the real node: {rollout:?}; {} requests ok (minimum {minimum}), {} failed in {:?}; held request {held_status:?} after {HELD_MS} ms",
-        seen.ok, seen.failed, seen.elapsed
+        seen.ok,
+        seen.failed(),
+        seen.elapsed
     );
     seen.check("the HAProxy rollout", minimum)?;
     let held = held.context("the request held across the rollout")?;
@@ -290,66 +289,11 @@ fn processes_named(comm: &str) -> Vec<u32> {
         .collect()
 }
 
-/// The echo Deployment `web` in [`APP`] (`replicas`, each new pod Ready
-/// before an old one goes; with `gated`, also the readiness gate), its
-/// Service and an Ingress of class haptic for [`HOST`].
+/// The echo app in [`APP`] ([`WebApp`]: `replicas`, gated or not) and an
+/// Ingress of class haptic for [`HOST`].
 async fn create_app(client: &kube::Client, replicas: i32, gated: bool) -> anyhow::Result<()> {
     namespace(client, APP).await?;
-    let gates = if gated {
-        json!([{"conditionType": GATE}])
-    } else {
-        json!([])
-    };
-    create::<Deployment>(
-        client,
-        APP,
-        json!({
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": "web"}},
-                "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 10,
-                        "readinessGates": gates,
-                        "containers": [{
-                            "name": "app", "image": ECHO_IMAGE,
-                            "ports": [{"containerPort": WEB_PORT, "name": "http"}],
-                            // Serve on after SIGTERM while HAProxy takes the pod out.
-                            "env": [{"name": "SHUTDOWN_DELAY_SECONDS", "value": "2"}],
-                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": WEB_PORT}, "periodSeconds": 1},
-                        }],
-                    },
-                },
-            }
-        }),
-    )
-    .await?;
-    create::<Service>(
-        client,
-        APP,
-        json!({
-            "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": WEB_PORT}]}
-        }),
-    )
-    .await?;
-    create::<Ingress>(client, APP, ingress("web", HOST)).await?;
+    create_web_app(client, APP, WebApp { replicas, gated }).await?;
+    create::<Ingress>(client, APP, ingress("web", HOST, "web")).await?;
     Ok(())
-}
-
-/// An Ingress of class haptic routing `host` to the `web` Service.
-fn ingress(name: &str, host: &str) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name},
-        "spec": {
-            "ingressClassName": "haptic",
-            "rules": [{"host": host, "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": "web", "port": {"name": "http"}}}
-            }]}}]
-        }
-    })
 }
