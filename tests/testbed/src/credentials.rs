@@ -2,8 +2,8 @@
 //! kernel's own view of each container: the root of a process in that
 //! container (`/proc/<pid>/root`, through the container's mount namespace),
 //! as the runtime set it up, not what the pod spec says. A container's
-//! process is found by its cgroup, whose path ends in the container id the
-//! pod's status reports (`containerd://<id>`).
+//! process is its main one, by the pid containerd recorded for the container
+//! id the pod's status reports (`containerd://<id>`).
 
 use std::path::PathBuf;
 
@@ -42,7 +42,7 @@ pub async fn check_token_access(
                 .find(|c| c.name == *container)
                 .and_then(|c| c.container_id.clone())
                 .with_context(|| format!("pod {name} has no running {container} container"))?;
-            let pid = pid_of(&id).with_context(|| {
+            let pid = crate::node::container_pid(&id).with_context(|| {
                 format!("no process of pod {name} container {container} ({id})")
             })?;
             let read = std::fs::read(in_root_of(pid, TOKEN)?);
@@ -63,24 +63,11 @@ pub async fn check_token_access(
     Ok(())
 }
 
-/// A process of the container `id` as the pod status reports it.
-fn pid_of(id: &str) -> Option<u32> {
-    // cgroupfs: the container's cgroup path ends in its id.
-    let id = id.split_once("://").map_or(id, |(_, id)| id);
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|c| c.lines().any(|l| l.ends_with(id)))
-        })
-}
-
 /// `path` (relative to `/`) as the process `pid` sees it, through
 /// `/proc/<pid>/root`: symlinks are followed inside that root (an image may
 /// link `/var/run` to `/run`, and an absolute link read from the host would
 /// leave the container).
-fn in_root_of(pid: u32, path: &str) -> anyhow::Result<PathBuf> {
+fn in_root_of(pid: i32, path: &str) -> anyhow::Result<PathBuf> {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let mut resolved = root.clone();
     let mut todo: Vec<String> = path.split('/').rev().map(str::to_owned).collect();
