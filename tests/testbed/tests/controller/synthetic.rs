@@ -27,9 +27,9 @@ pub const CONTROLLER_LISTEN: &str = "127.0.0.1:18451";
 
 /// Makes a synthetic object creatable here: no server-set metadata,
 /// non-loopback addresses (the apiserver refuses 127/8 in slices),
-/// Services without selectors and slices not claimed by the EndpointSlice
-/// controller (so it leaves them alone), Pods that no node runs and no
-/// scheduler retries.
+/// headless Services without selectors and slices not claimed by the
+/// EndpointSlice controller (so it leaves them alone), Pods that no node
+/// runs and no scheduler retries.
 fn creatable(mut object: Value) -> Value {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in ["resourceVersion", "uid", "creationTimestamp"] {
@@ -41,6 +41,11 @@ fn creatable(mut object: Value) -> Value {
         "Service" => {
             if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.remove("selector");
+                // Headless: TestScale's 1,000 Services would not fit the
+                // bed's ClusterIP range (a /24), and kube-proxy skips them,
+                // so it adds no load of its own to what is measured. No
+                // bundled library reads a ClusterIP.
+                spec.insert("clusterIP".into(), json!("None"));
             }
         }
         "EndpointSlice" => {
@@ -49,10 +54,9 @@ fn creatable(mut object: Value) -> Value {
         }
         "Pod" => {
             // Bound to a node that does not exist: the scheduler leaves a
-            // bound pod alone and no kubelet runs it. (Unbound, the real
-            // scheduler retried each of them and wrote its status every
-            // time: 2,000 pods of churn that drove the memory guard's
-            // controller to a 260 MiB peak.)
+            // bound pod alone and no kubelet runs it, so the status churn a
+            // run sees is the one it makes (`churn_pod_status`), the same
+            // on every run.
             object["spec"]["nodeName"] = json!("haptic-test-never");
             object["spec"]["containers"] = json!([{"name": "app", "image": "haptic.test/echo"}]);
             if let Some(fields) = object.as_object_mut() {
@@ -311,6 +315,53 @@ pub async fn await_gates(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Writes a new `PodScheduled` condition message into the status of every
+/// pod in `namespaces` (32 writes in flight), as a scheduler retrying
+/// unschedulable pods does: status churn on pods the gate library watches
+/// that changes nothing it renders. A strategic merge keeps the other
+/// conditions (the gate's among them). Returns how many writes the API
+/// server took.
+pub async fn churn_pod_status(client: &kube::Client, namespaces: &[String], round: usize) -> usize {
+    let mut names = Vec::new();
+    for namespace in namespaces {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        match pods.list(&Default::default()).await {
+            Ok(list) => names.extend(
+                list.items
+                    .into_iter()
+                    .filter_map(|pod| pod.metadata.name)
+                    .map(|name| (namespace.clone(), name)),
+            ),
+            Err(error) => eprintln!("listing the pods of {namespace}: {error}"),
+        }
+    }
+    let patch = json!({"status": {"conditions": [{
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": format!("churn round {round}: 0/1 nodes are available"),
+    }]}});
+    futures::stream::iter(names)
+        .map(|(namespace, name)| {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            let patch = patch.clone();
+            async move {
+                pods.patch_status(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Strategic(patch),
+                )
+                .await
+                .map_err(|error| eprintln!("churning {namespace}/{name}: {error}"))
+                .is_ok()
+            }
+        })
+        .buffer_unordered(32)
+        .filter(|ok| futures::future::ready(*ok))
+        .count()
+        .await
 }
 
 /// The lines of a `/metrics` text whose names start with one of `prefixes`.
