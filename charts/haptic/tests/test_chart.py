@@ -254,7 +254,7 @@ def defaults(t, chart):
     env = {e["name"]: e for e in c["env"]}
     t.equal(env.get("POD_NAMESPACE", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE")
     t.equal(env.get("POD_NAME", {}).get("valueFrom"), {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME")
-    t.equal(env.get("MALLOC_ARENA_MAX", {}).get("value"), "2", "MALLOC_ARENA_MAX (as the memory guard measures)")
+    t.equal(env.get("MALLOC_ARENA_MAX", {}).get("value"), "1", "MALLOC_ARENA_MAX (as the memory guard and bench-scale measure)")
     t.equal(port_number(c, "metrics"), 8451, "controller metrics port")
     t.equal(c["readinessProbe"]["httpGet"]["path"], "/readyz", "controller readiness path")
     t.equal(c["livenessProbe"]["httpGet"]["path"], "/healthz", "controller liveness path")
@@ -347,6 +347,8 @@ def defaults(t, chart):
     t.equal(ac["livenessProbe"]["httpGet"]["path"], "/healthz", "agent liveness path")
     t.equal(ac["readinessProbe"]["httpGet"]["path"], "/readyz", "agent readiness path")
     t.equal(port_number(ac, "agent"), 8450, "agent port")
+    agent_env = {e["name"]: e for e in ac["env"]}
+    t.equal(agent_env.get("MALLOC_ARENA_MAX", {}).get("value"), "1", "agent MALLOC_ARENA_MAX (as bench-scale measures)")
     t.equal(hap["spec"]["template"]["spec"].get("automountServiceAccountToken"), False, "HAProxy pods mount an API token")
 
     svc = objs.one("Service", "haptic-haproxy")

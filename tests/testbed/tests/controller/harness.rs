@@ -228,8 +228,11 @@ impl Installation {
         std::fs::create_dir_all(&dir).expect("proxy dir");
         std::os::unix::fs::chown(&dir, Some(IMAGE_USER), Some(IMAGE_USER))
             .expect("the proxy dir given to the image's user");
-        let env =
-            json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
+        // As the chart runs both containers (haproxy-deployment.yaml).
+        let env = json!([
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "MALLOC_ARENA_MAX", "value": "1"},
+        ]);
         let mount = json!([{"name": "config", "mountPath": "/var/lib/haptic/haproxy"}]);
         bed::create::<Pod>(
             &self.client(),

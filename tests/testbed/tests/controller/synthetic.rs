@@ -200,7 +200,7 @@ impl ControllerProcess {
             .env("KUBECONFIG", kubeconfig)
             .env("HAPTIC_LOG", "warn")
             // As the chart runs it (controller-deployment.yaml).
-            .env("MALLOC_ARENA_MAX", "2")
+            .env("MALLOC_ARENA_MAX", "1")
             .stdout(Stdio::null())
             .spawn()
             .expect("haptic controller starts");
