@@ -247,8 +247,10 @@ testbed-up: testbed-binaries
 testbed-node-up: testbed-binaries testbed-node-setup testbed-images
 	$(CARGO) run -p haptic-testbed --bin control-plane-up -- --node
 
+# The render bench, then what the controller pays to take in 10,000 listed pods.
 bench:
 	$(CARGO) bench -p haptic --features synthetic --bench render
+	$(CARGO) bench -p haptic --features synthetic --bench ingest
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent

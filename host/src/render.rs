@@ -14,7 +14,7 @@ pub use merge::{
     Changed, LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning,
     Rendered, merge, redact_line,
 };
-pub use store::{ClusterChange, ClusterObject, ObjectRef, WatchFilter, ingest_trims};
+pub use store::{ClusterChange, ClusterObject, IngestTrim, ObjectRef, WatchFilter, ingest_trims};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

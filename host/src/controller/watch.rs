@@ -21,7 +21,7 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 
 use crate::library::types::{Kind, Watch};
-use crate::render::{ClusterChange, ClusterObject, ObjectRef};
+use crate::render::{ClusterChange, ClusterObject, IngestTrim, ObjectRef};
 
 /// What one watcher covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +180,7 @@ async fn run(
     }
     let stream = watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
+    let trim = IngestTrim::new(&target.trim);
     let mut listing: Vec<ClusterObject> = Vec::new();
     while let Some(event) = stream.next().await {
         let event = match event {
@@ -195,7 +196,7 @@ async fn run(
                 continue;
             }
             watcher::Event::InitApply(object) => {
-                if let Some(object) = stored(&target, &resource, object) {
+                if let Some(object) = stored(&trim, &resource, object) {
                     listing.push(object);
                 }
                 continue;
@@ -209,7 +210,7 @@ async fn run(
                 true,
             ),
             watcher::Event::Apply(object) => (
-                stored(&target, &resource, object)
+                stored(&trim, &resource, object)
                     .map(ClusterChange::Applied)
                     .into_iter()
                     .collect(),
@@ -293,13 +294,14 @@ pub async fn list_once(targets: &[WatchTarget]) -> Result<Vec<ClusterChange>, Li
             watch: target.describe(),
             source,
         })?;
+        let trim = IngestTrim::new(&target.trim);
         changes.push(ClusterChange::Relisted {
             api_version: target.api_version.clone(),
             kind: target.kind.clone(),
             objects: list
                 .items
                 .into_iter()
-                .filter_map(|object| stored(target, &resource, object))
+                .filter_map(|object| stored(&trim, &resource, object))
                 .collect(),
         });
     }
@@ -307,14 +309,21 @@ pub async fn list_once(targets: &[WatchTarget]) -> Result<Vec<ClusterChange>, Li
 }
 
 /// The stored form: apiVersion and kind set (list items come without them),
-/// trimmed. The object's fields are moved into the value, not copied: at
-/// ingest every object of a large list passes here.
-fn stored(
-    target: &WatchTarget,
+/// trimmed by `trim`, the watch's. The object's fields are moved into the
+/// value, not copied, and its `managedFields` (most of a pod's metadata)
+/// are dropped before its metadata becomes a JSON value when the trim
+/// removes them anyway: at ingest every object of a large list passes here.
+pub fn stored(
+    trim: &IngestTrim<'_>,
     resource: &ApiResource,
     object: DynamicObject,
 ) -> Option<ClusterObject> {
-    let DynamicObject { metadata, data, .. } = object;
+    let DynamicObject {
+        mut metadata, data, ..
+    } = object;
+    if trim.removes("metadata.managedFields") {
+        metadata.managed_fields = None;
+    }
     let mut fields = match data {
         serde_json::Value::Object(fields) => fields,
         _ => serde_json::Map::new(),
@@ -328,7 +337,7 @@ fn stored(
         "kind".into(),
         serde_json::Value::String(resource.kind.clone()),
     );
-    ClusterObject::trimmed(&serde_json::Value::Object(fields), target.trim.clone())
+    ClusterObject::trimmed_by(&serde_json::Value::Object(fields), trim)
 }
 
 #[cfg(test)]
@@ -364,14 +373,22 @@ mod tests {
         };
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
         // As a list item arrives: no apiVersion or kind.
-        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        let object = |body| -> DynamicObject { serde_json::from_value(body).unwrap() };
+        let pod = serde_json::json!({
             "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "7",
                          "labels": {"app": "web"}, "managedFields": [{"manager": "kubelet"}]},
             "spec": {"nodeName": "n1"},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-        }))
-        .unwrap();
-        let stored = stored(&target, &resource, object).expect("stored");
+        });
+        // A watch that reads managedFields keeps them.
+        let untrimmed = Arc::from(Vec::new());
+        let whole =
+            stored(&IngestTrim::new(&untrimmed), &resource, object(pod.clone())).expect("stored");
+        let whole: serde_json::Value = serde_json::from_str(whole.json()).unwrap();
+        assert_eq!(whole["metadata"]["managedFields"][0]["manager"], "kubelet");
+        assert_eq!(whole["spec"]["nodeName"], "n1");
+        let stored =
+            stored(&IngestTrim::new(&target.trim), &resource, object(pod)).expect("stored");
         assert_eq!(stored.reference.kind, "Pod");
         assert_eq!(stored.reference.api_version, "v1");
         assert_eq!(stored.reference.namespace, "shop");

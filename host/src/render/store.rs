@@ -57,6 +57,14 @@ impl ClusterObject {
     /// `ignore-fields` paths), so the store never holds what no watch of the
     /// kind reads.
     pub fn trimmed(value: &serde_json::Value, paths: Arc<[String]>) -> Option<Self> {
+        Self::trimmed_by(value, &IngestTrim::new(&paths))
+    }
+
+    /// [`Self::trimmed`] with the paths made ready once for every object of
+    /// a watch (a list of 10,000 pods built the pods' tree of some 70 paths
+    /// 10,000 times).
+    pub fn trimmed_by(value: &serde_json::Value, trim: &IngestTrim<'_>) -> Option<Self> {
+        let paths = Arc::clone(trim.paths);
         let text = |pointer: &str| {
             value
                 .pointer(pointer)
@@ -83,7 +91,7 @@ impl ClusterObject {
         // Serializing a value cannot fail: its keys are strings.
         let json = serde_json::to_string(&Trimmed {
             value,
-            ignored: &IgnoreTree::new(&paths),
+            ignored: &trim.tree,
         })
         .unwrap_or_default()
         .into_boxed_str();
@@ -302,6 +310,28 @@ fn library_object(watch: &Watch, ignored: &IgnoreTree<'_>, object: &ClusterObjec
         },
         resource_version: object.resource_version.clone(),
         json,
+    }
+}
+
+/// The paths ingest removes from every object of a kind, as a tree built
+/// once per watch (see [`ClusterObject::trimmed_by`]).
+#[derive(Debug)]
+pub struct IngestTrim<'a> {
+    paths: &'a Arc<[String]>,
+    tree: IgnoreTree<'a>,
+}
+
+impl<'a> IngestTrim<'a> {
+    pub fn new(paths: &'a Arc<[String]>) -> Self {
+        Self {
+            paths,
+            tree: IgnoreTree::new(paths),
+        }
+    }
+
+    /// Whether `path` (dotted) is removed whole.
+    pub fn removes(&self, path: &str) -> bool {
+        self.tree.whole.contains(path)
     }
 }
 
