@@ -622,7 +622,14 @@ mod tests {
         f: impl FnOnce(&mut Output),
     ) -> (SentItems, Delta) {
         let render = previous.values().map(|s| s.seen).max().unwrap_or(0) + 1;
-        let mut out = Output::new(if complete { SentItems::default() } else { previous }, render);
+        let mut out = Output::new(
+            if complete {
+                SentItems::default()
+            } else {
+                previous
+            },
+            render,
+        );
         f(&mut out);
         out.finish(complete)
     }
