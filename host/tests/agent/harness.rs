@@ -21,12 +21,11 @@ pub fn haptic_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_haptic"))
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+/// Ports come from the one picker every host test shares: below the
+/// kernel's ephemeral range, so no outgoing connection takes one between
+/// the pick and HAProxy's bind (seen: "reload-failed ... address already
+/// in use" when this picked from `:0`).
+pub use crate::support::free_port;
 
 /// A child process killed (and reaped) on drop.
 pub struct Process(pub Child);

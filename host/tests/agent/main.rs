@@ -2,6 +2,8 @@
 //! reloads, real HTTP. Each test is a proxy pod of its own (see `harness`).
 
 mod harness;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod abandoned;
 mod applying;
