@@ -20,6 +20,8 @@
 
 #[path = "../tests/agent/harness.rs"]
 mod harness;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
