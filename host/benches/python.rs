@@ -114,7 +114,7 @@ fn renders(
 
     let all: Vec<Change> = (0..INGRESSES).map(|i| ingress(i, i % 4 == 0, 1)).collect();
     let started = Instant::now();
-    let output = instance.render(&all)?;
+    let output = instance.render(all)?;
     let full = started.elapsed();
     anyhow::ensure!(
         output.complete && !output.upserts.is_empty(),
@@ -127,7 +127,7 @@ fn renders(
         // maintenance, odd rounds lift it.
         let change = ingress(1, round % 2 == 0, round as u64 + 2);
         let started = Instant::now();
-        let output = instance.render(&[change])?;
+        let output = instance.render(vec![change])?;
         single.push(started.elapsed());
         anyhow::ensure!(!output.upserts.is_empty(), "each change changes the output");
     }

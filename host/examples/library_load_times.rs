@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
     let (mut instance, instantiate) = timed(|| library.instantiate())?;
     let values = serde_json::json!({});
     let configure = time(|| instance.configure(&values))?;
-    let render = time(|| instance.render(&[]))?;
+    let render = time(|| instance.render(Vec::new()))?;
 
     println!("{} ({} KiB)", path.display(), bytes.len() / 1024);
     println!("  load, compiled cold          {}", ms(cold));

@@ -151,6 +151,11 @@ impl Unmerged {
         }
     }
 
+    /// Whether the merge takes in every item anyway.
+    fn is_all(&self) -> bool {
+        matches!(self, Self::All)
+    }
+
     fn changed(&self) -> Changed<'_> {
         match self {
             Self::All => Changed::All,
@@ -440,10 +445,16 @@ impl LibrarySlot {
             }
             changes
         } else {
-            // A fresh instance sees the whole view at once.
+            // A fresh instance sees the whole view at once. The view's keys
+            // move into the record of what the library sees (sorted, so the
+            // set is built in one pass) rather than being copied.
             let view = cluster.view(&library_name, &self.plan.watches)?;
-            self.objects = view.keys().cloned().collect();
-            view.into_values().map(Change::Applied).collect()
+            let (keys, changes): (Vec<ObjectKey>, Vec<Change>) = view
+                .into_iter()
+                .map(|(key, object)| (key, Change::Applied(object)))
+                .unzip();
+            self.objects = keys.into_iter().collect();
+            changes
         };
 
         let Some(instance) = self.instance.as_mut() else {
@@ -451,7 +462,7 @@ impl LibrarySlot {
         };
         let started = Instant::now();
         let output = instance
-            .render(&changes)
+            .render(changes)
             .map_err(library_error(&library_name));
         *guest += started.elapsed();
         let output = output?;
@@ -465,8 +476,14 @@ impl LibrarySlot {
             self.unmerged.record(&key, was);
         }
         for (key, item) in output.upserts {
-            self.unmerged.record(&key, self.items.get(&key).cloned());
-            self.items.insert(key, item);
+            // One walk of the items per upsert: a complete output (every
+            // item new, nothing to record) needs no copy of the key.
+            if self.unmerged.is_all() {
+                self.items.insert(key, item);
+            } else {
+                let was = self.items.insert(key.clone(), item);
+                self.unmerged.record(&key, was);
+            }
         }
         Ok(())
     }

@@ -85,7 +85,7 @@ fn fail_in(library: &LoadedLibrary, mode: &str) -> (LibraryError, bool) {
         .configure(&values(mode))
         .expect("configure succeeds in every mode");
     let error = instance
-        .render(&[])
+        .render(Vec::new())
         .expect_err("rendering in this mode fails");
     println!("{mode}: {error}");
     (error, instance.is_poisoned())
@@ -95,7 +95,9 @@ fn fail_in(library: &LoadedLibrary, mode: &str) -> (LibraryError, bool) {
 fn assert_recovers(library: &LoadedLibrary) {
     let mut instance = library.instantiate().expect("a fresh instance starts");
     instance.configure(&values("ok")).expect("configure ok");
-    let output = instance.render(&[]).expect("a fresh instance renders");
+    let output = instance
+        .render(Vec::new())
+        .expect("a fresh instance renders");
     assert!(output.complete);
     let names: Vec<&str> = output.upserts.iter().map(|(key, _)| key.as_str()).collect();
     assert_eq!(names, ["section:backend:misbehaving-python-ok"]);

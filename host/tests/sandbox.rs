@@ -34,7 +34,7 @@ fn fail_in(library: &LoadedLibrary, mode: &str) -> (LibraryError, bool) {
         .configure(&values(mode))
         .expect("configure succeeds in every mode");
     let error = instance
-        .render(&[])
+        .render(Vec::new())
         .expect_err("rendering in this mode fails");
     println!("{mode}: {error}");
     (error, instance.is_poisoned())
@@ -44,7 +44,9 @@ fn fail_in(library: &LoadedLibrary, mode: &str) -> (LibraryError, bool) {
 fn assert_recovers(library: &LoadedLibrary) {
     let mut instance = library.instantiate().expect("a fresh instance starts");
     instance.configure(&values("ok")).expect("configure ok");
-    let output = instance.render(&[]).expect("a fresh instance renders");
+    let output = instance
+        .render(Vec::new())
+        .expect("a fresh instance renders");
     assert!(output.complete);
     assert_eq!(output.upserts.len(), 1);
     match &output.upserts[0].1 {
@@ -164,8 +166,10 @@ fn a_poisoned_instance_refuses_further_calls() {
     let library = misbehaving(&runtime);
     let mut instance = library.instantiate().expect("instance starts");
     instance.configure(&values("panic")).expect("configure");
-    assert!(instance.render(&[]).is_err());
-    let again = instance.render(&[]).expect_err("a poisoned instance fails");
+    assert!(instance.render(Vec::new()).is_err());
+    let again = instance
+        .render(Vec::new())
+        .expect_err("a poisoned instance fails");
     assert!(matches!(again, LibraryError::Poisoned { .. }), "{again:?}");
     assert!(
         again.to_string().contains("library `misbehaving`"),

@@ -164,7 +164,7 @@ impl ContractExports {
     pub(super) fn render(
         &self,
         store: &mut Store<StoreState>,
-        changes: &[Change],
+        changes: Vec<Change>,
     ) -> wasmtime::Result<Result<ConvertedOutput, GuestError>> {
         match self {
             Self::V0_1_0(exports) => exports.render(store, changes),

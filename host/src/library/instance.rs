@@ -89,7 +89,9 @@ impl LibraryInstance {
     }
 
     /// Renders after applying `changes` to the library's view of its objects.
-    pub fn render(&mut self, changes: &[Change]) -> Result<RenderOutput, LibraryError> {
+    /// Taken by value: the objects' JSON moves into the call's arguments
+    /// instead of being copied (a whole view is megabytes of text).
+    pub fn render(&mut self, changes: Vec<Change>) -> Result<RenderOutput, LibraryError> {
         let output = self.call("render", |exports, store| exports.render(store, changes))?;
         let output = output
             .map_err(|error| self.guest_error("render", error))?

@@ -218,10 +218,13 @@ impl Store {
             .map(|(key, message)| (key, message.as_str()))
     }
 
-    /// Stores or removes one object; returns what was there.
+    /// Stores or removes one object; returns what was there. One walk of
+    /// the namespace's names either way: a complete feed puts every
+    /// object, and each comparison of two names is a byte-wise `memcmp` in
+    /// the guest.
     fn put(&mut self, key: &ObjectKey, value: Option<Rc<Stored>>) -> Option<Rc<Stored>> {
         let store = self.watches.get_mut(&key.watch)?;
-        let previous = match value {
+        match value {
             Some(value) => {
                 // Most objects share a namespace already present: look it up
                 // before allocating a key for it.
@@ -229,10 +232,11 @@ impl Store {
                     store.objects.insert(key.namespace.clone(), BTreeMap::new());
                 }
                 let names = store.objects.get_mut(&key.namespace)?;
-                match names.get_mut(&key.name) {
-                    Some(slot) => Some(std::mem::replace(slot, value)),
-                    None => names.insert(key.name.clone(), value),
+                let previous = names.insert(key.name.clone(), value);
+                if previous.is_none() {
+                    store.len += 1;
                 }
+                previous
             }
             None => {
                 let names = store.objects.get_mut(&key.namespace)?;
@@ -240,21 +244,12 @@ impl Store {
                 if names.is_empty() {
                     store.objects.remove(&key.namespace);
                 }
+                if previous.is_some() {
+                    store.len -= 1;
+                }
                 previous
             }
-        };
-        match (
-            &previous,
-            store
-                .objects
-                .get(&key.namespace)
-                .and_then(|n| n.get(&key.name)),
-        ) {
-            (None, Some(_)) => store.len += 1,
-            (Some(_), None) => store.len -= 1,
-            _ => {}
         }
-        previous
     }
 
     fn watch_store<T: 'static>(&self, watch: &str) -> Result<&WatchStore> {

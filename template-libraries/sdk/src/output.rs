@@ -1,9 +1,9 @@
 //! The output builder: sections, snippets, files and status patches under
 //! stable keys, turned into a delta against the previous render.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
 
 use crate::{Error, ObjectKey, Result};
 
@@ -178,8 +178,14 @@ pub(crate) struct Sent {
     born: u64,
 }
 
-/// Everything sent so far, by key.
-pub(crate) type SentItems = BTreeMap<String, Sent>;
+/// Everything sent so far, by key. Hashed, not ordered: every item of
+/// every render is looked up here, and the keys share long prefixes
+/// (`status:deployed:v1:Pod:<namespace>/`) that made each of a B-tree's
+/// comparisons a long byte-wise `memcmp` in the guest (9,909 status patches:
+/// the larger part of the gate library's render). A fixed hasher, so a
+/// library's behaviour does not depend on a random seed; nothing reads the
+/// map in order (`finish` sorts what it removes).
+pub(crate) type SentItems = HashMap<String, Sent, BuildHasherDefault<DefaultHasher>>;
 
 fn fingerprint(item: &Item) -> u128 {
     let mut low = DefaultHasher::new();
@@ -616,7 +622,14 @@ mod tests {
         f: impl FnOnce(&mut Output),
     ) -> (SentItems, Delta) {
         let render = previous.values().map(|s| s.seen).max().unwrap_or(0) + 1;
-        let mut out = Output::new(if complete { SentItems::new() } else { previous }, render);
+        let mut out = Output::new(
+            if complete {
+                SentItems::default()
+            } else {
+                previous
+            },
+            render,
+        );
         f(&mut out);
         out.finish(complete)
     }
@@ -627,7 +640,7 @@ mod tests {
 
     #[test]
     fn full_mode_sends_only_differences() {
-        let (sent, delta) = render(SentItems::new(), true, |out| {
+        let (sent, delta) = render(SentItems::default(), true, |out| {
             out.section(SectionKind::Backend, "a", "server a 1.1.1.1:80")
                 .unwrap();
             out.section(SectionKind::Backend, "b", "server b 1.1.1.2:80")
@@ -647,7 +660,7 @@ mod tests {
 
     #[test]
     fn a_changed_item_is_sent_again() {
-        let (sent, _) = render(SentItems::new(), true, |out| {
+        let (sent, _) = render(SentItems::default(), true, |out| {
             out.file("maps/a.map", "x 1\n").unwrap();
         });
         let (_, delta) = render(sent, false, |out| {
@@ -659,7 +672,7 @@ mod tests {
 
     #[test]
     fn retain_mode_keeps_untouched_items() {
-        let (sent, _) = render(SentItems::new(), true, |out| {
+        let (sent, _) = render(SentItems::default(), true, |out| {
             out.section(SectionKind::Backend, "a", "1").unwrap();
             out.section(SectionKind::Backend, "b", "1").unwrap();
         });
@@ -680,7 +693,7 @@ mod tests {
 
     #[test]
     fn an_item_added_and_removed_in_one_render_is_not_sent() {
-        let (sent, _) = render(SentItems::new(), true, |out| {
+        let (sent, _) = render(SentItems::default(), true, |out| {
             out.section(SectionKind::Backend, "a", "1").unwrap();
         });
         let (_, delta) = render(sent, false, |out| {
@@ -696,7 +709,7 @@ mod tests {
 
     #[test]
     fn duplicate_sections_are_an_error_and_duplicate_snippets_are_not() {
-        let mut out = Output::new(SentItems::new(), 1);
+        let mut out = Output::new(SentItems::default(), 1);
         out.section(SectionKind::Frontend, "http", "").unwrap();
         assert!(matches!(
             out.section(SectionKind::Frontend, "http", ""),

@@ -36,7 +36,7 @@ impl<T: Library> Runtime<T> {
             info,
             values: Values::default(),
             store: Store::default(),
-            sent: SentItems::new(),
+            sent: SentItems::default(),
             renders: 0,
             complete_next: true,
             unreadable_sent: BTreeMap::new(),
@@ -92,7 +92,7 @@ impl<T: Library> Runtime<T> {
             return Ok(Delta::default());
         }
         let sent = if complete {
-            SentItems::new()
+            SentItems::default()
         } else {
             std::mem::take(&mut self.sent)
         };

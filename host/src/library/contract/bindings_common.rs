@@ -92,11 +92,11 @@ macro_rules! common_bindings {
             pub(in crate::library) fn render(
                 &self,
                 store: &mut Store<StoreState>,
-                changes: &[types::Change],
+                changes: Vec<types::Change>,
             ) -> wasmtime::Result<
                 Result<crate::library::contract::ConvertedOutput, types::GuestError>,
             > {
-                let changes: Vec<wit::Change> = changes.iter().map(change_to_wit).collect();
+                let changes: Vec<wit::Change> = changes.into_iter().map(change_to_wit).collect();
                 let output = self
                     .0
                     .haptic_template_library()
@@ -120,20 +120,20 @@ macro_rules! common_bindings {
             }
         }
 
-        fn key_to_wit(key: &types::ObjectKey) -> wit::ObjectKey {
+        fn key_to_wit(key: types::ObjectKey) -> wit::ObjectKey {
             wit::ObjectKey {
-                watch: key.watch.clone(),
-                namespace: key.namespace.clone(),
-                name: key.name.clone(),
+                watch: key.watch,
+                namespace: key.namespace,
+                name: key.name,
             }
         }
 
-        fn change_to_wit(change: &types::Change) -> wit::Change {
+        fn change_to_wit(change: types::Change) -> wit::Change {
             match change {
                 types::Change::Applied(object) => wit::Change::Applied(wit::Object {
-                    key: key_to_wit(&object.key),
-                    resource_version: object.resource_version.clone(),
-                    json: object.json.clone(),
+                    key: key_to_wit(object.key),
+                    resource_version: object.resource_version,
+                    json: object.json,
                 }),
                 types::Change::Deleted(key) => wit::Change::Deleted(key_to_wit(key)),
             }
