@@ -93,6 +93,12 @@ pub struct PhaseLabels {
     pub phase: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListLabels {
+    /// `Pod (v1)`, `Ingress (networking.k8s.io/v1)`, ...
+    pub watch: String,
+}
+
 /// `haptic_seed_phase_seconds{phase}`: where the controller's start went,
 /// in the order the phases run, each set once: `load` (libraries compiled
 /// and configured, API client made), `lists` (-> every watch's first list
@@ -103,6 +109,10 @@ pub struct PhaseLabels {
 #[derive(Debug)]
 pub struct SeedPhases {
     family: Family<PhaseLabels, Gauge<f64, AtomicU64>>,
+    /// `haptic_seed_list_seconds{watch}`: when each watch's first list was
+    /// in, since these metrics were made. The `lists` phase is the last of
+    /// them; the others say whether one kind or the API server holds it.
+    lists: Family<ListLabels, Gauge<f64, AtomicU64>>,
     /// When these metrics were made: the libraries are loaded by then.
     made: Instant,
     /// When the first configuration was published to the deploy task.
@@ -113,6 +123,7 @@ impl Default for SeedPhases {
     fn default() -> Self {
         Self {
             family: Family::default(),
+            lists: Family::default(),
             made: Instant::now(),
             published: OnceLock::new(),
         }
@@ -126,6 +137,22 @@ impl SeedPhases {
             "Where the controller's start went: load, lists, render, validate, deploy (each set once)",
             self.family.clone(),
         );
+        registry.register(
+            "seed_list_seconds",
+            "When each watch's first list was in, since the controller's libraries were loaded (each set once)",
+            self.lists.clone(),
+        );
+    }
+
+    /// Records that `watch`'s first list is in now (later calls change
+    /// nothing: a re-list is not part of the start).
+    pub fn listed(&self, watch: String) {
+        let labels = ListLabels { watch };
+        if self.lists.get(&labels).is_none() {
+            self.lists
+                .get_or_create(&labels)
+                .set(self.since_made().as_secs_f64());
+        }
     }
 
     /// Sets `phase` to `took`, the first time only: a later render or

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use thiserror::Error;
@@ -237,6 +238,32 @@ async fn run(
     }
 }
 
+/// Clears one field of an object's metadata.
+type ClearMetadata = fn(&mut ObjectMeta);
+
+/// The metadata fields a trim may drop before they become JSON. Not the
+/// name, namespace, resourceVersion or labels: the stored form's identity
+/// and the label selectors read them before the trim applies.
+const DROPPABLE_METADATA: &[(&str, ClearMetadata)] = &[
+    ("metadata.managedFields", |m| m.managed_fields = None),
+    ("metadata.annotations", |m| m.annotations = None),
+    ("metadata.ownerReferences", |m| m.owner_references = None),
+    ("metadata.finalizers", |m| m.finalizers = None),
+    ("metadata.generateName", |m| m.generate_name = None),
+    ("metadata.generation", |m| m.generation = None),
+    ("metadata.creationTimestamp", |m| {
+        m.creation_timestamp = None
+    }),
+    ("metadata.deletionTimestamp", |m| {
+        m.deletion_timestamp = None
+    }),
+    ("metadata.deletionGracePeriodSeconds", |m| {
+        m.deletion_grace_period_seconds = None
+    }),
+    ("metadata.selfLink", |m| m.self_link = None),
+    ("metadata.uid", |m| m.uid = None),
+];
+
 /// Why [`list_once`] failed.
 #[derive(Debug, Error)]
 pub enum ListError {
@@ -310,9 +337,10 @@ pub async fn list_once(targets: &[WatchTarget]) -> Result<Vec<ClusterChange>, Li
 
 /// The stored form: apiVersion and kind set (list items come without them),
 /// trimmed by `trim`, the watch's. The object's fields are moved into the
-/// value, not copied, and its `managedFields` (most of a pod's metadata)
-/// are dropped before its metadata becomes a JSON value when the trim
-/// removes them anyway: at ingest every object of a large list passes here.
+/// value, not copied, and the metadata fields the trim removes whole are
+/// dropped before the metadata becomes a JSON value: at ingest every object
+/// of a large list passes here, and `managedFields` is most of a pod's
+/// metadata.
 pub fn stored(
     trim: &IngestTrim<'_>,
     resource: &ApiResource,
@@ -321,8 +349,10 @@ pub fn stored(
     let DynamicObject {
         mut metadata, data, ..
     } = object;
-    if trim.removes("metadata.managedFields") {
-        metadata.managed_fields = None;
+    for (path, clear) in DROPPABLE_METADATA {
+        if trim.removes(path) {
+            clear(&mut metadata);
+        }
     }
     let mut fields = match data {
         serde_json::Value::Object(fields) => fields,
@@ -369,14 +399,21 @@ mod tests {
             namespace: None,
             label_selector: None,
             field_selector: None,
-            trim: Arc::from(vec!["metadata.managedFields".to_owned(), "spec".to_owned()]),
+            trim: Arc::from(vec![
+                "metadata.managedFields".to_owned(),
+                "metadata.ownerReferences".to_owned(),
+                "spec".to_owned(),
+            ]),
         };
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
         // As a list item arrives: no apiVersion or kind.
         let object = |body| -> DynamicObject { serde_json::from_value(body).unwrap() };
         let pod = serde_json::json!({
             "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "7",
-                         "labels": {"app": "web"}, "managedFields": [{"manager": "kubelet"}]},
+                         "labels": {"app": "web"}, "managedFields": [{"manager": "kubelet"}],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "web-5d", "uid": "u1"}],
+                         "annotations": {"team": "shop"}},
             "spec": {"nodeName": "n1"},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}
         });
@@ -399,7 +436,7 @@ mod tests {
             serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "7",
-                             "labels": {"app": "web"}},
+                             "labels": {"app": "web"}, "annotations": {"team": "shop"}},
                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}
             })
         );

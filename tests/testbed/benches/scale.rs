@@ -236,6 +236,7 @@ fn main() {
                         "haptic_gate_conditions_set_total",
                         "haptic_memory_",
                         "haptic_seed_phase_seconds",
+                        "haptic_seed_list_seconds",
                     ],
                 ) {
                     println!("  {line}");

@@ -16,8 +16,15 @@ pub const RELEASE: &str = "haptic";
 const TIMEOUT: &str = "180s";
 
 /// The repository's root (the chart is `charts/haptic` under it).
+///
+/// Cargo sets `CARGO_MANIFEST_DIR` when it runs a test or bench, so the
+/// checkout running is asked first: this library, built once in a target
+/// dir that several clones share, may have been built by another clone
+/// (whose path `env!` would have baked in), and that clone may be gone.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..")
 }
 
 /// The chart's directory.

@@ -26,3 +26,7 @@ pub mod load;
 pub mod node;
 pub mod oracle;
 pub mod paths;
+// The one port picker the host's tests use too (below the ephemeral and
+// the NodePort ranges, every candidate bound first).
+#[path = "../../../host/tests/support/ports.rs"]
+pub mod ports;

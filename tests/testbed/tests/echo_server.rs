@@ -4,7 +4,7 @@
 //!
 //! Runs on 127.0.0.1 (no EndpointSlice involved, so no pod network needed).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ async fn get(addr: SocketAddr, path: &str) -> Result<http::Response, String> {
 
 #[tokio::test]
 async fn answers_with_its_name_and_drains_in_flight_requests_on_sigterm() -> anyhow::Result<()> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = haptic_testbed::ports::free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_echo-server"))
         .args(["--port", &port.to_string(), "--shutdown-delay", "1"])

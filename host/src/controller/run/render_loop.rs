@@ -102,9 +102,9 @@ pub(super) async fn run(
             let Some(event) = events.recv().await else {
                 return;
             };
-            absorb(event, &mut listed, &mut pending);
+            absorb(event, &mut listed, &mut pending, &state);
             while let Ok(event) = events.try_recv() {
-                absorb(event, &mut listed, &mut pending);
+                absorb(event, &mut listed, &mut pending, &state);
             }
             if !listed.iter().all(|done| *done) {
                 continue;
@@ -189,11 +189,20 @@ fn absorb(
     event: SourceEvent,
     listed: &mut [bool],
     pending: &mut Vec<crate::render::ClusterChange>,
+    state: &State,
 ) {
     if event.listed
         && let Some(done) = listed.get_mut(event.target)
     {
         *done = true;
+        for change in &event.changes {
+            if let crate::render::ClusterChange::Relisted {
+                api_version, kind, ..
+            } = change
+            {
+                state.metrics.seed.listed(format!("{kind} ({api_version})"));
+            }
+        }
     }
     pending.extend(event.changes);
 }

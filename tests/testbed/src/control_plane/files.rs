@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 use std::io::Read as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use super::{ControlPlaneError, KUBERNETES_VERSION, TokenUser};
@@ -45,21 +44,6 @@ fn cache_root() -> PathBuf {
     }
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
     home.join(".cache").join("haptic-testbed")
-}
-
-/// A port that was free a moment ago.
-///
-/// The listener is closed before the component binds the port, so another process could take
-/// it in between; the kernel hands out ephemeral ports round-robin, which makes that rare, and
-/// a component that loses the race exits with its log in the error.
-pub(crate) fn free_port() -> Result<u16, ControlPlaneError> {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| ControlPlaneError::Io {
-            what: "find a free port on 127.0.0.1".to_owned(),
-            source,
-        })
 }
 
 /// 128 random bits as hex, for bearer tokens.

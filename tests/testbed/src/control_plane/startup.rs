@@ -42,10 +42,10 @@ pub(super) async fn run(
     let sa_key = dir.join("service-account.key");
     files::generate_service_account_key(&sa_key).await?;
 
-    let etcd_port = files::free_port()?;
-    let etcd_peer_port = files::free_port()?;
-    let apiserver_port = files::free_port()?;
-    let kcm_port = files::free_port()?;
+    let etcd_port = crate::ports::free_port();
+    let etcd_peer_port = crate::ports::free_port();
+    let apiserver_port = crate::ports::free_port();
+    let kcm_port = crate::ports::free_port();
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     let etcd_peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
     let apiserver_ip = options

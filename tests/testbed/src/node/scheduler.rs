@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::Error;
 use super::host::node_path;
-use crate::control_plane::files::free_port;
 use crate::control_plane::process::Component;
+use crate::ports::free_port;
 
 /// The scheduler's identity, bound to `system:kube-scheduler` by RBAC's
 /// bootstrap policy.
@@ -20,7 +20,7 @@ pub(crate) fn start(bin_dir: &Path, kubeconfig: &Path) -> Result<Component, Erro
         format!("--authentication-kubeconfig={kubeconfig}"),
         format!("--authorization-kubeconfig={kubeconfig}"),
         "--bind-address=127.0.0.1".to_owned(),
-        format!("--secure-port={}", free_port()?),
+        format!("--secure-port={}", free_port()),
         format!("--cert-dir={}", node_path("kube-scheduler").display()),
         "--leader-elect=false".to_owned(),
         "--profiling=false".to_owned(),
