@@ -179,10 +179,19 @@ async fn run(
     if let Some(selector) = &target.field_selector {
         config = config.fields(selector);
     }
+    let mut listing = Listing {
+        trim: Arc::clone(&target.trim),
+        resource: resource.clone(),
+        batch: config
+            .page_size
+            .and_then(|size| usize::try_from(size).ok())
+            .unwrap_or(500),
+        page: Vec::new(),
+        stored: Vec::new(),
+    };
     let stream = watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let trim = IngestTrim::new(&target.trim);
-    let mut listing: Vec<ClusterObject> = Vec::new();
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(event) => event,
@@ -197,16 +206,14 @@ async fn run(
                 continue;
             }
             watcher::Event::InitApply(object) => {
-                if let Some(object) = stored(&trim, &resource, object) {
-                    listing.push(object);
-                }
+                listing.push(object);
                 continue;
             }
             watcher::Event::InitDone => (
                 vec![ClusterChange::Relisted {
                     api_version: target.api_version.clone(),
                     kind: target.kind.clone(),
-                    objects: std::mem::take(&mut listing),
+                    objects: listing.finish(&target).await,
                 }],
                 true,
             ),
@@ -234,6 +241,72 @@ async fn run(
         };
         if events.send(event).is_err() {
             return;
+        }
+    }
+}
+
+/// A (re-)list being taken in. Its objects are stored a page at a time on
+/// the blocking pool: kube's watcher asks for the next page only once this
+/// one is consumed, so the API server prepares it while this one is
+/// trimmed, instead of each waiting on the other (TestScale's 10,000 pods
+/// are the seed's longest list).
+struct Listing {
+    trim: Arc<[String]>,
+    resource: ApiResource,
+    /// Objects per batch: the watcher's page size.
+    batch: usize,
+    page: Vec<DynamicObject>,
+    stored: Vec<tokio::task::JoinHandle<Vec<ClusterObject>>>,
+}
+
+impl Listing {
+    fn push(&mut self, object: DynamicObject) {
+        self.page.push(object);
+        if self.page.len() >= self.batch {
+            self.store_page();
+        }
+    }
+
+    fn store_page(&mut self) {
+        if self.page.is_empty() {
+            return;
+        }
+        let page = std::mem::take(&mut self.page);
+        let trim = Arc::clone(&self.trim);
+        let resource = self.resource.clone();
+        self.stored.push(tokio::task::spawn_blocking(move || {
+            let trim = IngestTrim::new(&trim);
+            page.into_iter()
+                .filter_map(|object| stored(&trim, &resource, object))
+                .collect()
+        }));
+    }
+
+    /// Every object listed, in the order listed.
+    async fn finish(&mut self, target: &WatchTarget) -> Vec<ClusterObject> {
+        self.store_page();
+        let mut objects = Vec::new();
+        for batch in std::mem::take(&mut self.stored) {
+            match batch.await {
+                Ok(batch) => objects.extend(batch),
+                // Only a panic in `stored` gets here, a defect: it ends the
+                // watch as it did before pages were stored apart. A partial
+                // list must never reach the store, which would take every
+                // object missing from it for deleted.
+                Err(error) => {
+                    tracing::error!(watch = %target.describe(), %error, "storing a page of listed objects panicked");
+                    std::panic::resume_unwind(error.into_panic());
+                }
+            }
+        }
+        objects
+    }
+
+    /// A new list starts: what the last one took in is dropped.
+    fn clear(&mut self) {
+        self.page.clear();
+        for batch in self.stored.drain(..) {
+            batch.abort();
         }
     }
 }
