@@ -94,6 +94,23 @@ pub enum Error {
         /// The archives not found.
         missing: String,
     },
+    /// Too little free disk for the node: the kubelet would evict the
+    /// test's pods, and every scenario would fail for a reason not its own.
+    #[error(
+        "the test bed's node needs {needed_mib} MiB free on the filesystem of {} \
+         ({free_mib} MiB free of {size_mib} MiB): under 1 % free the kubelet evicts \
+         the pods it runs; free some space (old cargo target dirs are the usual \
+         cause) and run again",
+        host::NODE_DIR
+    )]
+    DiskFull {
+        /// What is free now.
+        free_mib: u64,
+        /// The filesystem's size.
+        size_mib: u64,
+        /// The kubelet's eviction threshold plus what a run writes.
+        needed_mib: u64,
+    },
     /// A part did not come up in time.
     #[error(
         "{what} was not ready after {waited:?}; last seen: {last} (logs in {})",
@@ -156,6 +173,7 @@ impl NodeBed {
         // The Ingress suite's echoserver when it was built (`make ingress-conformance`).
         archives.extend(images::ingress_archives().unwrap_or_default());
         cleanup::sweep();
+        host::check_free_space()?;
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
             Ok(parts) => parts,
