@@ -146,12 +146,17 @@ gateway-conformance-binaries:
 # gateway-conformance-images adds the conformance suite's echo-basic and DNS
 # (a build of the suite, which `make test` does not need yet).
 TESTBED_IMAGES := $(TARGET_DIR)/testbed-images
+# The echo server comes from the test bed's test build: the package selection
+# `make e2e-test` builds next, so every dependency compiles once. A
+# `cargo build --bin echo-server` alone resolves fewer features of tokio, syn,
+# serde_json and more, and compiled 76 crates a second time (3 min cold).
+ECHO_SERVER = $(CARGO) test -p haptic-testbed --no-run
 testbed-images: testbed-node-setup testbed-binaries
-	$(CARGO) build -p haptic-testbed --bin echo-server
+	$(ECHO_SERVER)
 	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
 
 gateway-conformance-images: testbed-node-setup testbed-binaries
-	$(CARGO) build -p haptic-testbed --bin echo-server
+	$(ECHO_SERVER)
 	suite=$$(bash tests/testbed/scripts/build-gateway-conformance.sh) && \
 	bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES) "$$suite"
 
@@ -225,7 +230,7 @@ gateway-rollout-test: testbed-binaries gateway-conformance-images image
 #   HAPTIC_INGRESS_CONFORMANCE_SRC=/path/to/ingress-controller-conformance make ingress-conformance
 # and is cached in ~/.cache/haptic-testbed (tests/testbed/scripts/build-ingress-conformance.sh).
 ingress-conformance-images: testbed-node-setup testbed-binaries
-	$(CARGO) build -p haptic-testbed --bin echo-server
+	$(ECHO_SERVER)
 	suite=$$(bash tests/testbed/scripts/build-ingress-conformance.sh) && \
 	INGRESS_CONFORMANCE_DIR="$$suite" bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
 

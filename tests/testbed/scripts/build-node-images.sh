@@ -43,7 +43,7 @@ for tool in gcc umoci python3 go; do
         exit 2
     }
 done
-[[ -x "$echo_bin" ]] || { echo "$0: $echo_bin is not an executable (cargo build -p haptic-testbed --bin echo-server)" >&2; exit 2; }
+[[ -x "$echo_bin" ]] || { echo "$0: $echo_bin is not an executable (make testbed-images builds it)" >&2; exit 2; }
 
 k8s_version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$go_dir/go.mod")"
 module_dir="$(cd "$go_dir" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$k8s_version" |
