@@ -20,6 +20,7 @@ const TEST_GUESTS: &[(&str, &str)] = &[
     ("haptic-misbehaving", "MISBEHAVING"),
     ("haptic-contract-0-2-0", "CONTRACT_0_2_0"),
     ("haptic-owned-objects", "OWNED_OBJECTS"),
+    ("haptic-render-floor", "RENDER_FLOOR"),
     ("maintenance-mode", "EXAMPLE_MAINTENANCE_MODE"),
     ("source-allow-list", "EXAMPLE_SOURCE_ALLOW_LIST"),
     ("basic-auth", "EXAMPLE_BASIC_AUTH"),

@@ -57,6 +57,7 @@ fn main() -> anyhow::Result<()> {
 
     // Full render: a fresh renderer (instantiate, configure, feed everything, merge).
     let mut full = Vec::new();
+    let mut per_library: BTreeMap<String, (Vec<Duration>, Vec<Duration>)> = BTreeMap::new();
     let mut renderer = None;
     for round in 0..5 {
         // One renderer alive at a time, so the memory figures mean one.
@@ -78,7 +79,7 @@ fn main() -> anyhow::Result<()> {
                     .map(Vec::len)
                     .sum::<usize>()
             );
-            for timing in &fresh.timings().libraries {
+            for timing in fresh.timings().libraries.iter() {
                 println!(
                     "  first render, {}: {} ({} inside the library)",
                     timing.library,
@@ -88,9 +89,21 @@ fn main() -> anyhow::Result<()> {
             }
             println!("  merge: {}", ms(fresh.timings().merge));
         }
+        for timing in &fresh.timings().libraries {
+            if FLOOR_COMPARED.contains(&timing.library.as_str()) {
+                let (total, guest) = per_library.entry(timing.library.clone()).or_default();
+                total.push(timing.total);
+                guest.push(timing.guest);
+            }
+        }
         renderer = Some(fresh);
     }
     report("full render (fresh instances, all objects)", &mut full);
+    for (library, (total, guest)) in &mut per_library {
+        report(&format!("  {library}"), total);
+        report("    inside the library", guest);
+    }
+    render_floor(&runtime, &objects)?;
     let Some(mut renderer) = renderer else {
         anyhow::bail!("no renderer");
     };
@@ -159,6 +172,60 @@ fn main() -> anyhow::Result<()> {
         println!(
             "resident memory of this process: {current} now (one renderer, the cluster twice: store and generator), {peak} at peak"
         );
+    }
+    Ok(())
+}
+
+/// The libraries whose first render the floor is compared with: the two
+/// that take in every pod.
+const FLOOR_COMPARED: &[&str] = &[
+    "status-patches-150-pod-readiness-gate",
+    "kubernetes-backends",
+];
+
+/// The floor of one library's full render of the cluster's Pods and
+/// EndpointSlices under the contract: the test library `render-floor` doing a
+/// fixed part of the gate library's work (take them in; parse them; answer a
+/// status patch per pod),
+/// a fresh instance per round beside `base`, as the full render runs them.
+fn render_floor(runtime: &LibraryRuntime, objects: &[ClusterChange]) -> anyhow::Result<()> {
+    let is_read = |change: &&ClusterChange| {
+        matches!(change, ClusterChange::Applied(object)
+            if matches!(object.reference.kind.as_str(), "Pod" | "EndpointSlice"))
+    };
+    let read: Vec<ClusterChange> = objects.iter().filter(is_read).cloned().collect();
+    println!(
+        "\nfloor: one library's first render of the {} Pods and EndpointSlices, trimmed as the gate library's (fresh instances)",
+        read.len()
+    );
+    for stage in ["receive", "parse", "patch"] {
+        let mut values = Values::default();
+        values.set_assignment(&format!("templateLibraries.renderFloor.stage={stage}"))?;
+        let (mut total, mut guest) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let mut libraries = runtime.load_bundled()?;
+            libraries.retain(|library| library.info().name == "base");
+            libraries
+                .push(runtime.load_file(std::path::Path::new(haptic::guests::RENDER_FLOOR_PATH))?);
+            let defaults: Vec<_> = libraries
+                .iter()
+                .map(|l| (l.info().name.clone(), l.info().default_values.clone()))
+                .collect();
+            let mut renderer = Renderer::new(libraries, values.library_tree(&defaults)?);
+            renderer.render(read.clone())?;
+            let Some(timing) = renderer
+                .timings()
+                .libraries
+                .iter()
+                .find(|timing| timing.library == "render-floor")
+            else {
+                anyhow::bail!("the render timings name no library render-floor");
+            };
+            total.push(timing.total);
+            guest.push(timing.guest);
+        }
+        report(&format!("  {stage}"), &mut total);
+        report("    inside the library", &mut guest);
     }
     Ok(())
 }
