@@ -255,17 +255,19 @@ chart-test:
 # they compute: a cold CI run measured them at about a quarter of the two
 # cores over their 20 minutes. So the checks that only compute run beside
 # them at the lowest CPU priority, taking what the scenarios leave, never
-# what they ask for. Each lane's lines carry its name; a failure in either
-# fails the run once both lanes have ended.
+# what they ask for. Within a lane the steps run one at a time (-j1: two
+# scaffolded projects installing one componentize-py at once would race).
+# Each lane's lines carry its name; a failure in either fails the run once
+# both lanes have ended.
 COMPUTE_CHECKS := lint new-library-test python-test new-python-library-test chart-test
 test: setup unit-test image-test testbed-binaries testbed-images gateway-conformance-images
 	$(MAKE) --no-print-directory -j2 e2e-lane checks-lane
 
 e2e-lane:
-	@set -o pipefail; $(MAKE) --no-print-directory e2e-run 2>&1 | sed -u 's/^/[e2e] /'
+	@set -o pipefail; $(MAKE) --no-print-directory -j1 e2e-run 2>&1 | sed -u 's/^/[e2e] /'
 
 checks-lane:
-	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory $(COMPUTE_CHECKS) 2>&1 | sed -u 's/^/[checks] /'
+	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -j1 $(COMPUTE_CHECKS) 2>&1 | sed -u 's/^/[checks] /'
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up
