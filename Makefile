@@ -202,7 +202,8 @@ image-test: image
 # `haptic` binary.
 # The ignored real-node tests of node_gateway, by name filter.
 NODE_GATEWAY_TEST = $(CARGO) test -p haptic-testbed --test node_gateway -- --ignored
-e2e-test: testbed-binaries testbed-images gateway-conformance-images e2e-run
+e2e-test: testbed-binaries testbed-images gateway-conformance-images
+	$(MAKE) --no-print-directory e2e-run
 
 # The end-to-end tests themselves, once what they need is built.
 e2e-run:
