@@ -12,7 +12,9 @@
 //!   request in -> the new worker answers `show info` with the new id; and
 //!   in the same rounds, on the configuration the agent just deployed,
 //!   HAProxy's own reload (master CLI `reload` -> the new worker answers
-//!   `show info`), and the ratio of the two;
+//!   `show info`), and the ratio of the two; then, from the agent's log,
+//!   its own part (request in -> files written) and the reload it waited
+//!   for (files written -> the new worker answers);
 //! - the agent's resident memory (current and peak).
 //!
 //! `HAPTIC_BENCH_ROUNDS` sets the runtime rounds (default 200; rotations are
@@ -160,7 +162,7 @@ fn main() {
     runtime
         .block_on(pod.client.apply(&tokens.request(&first)))
         .expect("seed");
-    let reloads_before = reload_ms(&pod.agent_log()).len();
+    let reloads_before = logged_ms(&pod.agent_log(), "reload_ms").len();
     let haproxy = haptic::agent::haproxy::Haproxy {
         master_socket: haptic::agent::default_master_socket(&pod.config_dir()),
         worker_socket: haptic::agent::default_worker_socket(&pod.config_dir()),
@@ -199,13 +201,23 @@ fn main() {
         "  ratio of the medians, agent / bare HAProxy: {:.2}",
         median(&samples) / median(&bare)
     );
-    // The agent's own figure: files written -> the new worker reports the id.
-    let mut inside = reload_ms(&pod.agent_log()).split_off(reloads_before);
-    if !inside.is_empty() {
-        report(
-            "  of which files written -> new worker (agent log)",
-            &mut inside,
-        );
+    // The agent's own figures, from its log: its part before HAProxy's
+    // (decode, plan, files written) and HAProxy's reload as it saw it.
+    let log = pod.agent_log();
+    for (field, what) in [
+        (
+            "prepare_ms",
+            "  of which request in -> files written (agent log)",
+        ),
+        (
+            "reload_ms",
+            "  of which files written -> new worker answers (agent log)",
+        ),
+    ] {
+        let mut figures = logged_ms(&log, field).split_off(reloads_before);
+        if !figures.is_empty() {
+            report(what, &mut figures);
+        }
     }
 
     if let Some(agent) = &pod.agent {
@@ -251,11 +263,13 @@ async fn bare_reload(haproxy: &haptic::agent::haproxy::Haproxy) -> Duration {
     }
 }
 
-/// The `reload_ms` the agent logged for each reload, in order.
-fn reload_ms(log: &str) -> Vec<Duration> {
+/// The milliseconds the agent logged as `field` on each reload, in order.
+fn logged_ms(log: &str, field: &str) -> Vec<Duration> {
+    let prefix = format!("{field}=");
     log.lines()
+        .filter(|l| l.contains("reloaded"))
         .filter_map(|l| {
-            l.split("reload_ms=")
+            l.split(prefix.as_str())
                 .nth(1)?
                 .split_whitespace()
                 .next()?
