@@ -14,7 +14,7 @@
 //! Services, the slice index and the routing rule); what `receive` spends
 //! no library of this contract that reads every pod and endpoint can avoid.
 
-use haptic_sdk::readiness::{GatePod, POD_IGNORE_FIELDS};
+use haptic_sdk::readiness::{self, GatePod, POD_IGNORE_FIELDS};
 use haptic_sdk::slim::{SLICE_IGNORE_FIELDS, Slice};
 use haptic_sdk::{Context, Info, Library, Output, Plan, Result, StatusVariant, Values, Watch};
 use serde::Deserialize;
@@ -56,15 +56,7 @@ impl Library for RenderFloor {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         let values: FloorValues = values.get()?;
         self.stage = values.stage;
-        self.status = serde_json::json!({
-            "conditions": [{
-                "type": haptic_sdk::readiness::GATE_CONDITION,
-                "status": "True",
-                "reason": "RoutedByLoadBalancer",
-                "message": "Every HAProxy pod runs a configuration that routes to this pod"
-            }]
-        })
-        .to_string();
+        self.status = readiness::gate_status().to_string();
         let pods = Watch::new(PODS, "v1", "Pod").ignore_fields(POD_IGNORE_FIELDS.iter().copied());
         let slices = Watch::new(ENDPOINT_SLICES, "discovery.k8s.io/v1", "EndpointSlice")
             .ignore_fields(SLICE_IGNORE_FIELDS.iter().copied());

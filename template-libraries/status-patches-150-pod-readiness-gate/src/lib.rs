@@ -25,7 +25,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 
-use haptic_sdk::readiness::{self, GATE_CONDITION, GatePod, POD_IGNORE_FIELDS};
+use haptic_sdk::readiness::{self, GatePod, POD_IGNORE_FIELDS};
 use haptic_sdk::slim::{SERVICE_IGNORE_FIELDS, SLICE_IGNORE_FIELDS, ServicePorts, Slice};
 use haptic_sdk::{Context, Info, Library, Output, Plan, Result, StatusVariant, Values, Watch};
 use serde::Deserialize;
@@ -52,23 +52,12 @@ struct Gate {
     enabled: bool,
 }
 
-/// The status this library applies to a routed gated pod.
-pub fn gate_status() -> serde_json::Value {
-    serde_json::json!({
-        "conditions": [{
-            "type": GATE_CONDITION,
-            "status": "True",
-            "reason": "RoutedByLoadBalancer",
-            "message": "Every HAProxy pod runs a configuration that routes to this pod"
-        }]
-    })
-}
-
 /// The `status-patches-150-pod-readiness-gate` library.
 #[derive(Debug, Default)]
 pub struct ReadinessGatePatches {
     enabled: bool,
-    /// [`gate_status`], serialized once: every patch carries the same one.
+    /// [`readiness::gate_status`], serialized once: every patch carries the
+    /// same one.
     status: String,
     /// Slice names per Service.
     slices_of: HashMap<Key, BTreeSet<String>>,
@@ -91,7 +80,7 @@ impl Library for ReadinessGatePatches {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         let backends: BackendValues = values.library_as("kubernetesBackends")?;
         self.enabled = backends.pod_readiness_gate.enabled;
-        self.status = gate_status().to_string();
+        self.status = readiness::gate_status().to_string();
         if !self.enabled {
             return Ok(Plan::default());
         }

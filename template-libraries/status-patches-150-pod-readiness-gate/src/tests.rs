@@ -1,3 +1,4 @@
+use haptic_sdk::readiness::GATE_CONDITION;
 use haptic_sdk::testing::Harness;
 use serde_json::{Value, json};
 
