@@ -147,22 +147,13 @@ impl SeedPhases {
     /// Records that `watch`'s first list is in now (later calls change
     /// nothing: a re-list is not part of the start).
     pub fn listed(&self, watch: String) {
-        let labels = ListLabels { watch };
-        if self.lists.get(&labels).is_none() {
-            self.lists
-                .get_or_create(&labels)
-                .set(self.since_made().as_secs_f64());
-        }
+        set_once(&self.lists, ListLabels { watch }, self.since_made());
     }
 
     /// Sets `phase` to `took`, the first time only: a later render or
     /// deploy is not part of the start.
     pub fn record(&self, phase: &'static str, took: Duration) {
-        if self.family.get(&PhaseLabels { phase }).is_none() {
-            self.family
-                .get_or_create(&PhaseLabels { phase })
-                .set(took.as_secs_f64());
-        }
+        set_once(&self.family, PhaseLabels { phase }, took);
     }
 
     /// Since these metrics were made.
@@ -181,6 +172,18 @@ impl SeedPhases {
         if let Some(published) = self.published.get() {
             self.record("deploy", published.elapsed());
         }
+    }
+}
+
+/// Sets the gauge `labels` selects in `family` to `value` in seconds, unless
+/// it was set before: the seed's figures describe the start, and a later
+/// re-list, render or deploy is not part of it.
+fn set_once<L>(family: &Family<L, Gauge<f64, AtomicU64>>, labels: L, value: Duration)
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    if family.get(&labels).is_none() {
+        family.get_or_create(&labels).set(value.as_secs_f64());
     }
 }
 

@@ -86,3 +86,30 @@ fn certificate_expiry_follows_the_bundle_files() {
         .is_empty()
     );
 }
+
+#[test]
+fn seed_figures_keep_the_start_and_ignore_later_lists_and_renders() {
+    let metrics = Metrics::default();
+    metrics.seed.record("render", Duration::from_millis(250));
+    metrics.seed.record("render", Duration::from_secs(9));
+    metrics.seed.listed("pods".to_owned());
+    std::thread::sleep(Duration::from_millis(50));
+    metrics.seed.listed("pods".to_owned());
+    let text = metrics.encode();
+    assert_eq!(
+        samples(&text, "haptic_seed_phase_seconds"),
+        [r#"haptic_seed_phase_seconds{phase="render"} 0.25"#],
+        "a later render replaced the seed's:\n{text}"
+    );
+    let listed = samples(&text, "haptic_seed_list_seconds");
+    assert_eq!(listed.len(), 1, "{text}");
+    let seconds: f64 = listed[0]
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("a number");
+    assert!(
+        seconds < 0.05,
+        "a re-list replaced the first list's time ({seconds} s):\n{text}"
+    );
+}
