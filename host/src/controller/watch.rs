@@ -464,20 +464,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_listed_object_is_stored_with_its_kind_and_without_trimmed_fields() {
-        let target = WatchTarget {
+    /// Every Pod, in every namespace, with `trim` dropped.
+    fn every_pod(trim: &[&str]) -> WatchTarget {
+        WatchTarget {
             api_version: "v1".into(),
             kind: "Pod".into(),
             namespace: None,
             label_selector: None,
             field_selector: None,
-            trim: Arc::from(vec![
-                "metadata.managedFields".to_owned(),
-                "metadata.ownerReferences".to_owned(),
-                "spec".to_owned(),
-            ]),
-        };
+            trim: trim.iter().map(|path| (*path).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_listed_object_is_stored_with_its_kind_and_without_trimmed_fields() {
+        let target = every_pod(&["metadata.managedFields", "metadata.ownerReferences", "spec"]);
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
         // As a list item arrives: no apiVersion or kind.
         let object = |body| -> DynamicObject { serde_json::from_value(body).unwrap() };
@@ -513,6 +514,58 @@ mod tests {
                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}
             })
         );
+    }
+
+    /// A listing taken in page by page on the blocking pool hands over every
+    /// object once, in the order listed and trimmed; a list that restarts
+    /// drops what its predecessor took in.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_listing_keeps_every_page_in_order_and_a_restart_drops_the_old_one() {
+        let target = every_pod(&["spec"]);
+        let pod = |name: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "shop", "resourceVersion": "1"},
+                "spec": {"nodeName": "n1"}
+            }))
+            .expect("a pod")
+        };
+        let mut listing = Listing {
+            trim: Arc::clone(&target.trim),
+            resource: ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+            batch: 3,
+            page: Vec::new(),
+            stored: Vec::new(),
+        };
+        let names = |objects: &[ClusterObject]| -> Vec<String> {
+            objects.iter().map(|o| o.reference.name.clone()).collect()
+        };
+
+        // Seven objects: two full pages and one partial, stored apart.
+        for i in 0..7 {
+            listing.push(pod(&format!("web-{i}")));
+        }
+        assert_eq!(
+            listing.stored.len(),
+            2,
+            "full pages go to the blocking pool"
+        );
+        let objects = listing.finish(&target).await;
+        assert_eq!(
+            names(&objects),
+            (0..7).map(|i| format!("web-{i}")).collect::<Vec<_>>()
+        );
+        assert!(
+            objects.iter().all(|o| !o.json().contains("nodeName")),
+            "the watch's trim applies to every page"
+        );
+
+        // A re-list that restarts midway keeps only what follows the restart.
+        for i in 0..4 {
+            listing.push(pod(&format!("old-{i}")));
+        }
+        listing.clear();
+        listing.push(pod("new-0"));
+        assert_eq!(names(&listing.finish(&target).await), ["new-0"]);
     }
 
     #[test]
