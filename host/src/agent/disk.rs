@@ -146,9 +146,15 @@ impl ConfigDir {
             fs::remove_dir_all(&staging)?;
         }
         create_private_dir(&staging)?;
-        write_file(
+        // The configuration as sent, then the agent's lines, written one
+        // after the other: joining them first would hold a second copy of
+        // the whole configuration at the agent's peak.
+        write_file_parts(
             &staging.join(CONFIG_FILE),
-            self.with_agent_lines(bundle).as_bytes(),
+            &[
+                bundle.config.as_bytes(),
+                self.agent_lines(bundle).as_bytes(),
+            ],
         )?;
         for file in &bundle.files {
             write_file(&staging.join(&file.path), file.content.as_bytes())?;
@@ -181,8 +187,9 @@ impl ConfigDir {
         if metadata.id != id {
             return None;
         }
-        let written = fs::read_to_string(dir.join(CONFIG_FILE)).ok()?;
-        let config = written[..written.rfind(&format!("\n{AGENT_MARKER}"))?].to_owned();
+        // Cut in place: the agent's peak holds this beside the new bundle.
+        let mut config = fs::read_to_string(dir.join(CONFIG_FILE)).ok()?;
+        config.truncate(config.rfind(&format!("\n{AGENT_MARKER}"))?);
         let mut files = Vec::with_capacity(metadata.files.len());
         for path in metadata.files {
             let content = fs::read_to_string(dir.join(&path)).ok()?;
@@ -263,12 +270,12 @@ impl ConfigDir {
         fs::rename(&staging, self.root.join(STATE_FILE))
     }
 
-    fn with_agent_lines(&self, bundle: &Bundle) -> String {
+    /// What the agent appends to a bundle's configuration.
+    fn agent_lines(&self, bundle: &Bundle) -> String {
         // A second `global` section is legal and merges into the first; being
         // last, its `description` is the one `show info` reports.
         format!(
-            "{}\n{AGENT_MARKER}global\n    description {}\n    stats socket {} mode 600 level admin\n",
-            bundle.config,
+            "\n{AGENT_MARKER}global\n    description {}\n    stats socket {} mode 600 level admin\n",
             bundle.id,
             self.worker_socket.display()
         )
@@ -321,6 +328,11 @@ fn create_private_dir(path: &Path) -> std::io::Result<()> {
 /// Writes `path` (creating its parent) with mode 0600: certificates and
 /// keys live here too.
 fn write_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    write_file_parts(path, &[content])
+}
+
+/// [`write_file`] of `parts`, one after the other.
+fn write_file_parts(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(parent) = path.parent() {
         create_private_dir(parent)?;
@@ -331,7 +343,10 @@ fn write_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(content)
+    for part in parts {
+        file.write_all(part)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
