@@ -9,7 +9,12 @@
 //! pod), one Ingress change -> a configuration holding it running on every
 //! pod (n, p50, p95, max and the changes not deployed in time; n is
 //! `HAPTIC_BENCH_ROUNDS`, default 100), the
-//! controller's peak and current resident memory, the agents' memory.
+//! controller's peak and current resident memory, the agents' memory; then
+//! the seed again after restarts (`HAPTIC_BENCH_SEEDS` seeds in all,
+//! default 5): the controller killed, one Ingress and its Service deleted
+//! meanwhile so its first configuration loses a backend and needs a reload
+//! as the first seed's did, a new controller started; each with its phases
+//! from `/metrics`.
 //! Asserts the objects were all created and each change's bundle holds it,
 //! so a figure is never of a smaller cluster or of another render.
 
@@ -25,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use haptic::synthetic::{Cluster, ClusterSpec};
 use harness::Installation;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use synthetic::{ControllerProcess, change_host, converged_on_new, create_all, memory_kib};
@@ -32,6 +38,13 @@ use synthetic::{ControllerProcess, change_host, converged_on_new, create_all, me
 /// Ingress changes measured unless `HAPTIC_BENCH_ROUNDS` says otherwise:
 /// enough for a p95.
 const CHANGES: usize = 100;
+
+/// Seeds measured unless `HAPTIC_BENCH_SEEDS` says otherwise: the first
+/// (a new cluster, HAProxy on its bootstrap configuration) and restarts.
+const SEEDS: usize = 5;
+
+/// The seed's phases as the controller exported them, in start order.
+const SEED_PHASES: [&str; 5] = ["load", "lists", "render", "validate", "deploy"];
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -46,7 +59,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// them), all kinds at once, each object parsed, and nothing else: what any
 /// controller pays before its first render.
 async fn bare_lists(client: &kube::Client, page: Option<u32>) -> Duration {
-    use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+    use k8s_openapi::api::core::v1::{Pod, Secret};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use k8s_openapi::api::networking::v1::IngressClass;
     use kube::api::{ApiResource, DynamicObject, ListParams};
@@ -261,7 +274,129 @@ fn main() {
         }
         println!("agent applies by reason: {reasons:#?}");
         drop(controller);
+
+        // The seed again after restarts, for a figure with n > 1. Each
+        // restart deletes one Ingress and its Service while no controller
+        // runs, so the new controller's first render differs from what
+        // HAProxy runs by a backend and its deploy is a reload, as the first
+        // seed's was (checked with every HAProxy master's reload count: a
+        // restart deployed at runtime is printed and not counted).
+        let seeds: usize = std::env::var("HAPTIC_BENCH_SEEDS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(SEEDS);
+        let last_namespace = format!("ns-{}", ClusterSpec::benchmark().namespaces - 1);
+        let deletable: Api<Ingress> = Api::namespaced(client.clone(), &last_namespace);
+        let services: Api<Service> = Api::namespaced(client.clone(), &last_namespace);
+        let mut all_seeds = vec![seed];
+        for restart in 1..seeds {
+            let name = format!("app-{}", restart - 1);
+            let host = deletable
+                .get(&name)
+                .await
+                .expect("the Ingress to delete")
+                .spec
+                .and_then(|spec| spec.rules)
+                .and_then(|rules| rules.into_iter().next())
+                .and_then(|rule| rule.host)
+                .expect("a synthetic Ingress has a host");
+            deletable
+                .delete(&name, &Default::default())
+                .await
+                .expect("delete the Ingress");
+            // And the one Service no other Ingress left routes to: an Ingress
+            // alone is a map entry (a runtime apply), a Service a backend.
+            let service = format!("svc-{}", restart - 1);
+            services
+                .delete(&service, &Default::default())
+                .await
+                .expect("delete the Service");
+            let reloads_before = master_reloads(&installation).await;
+            let dir = tempfile::tempdir().expect("tempdir");
+            let started = Instant::now();
+            let controller = ControllerProcess::start(dir.path(), &kubeconfig);
+            let next = converged_on_new(&installation, Some(&id), Duration::from_secs(120))
+                .await
+                .expect("the fleet runs the restarted controller's first configuration");
+            let took = started.elapsed();
+            assert!(
+                !bundle_mentions(&installation, &next, &host),
+                "restart {restart}: the first configuration still routes {host}, deleted before the start"
+            );
+            id = next;
+            let phases = seed_phases(&controller).await;
+            let reloaded = master_reloads(&installation)
+                .await
+                .iter()
+                .zip(&reloads_before)
+                .all(|(after, before)| after > before);
+            // A restart deployed at runtime did not take the seed's path: not
+            // counted with the seeds.
+            if reloaded {
+                all_seeds.push(took);
+            }
+            println!(
+                "seed after restart {restart} (Ingress {last_namespace}/{name} and Service {service} deleted meanwhile): {took:?}, {}; phases: {phases}",
+                if reloaded {
+                    "deployed by a reload"
+                } else {
+                    "deployed WITHOUT a reload (not a seed's path)"
+                }
+            );
+        }
+        if all_seeds.len() > 1 {
+            all_seeds.sort();
+            println!(
+                "seed, controller start -> first configuration on both HAProxy pods, by a reload: n={} min {:?}, median {:?}, max {:?}",
+                all_seeds.len(),
+                all_seeds[0],
+                percentile(&all_seeds, 0.5),
+                all_seeds[all_seeds.len() - 1]
+            );
+        }
     });
+}
+
+/// How many reloads each HAProxy pod's master performed, in its own
+/// `show proc` (the oracle the e2e scenarios ask).
+async fn master_reloads(installation: &Installation) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for proxy in &installation.proxies {
+        counts.push(
+            haptic_testbed::oracle::reloads(&proxy.master_socket())
+                .await
+                .unwrap_or_else(|error| panic!("{}: {error}", proxy.name)),
+        );
+    }
+    counts
+}
+
+/// `haptic_seed_phase_seconds` of `controller`, once its `deploy` phase is
+/// recorded (the controller learns the convergence the bench saw a moment
+/// later), as `load 0.11 s, lists 1.58 s, ...`.
+async fn seed_phases(controller: &ControllerProcess) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = controller.metrics().await.unwrap_or_default();
+        let phase = |name: &str| {
+            let series = format!("haptic_seed_phase_seconds{{phase=\"{name}\"}} ");
+            metrics
+                .lines()
+                .find_map(|line| line.strip_prefix(series.as_str()))
+                .and_then(|value| value.parse::<f64>().ok())
+        };
+        if phase("deploy").is_some() || Instant::now() >= deadline {
+            return SEED_PHASES
+                .iter()
+                .map(|name| match phase(name) {
+                    Some(seconds) => format!("{name} {seconds:.2} s"),
+                    None => format!("{name} (not exported)"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Whether any file of bundle `id` on the first HAProxy pod names `host`.
