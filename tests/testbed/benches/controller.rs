@@ -202,10 +202,7 @@ async fn flip_latency(installation: &Installation) {
         }
     };
     expect(false).await;
-    let mut reloads_before = Vec::new();
-    for proxy in &installation.proxies {
-        reloads_before.push(oracle::reloads(proxy).await.expect("show proc"));
-    }
+    let reloads_before = oracle::reloads_per_proxy(&installation.proxies).await;
     let mut samples = Vec::new();
     for flip in 0..FLIPS {
         let ready = flip % 2 == 0;
@@ -223,10 +220,7 @@ async fn flip_latency(installation: &Installation) {
             .expect("routable in time");
         samples.push(started.elapsed());
     }
-    let mut reloads_after = Vec::new();
-    for proxy in &installation.proxies {
-        reloads_after.push(oracle::reloads(proxy).await.expect("show proc"));
-    }
+    let reloads_after = oracle::reloads_per_proxy(&installation.proxies).await;
     report(
         "endpoint readiness flip -> routable on both HAProxy pods (patch sent -> answer changes)",
         samples,

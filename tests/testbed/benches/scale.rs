@@ -22,6 +22,8 @@
 #[allow(dead_code)]
 #[path = "../tests/controller/harness.rs"]
 mod harness;
+#[path = "../tests/controller/oracle.rs"]
+mod oracle;
 #[allow(dead_code)]
 #[path = "../tests/controller/synthetic.rs"]
 mod synthetic;
@@ -311,7 +313,7 @@ fn main() {
                 .delete(&service, &Default::default())
                 .await
                 .expect("delete the Service");
-            let reloads_before = master_reloads(&installation).await;
+            let reloads_before = oracle::reloads_per_proxy(&installation.proxies).await;
             let dir = tempfile::tempdir().expect("tempdir");
             let started = Instant::now();
             let controller = ControllerProcess::start(dir.path(), &kubeconfig);
@@ -325,7 +327,7 @@ fn main() {
             );
             id = next;
             let phases = seed_phases(&controller).await;
-            let reloaded = master_reloads(&installation)
+            let reloaded = oracle::reloads_per_proxy(&installation.proxies)
                 .await
                 .iter()
                 .zip(&reloads_before)
@@ -355,20 +357,6 @@ fn main() {
             );
         }
     });
-}
-
-/// How many reloads each HAProxy pod's master performed, in its own
-/// `show proc` (the oracle the e2e scenarios ask).
-async fn master_reloads(installation: &Installation) -> Vec<u64> {
-    let mut counts = Vec::new();
-    for proxy in &installation.proxies {
-        counts.push(
-            haptic_testbed::oracle::reloads(&proxy.master_socket())
-                .await
-                .unwrap_or_else(|error| panic!("{}: {error}", proxy.name)),
-        );
-    }
-    counts
 }
 
 /// `haptic_seed_phase_seconds` of `controller`, once its `deploy` phase is

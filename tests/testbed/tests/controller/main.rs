@@ -488,11 +488,10 @@ fn e2e_gated_rollouts_under_churn_with_keep_alive_clients_drop_no_request() {
 
 /// Reloads every HAProxy master performed, by its own count.
 async fn total_reloads(installation: &Installation) -> u64 {
-    let mut total = 0;
-    for proxy in &installation.proxies {
-        total += oracle::reloads(proxy).await.expect("show proc");
-    }
-    total
+    oracle::reloads_per_proxy(&installation.proxies)
+        .await
+        .iter()
+        .sum()
 }
 
 /// The controller's deploys applied at runtime (`haptic_deploys_total{mode="runtime"}`).

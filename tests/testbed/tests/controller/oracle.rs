@@ -10,3 +10,16 @@ pub async fn reloads(proxy: &Proxy) -> Result<u64, String> {
         .await
         .map_err(|error| format!("{}: {error}", proxy.name))
 }
+
+/// How many reloads each of `proxies`' masters performed, in their order.
+pub async fn reloads_per_proxy(proxies: &[Proxy]) -> Vec<u64> {
+    let mut counts = Vec::with_capacity(proxies.len());
+    for proxy in proxies {
+        counts.push(
+            reloads(proxy)
+                .await
+                .unwrap_or_else(|error| panic!("show proc: {error}")),
+        );
+    }
+    counts
+}
