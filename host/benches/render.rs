@@ -306,7 +306,8 @@ gateway-api: {} Gateways, {} HTTPRoutes (2 matches, a header filter, a cross-nam
 /// carries them (`PatchStatus`: compact text and the condition types)
 /// against the parsed form it replaced (`serde_json::Map`; issue 17's
 /// decision). Each form is built `COPIES` times and the growth of resident
-/// memory divided, so page granularity and allocator slack average out.
+/// memory divided, so page granularity and allocator slack average out;
+/// both stay alive until both are measured.
 fn patch_memory(rendered: &haptic::render::Rendered) {
     const COPIES: usize = 10;
     let patches: Vec<&haptic::library::types::PatchStatus> = rendered
@@ -321,14 +322,16 @@ fn patch_memory(rendered: &haptic::render::Rendered) {
         .map(|_| patches.iter().map(|status| status.to_map()).collect())
         .collect();
     let parsed_kib = resident().saturating_sub(before) / COPIES as u64;
-    drop(parsed);
+    // `parsed` stays alive while the held form is measured: freed, its
+    // memory would be reused by the copies below without resident memory
+    // growing, and the held form would read 0 KiB.
     let before = resident();
     let held: Vec<Vec<haptic::library::types::PatchStatus>> = (0..COPIES)
         .map(|_| patches.iter().map(|status| (*status).clone()).collect())
         .collect();
     let held_kib = resident().saturating_sub(before) / COPIES as u64;
     let bytes: usize = held[0].iter().map(|status| status.as_str().len()).sum();
-    drop(held);
+    drop((parsed, held));
     println!(
         "\nstatus patches held by one render: {} patches; as held (compact JSON text and condition types) {held_kib} KiB ({bytes} bytes of text), parsed into serde_json::Map {parsed_kib} KiB",
         patches.len()
