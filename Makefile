@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up testbed-node-up bench bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up testbed-node-up bench bench-isolation bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -281,6 +281,10 @@ testbed-node-up: testbed-binaries testbed-node-setup testbed-images
 bench:
 	$(CARGO) bench -p haptic --features synthetic --bench render
 	$(CARGO) bench -p haptic --features synthetic --bench ingest
+
+# What isolating a refused render to its object costs at TestScale.
+bench-isolation:
+	$(CARGO) bench -p haptic --features synthetic --bench isolation
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent

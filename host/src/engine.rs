@@ -8,10 +8,15 @@
 //! (each complaint naming the library that wrote the line), and tells the
 //! caller which object a library blamed when it failed.
 
+mod isolate;
+
+pub use isolate::{DroppedObject, Isolation, PROBE_BUDGET, display};
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -99,6 +104,29 @@ pub struct Engine {
     renderer: Renderer,
     /// Who runs `haproxy -c` (in a cluster, the validator process).
     checker: validate::Checker,
+    /// Objects a refused render was isolated to, each with its cause;
+    /// hidden from the libraries until they change ([`isolate`]).
+    dropped: BTreeMap<ObjectRef, String>,
+}
+
+/// A render the engine accepted: what every caller needs to deploy it.
+#[derive(Debug)]
+pub struct Accepted {
+    pub rendered: Rendered,
+    /// Whether `haproxy -c` read it (the caller may skip validation for a
+    /// change the agents apply at runtime, see [`Engine::render_checked`]).
+    pub validated: bool,
+    /// HAProxy's warnings about it (none when it was not validated).
+    pub haproxy_warnings: Vec<String>,
+    /// Every object left out because a render failed with it, this render's
+    /// and earlier ones' (they stay out until they change).
+    pub dropped: Vec<DroppedObject>,
+    /// When this render first failed and was isolated: the cost.
+    pub isolation: Option<Isolation>,
+    /// Time spent rendering (isolation's trials included).
+    pub render_time: Duration,
+    /// Time spent validating the accepted render, when it was.
+    pub validate_time: Option<Duration>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -121,6 +149,7 @@ impl Engine {
             values,
             renderer: Renderer::new(enabled, tree),
             checker: validate::Checker::default(),
+            dropped: BTreeMap::new(),
         };
         engine.prepare()?;
         Ok(engine)
@@ -133,6 +162,10 @@ impl Engine {
         let (enabled, tree) = enabled(&self.libraries, &values)?;
         let policy = Policy::from_values(&values)?;
         self.renderer.replace_libraries(enabled, tree);
+        // Values may be what a dropped object needed (a directive allowed,
+        // a library enabled): every object is tried again.
+        self.renderer.hide(std::collections::BTreeSet::new());
+        self.dropped.clear();
         self.policy = policy;
         self.values = values;
         self.prepare()
@@ -188,6 +221,86 @@ impl Engine {
                 object: self.blamed_object(&error),
                 error,
             })
+    }
+
+    /// Applies `changes`, renders and, when `needs_check` says so (always
+    /// where nothing was accepted before), validates: the one way every
+    /// caller turns changes into a configuration to deploy.
+    ///
+    /// A render that fails because of its content (a library's error, the
+    /// policy, `haproxy -c`) is isolated ([`isolate`]): the namespaced
+    /// objects it fails with are dropped and the rest is returned,
+    /// validated. The error is returned only when no such objects exist;
+    /// the caller then keeps its last good configuration.
+    pub fn render_checked(
+        &mut self,
+        changes: Vec<ClusterChange>,
+        needs_check: impl FnOnce(&Rendered) -> bool,
+    ) -> Result<Accepted, EngineError> {
+        let started = Instant::now();
+        let attempt = self.render(changes).and_then(|rendered| {
+            let render_time = started.elapsed();
+            if !needs_check(&rendered) {
+                return Ok((rendered, false, Vec::new(), render_time, None));
+            }
+            let validating = Instant::now();
+            let warnings = self.validate(&rendered)?;
+            Ok((
+                rendered,
+                true,
+                warnings,
+                render_time,
+                Some(validating.elapsed()),
+            ))
+        });
+        let (rendered, validated, haproxy_warnings, render_time, validate_time, isolation) =
+            match attempt {
+                Ok((rendered, validated, warnings, render_time, validate_time)) => (
+                    rendered,
+                    validated,
+                    warnings,
+                    render_time,
+                    validate_time,
+                    None,
+                ),
+                Err(error) if isolate::isolable(&error) => {
+                    let (rendered, warnings, isolation) = self.isolate(error)?;
+                    (
+                        rendered,
+                        true,
+                        warnings,
+                        started.elapsed(),
+                        None,
+                        Some(isolation),
+                    )
+                }
+                Err(error) => return Err(error),
+            };
+        self.renderer.settle();
+        // An object that changed or went away is shown again; its old
+        // cause is no longer news.
+        let hidden = self.renderer.hidden();
+        self.dropped.retain(|object, _| hidden.contains(object));
+        Ok(Accepted {
+            rendered,
+            validated,
+            haproxy_warnings,
+            dropped: self.dropped_objects(),
+            isolation,
+            render_time,
+            validate_time,
+        })
+    }
+
+    /// The objects left out of renders now, with their causes.
+    pub fn dropped_objects(&self) -> Vec<DroppedObject> {
+        self.dropped
+            .iter()
+            .map(|(object, cause)| DroppedObject {
+                object: object.clone(),
+                cause: cause.clone(),
+            })
+            .collect()
     }
 
     /// Judges `rendered` by the directive policy, then validates it with

@@ -192,7 +192,7 @@ impl CaseRun {
                 "expected an error containing {expected:?}, but the render succeeded"
             )),
             (Ok(output), None) => {
-                check(&output.rendered, expect, library, others, failures);
+                check(&output.rendered, &output.dropped, expect, library, others, failures);
                 if let Some(expected) = &expect.owned_objects {
                     check_owned(&output.owned_objects, expected, library, failures);
                 }
@@ -295,6 +295,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 fn check(
     rendered: &Rendered,
+    dropped: &[offline::DroppedManifest],
     expect: &Expectations,
     library: &str,
     others: &[&Rendered],
@@ -356,10 +357,17 @@ fn check(
             }
         }
     }
+    // An object the render failed with, left out of it, is a warning on
+    // that object like a library's own.
     let warnings: String = rendered
         .warnings
         .iter()
         .map(|(_, _, warning)| format!("{}: {}\n", warning.reason, warning.message))
+        .chain(
+            dropped
+                .iter()
+                .map(|dropped| format!("{}: {}\n", offline::DROPPED_REASON, dropped.message())),
+        )
         .collect();
     for pattern in &expect.warnings {
         if !pattern.matches_any(&warnings) {

@@ -403,6 +403,10 @@ struct ControllerArgs {
     agent_timeout: u64,
 }
 
+/// `haptic render`'s exit status when it rendered and validated the
+/// configuration without the objects it failed with (each named on stderr).
+const RENDERED_WITHOUT_DROPPED: u8 = 3;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The offline jobs print their result; the long-running ones report
@@ -504,6 +508,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             for warning in &output.self_loops {
                 eprintln!("warning: {warning}");
             }
+            for dropped in &output.dropped {
+                eprintln!("warning ({}): {}", offline::DROPPED_REASON, dropped.message());
+            }
+            if let Some(isolation) = &output.isolation {
+                eprintln!(
+                    "the render failed with {} object(s), which were left out; finding them took {} validation(s), {} ms",
+                    isolation.dropped.len(),
+                    isolation.probes,
+                    isolation.elapsed.as_millis()
+                );
+            }
             let validated = match &output.validated_by {
                 Some(by) => format!("validated by {by}"),
                 None => "NOT validated (--no-validate): HAProxy may refuse it".to_owned(),
@@ -530,7 +545,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     eprintln!("haproxy.cfg {validated}");
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            // Rendered, but not everything: a pipeline that checks
+            // manifests with `haptic render` must notice.
+            Ok(if output.dropped.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(RENDERED_WITHOUT_DROPPED)
+            })
         }
         Command::Status(args) => status(&args),
         Command::Diff(args) => diff(&args),

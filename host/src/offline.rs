@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::controller::watch::WatchTarget;
-use crate::engine::{self, Engine, EngineError};
+use crate::engine::{self, DroppedObject, Engine, EngineError, Isolation};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
 use crate::render::{ClusterChange, Rendered};
@@ -46,6 +46,33 @@ pub struct JobOutput {
     /// The objects the libraries ask the host to apply, as a cluster would
     /// get them (shown and written here, never applied).
     pub owned_objects: Vec<crate::owned::DesiredObject>,
+    /// Objects left out because the render failed with them (see
+    /// [`crate::engine::render_checked`]); the rest rendered.
+    pub dropped: Vec<DroppedManifest>,
+    /// What finding them cost, when the render had to be isolated.
+    pub isolation: Option<Isolation>,
+}
+
+/// The reason a dropped object is reported under, as an Event's reason in a
+/// cluster and a warning's in `haptic render` and fixtures.
+pub const DROPPED_REASON: &str = "ObjectDropped";
+
+/// An object left out of an offline render, with the manifest it came from.
+#[derive(Debug, Clone)]
+pub struct DroppedManifest {
+    pub dropped: DroppedObject,
+    /// `file document N`, when the object came from a manifest.
+    pub source: Option<String>,
+}
+
+impl DroppedManifest {
+    /// The warning a person reads: the object, its manifest, the cause.
+    pub fn message(&self) -> String {
+        match &self.source {
+            Some(source) => format!("{} (from {source})", self.dropped.message()),
+            None => self.dropped.message(),
+        }
+    }
 }
 
 /// Why an offline render failed.
@@ -137,15 +164,29 @@ fn finish(
     changes: Vec<ClusterChange>,
     manifests: &[Manifest],
 ) -> Result<JobOutput, JobError> {
-    let rendered = engine.render(changes).map_err(|error| JobError::Engine {
-        source_hint: source_hint(&error, manifests),
-        error: Box::new(error),
-    })?;
-    let (warnings, validated_by) = if job.validate {
-        (engine.validate(&rendered)?, Some(validator()?))
+    let accepted = engine
+        .render_checked(changes, |_| job.validate)
+        .map_err(|error| JobError::Engine {
+            source_hint: source_hint(&error, manifests),
+            error: Box::new(error),
+        })?;
+    let validated_by = if accepted.validated {
+        Some(validator()?)
     } else {
-        (Vec::new(), None)
+        None
     };
+    let dropped = accepted
+        .dropped
+        .iter()
+        .map(|dropped| DroppedManifest {
+            source: manifests
+                .iter()
+                .find(|m| m.reference() == &dropped.object)
+                .map(|m| format!("{} document {}", m.source.path.display(), m.source.document)),
+            dropped: dropped.clone(),
+        })
+        .collect();
+    let (rendered, warnings) = (accepted.rendered, accepted.haproxy_warnings);
     let (owned_objects, mut problems) = crate::owned::desired_objects(&engine, &rendered);
     if !problems.is_empty() {
         return Err(problems.swap_remove(0).into());
@@ -156,6 +197,8 @@ fn finish(
         rendered,
         warnings,
         validated_by,
+        dropped,
+        isolation: accepted.isolation,
     })
 }
 

@@ -171,6 +171,13 @@ pub struct Renderer {
     cluster: ClusterStore,
     merge_cache: MergeCache,
     timings: RenderTimings,
+    /// Objects shown or hidden since the last render: changes for the
+    /// libraries although the cluster did not change.
+    toggled: BTreeSet<ObjectRef>,
+    /// Every object changed since [`Self::settle`] was last called (the
+    /// engine calls it when a render is accepted): where a refused
+    /// render's cause is most likely to be.
+    unsettled: BTreeSet<ObjectRef>,
 }
 
 impl Renderer {
@@ -183,6 +190,8 @@ impl Renderer {
             cluster: ClusterStore::default(),
             merge_cache: MergeCache::default(),
             timings: RenderTimings::default(),
+            toggled: BTreeSet::new(),
+            unsettled: BTreeSet::new(),
         }
     }
 
@@ -263,6 +272,44 @@ impl Renderer {
         self.cluster.get(reference)
     }
 
+    /// The objects hidden from the libraries (see [`Self::hide`]).
+    pub fn hidden(&self) -> &BTreeSet<ObjectRef> {
+        self.cluster.hidden()
+    }
+
+    /// Hides exactly `hidden` from every library from the next render on,
+    /// as if those objects were deleted; the others are shown again. An
+    /// object that changes or goes away is shown again by itself.
+    pub fn hide(&mut self, hidden: BTreeSet<ObjectRef>) {
+        let toggled = self.cluster.set_hidden(hidden);
+        self.toggled.extend(toggled);
+    }
+
+    /// The objects changed since the last [`Self::settle`], newest
+    /// changes and older ones alike.
+    pub fn unsettled(&self) -> &BTreeSet<ObjectRef> {
+        &self.unsettled
+    }
+
+    /// Forgets which objects changed: the engine calls it once a render
+    /// is accepted.
+    pub fn settle(&mut self) {
+        self.unsettled.clear();
+    }
+
+    /// The libraries whose watches select `reference` (hidden or not).
+    pub fn watchers_of(&self, object: &ClusterObject) -> Vec<&str> {
+        self.slots
+            .iter()
+            .filter(|slot| {
+                slot.plan.watches.iter().any(|watch| {
+                    WatchFilter::of(watch).is_ok_and(|filter| filter.selects(object))
+                })
+            })
+            .map(LibrarySlot::name)
+            .collect()
+    }
+
     /// Applies `changes` to the cluster view and renders. On error the
     /// previous good outputs are kept for the next attempt.
     ///
@@ -271,7 +318,9 @@ impl Renderer {
     /// threads of their own; a single change stays on this thread, where a
     /// thread's start would cost more than it saves.
     pub fn render(&mut self, changes: Vec<ClusterChange>) -> Result<Rendered, RenderError> {
-        let changed = self.cluster.apply(changes);
+        let mut changed = self.cluster.apply(changes);
+        self.unsettled.extend(changed.iter().cloned());
+        changed.append(&mut self.toggled);
         let (values, cluster) = (&self.values, &self.cluster);
         let full_feeds = self
             .slots

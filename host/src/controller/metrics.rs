@@ -78,6 +78,15 @@ pub struct Metrics {
     pub gates: GateWaits,
     /// When each certificate in the deployed bundle expires.
     pub certificates: CertificateExpiry,
+    /// Refused renders isolated to the objects they failed with.
+    pub isolations: Counter,
+    /// Validations one isolation ran.
+    pub isolation_probes: Histogram,
+    /// Time from a refused render to its isolated, accepted one.
+    pub isolation_seconds: Histogram,
+    /// Objects left out of the configuration because a render failed with
+    /// them (until they change).
+    pub objects_dropped: Gauge,
     /// What haptic does with the ingress-nginx annotations of the cluster.
     pub ingress_nginx_annotations: IngressNginxAnnotations,
     /// Where the memory is (set after each render; resident memory when
@@ -470,6 +479,30 @@ impl Default for Metrics {
             "HAProxy pods whose last push failed: the agent was unreachable or refused the render",
             fleet_failed_pods.clone(),
         );
+        let isolations = Counter::default();
+        registry.register(
+            "isolations",
+            "Refused renders isolated to the objects they failed with (those were dropped, the rest deployed)",
+            isolations.clone(),
+        );
+        let isolation_probes = Histogram::new(exponential_buckets(1.0, 2.0, 7));
+        registry.register(
+            "isolation_probes",
+            "Renders validated by one isolation",
+            isolation_probes.clone(),
+        );
+        let isolation_seconds = seconds_histogram();
+        registry.register(
+            "isolation_duration_seconds",
+            "Time from a refused render to its isolated, accepted one",
+            isolation_seconds.clone(),
+        );
+        let objects_dropped = Gauge::default();
+        registry.register(
+            "objects_dropped",
+            "Objects left out of the configuration because a render failed with them; each has a Warning Event (ObjectDropped)",
+            objects_dropped.clone(),
+        );
         let gates = GateWaits::default();
         gates.register(&mut registry);
         let certificates = CertificateExpiry::default();
@@ -482,6 +515,10 @@ impl Default for Metrics {
         seed.register(&mut registry);
         Self {
             seed,
+            isolations,
+            isolation_probes,
+            isolation_seconds,
+            objects_dropped,
             fleet_failed_pods,
             gates,
             certificates,

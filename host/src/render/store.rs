@@ -153,6 +153,12 @@ pub enum ClusterChange {
 #[derive(Default)]
 pub(super) struct ClusterStore {
     objects: BTreeMap<ObjectRef, Arc<ClusterObject>>,
+    /// Objects stored but hidden from every library, as if deleted: the
+    /// ones a refused render was isolated to (see `crate::engine`), and
+    /// the trial sets while it isolates. A hidden object that changes or
+    /// goes away is shown again ([`Self::apply`]): its owner may have
+    /// fixed it.
+    hidden: BTreeSet<ObjectRef>,
 }
 
 impl ClusterStore {
@@ -170,18 +176,56 @@ impl ClusterStore {
         self.objects.get(reference).map(Arc::as_ref)
     }
 
+    /// The objects hidden from the libraries.
+    pub(super) fn hidden(&self) -> &BTreeSet<ObjectRef> {
+        &self.hidden
+    }
+
+    /// Hides exactly `hidden` from the libraries from now on (references
+    /// not stored are left out); returns the references whose visibility
+    /// changed, which the next render hands the libraries as changes.
+    pub(super) fn set_hidden(&mut self, hidden: BTreeSet<ObjectRef>) -> BTreeSet<ObjectRef> {
+        let hidden: BTreeSet<ObjectRef> = hidden
+            .into_iter()
+            .filter(|reference| self.objects.contains_key(reference))
+            .collect();
+        let toggled = self
+            .hidden
+            .symmetric_difference(&hidden)
+            .cloned()
+            .collect();
+        self.hidden = hidden;
+        toggled
+    }
+
+    /// The stored object, unless it is hidden from the libraries.
+    fn visible(&self, reference: &ObjectRef) -> Option<&Arc<ClusterObject>> {
+        if self.hidden.contains(reference) {
+            return None;
+        }
+        self.objects.get(reference)
+    }
+
     /// Applies changes and returns the references that changed.
     pub(super) fn apply(&mut self, changes: Vec<ClusterChange>) -> BTreeSet<ObjectRef> {
         let mut changed = BTreeSet::new();
         for change in changes {
             match change {
                 ClusterChange::Applied(object) => {
+                    if self
+                        .objects
+                        .get(&object.reference)
+                        .is_none_or(|stored| **stored != object)
+                    {
+                        self.hidden.remove(&object.reference);
+                    }
                     changed.insert(object.reference.clone());
                     self.objects
                         .insert(object.reference.clone(), Arc::new(object));
                 }
                 ClusterChange::Deleted(reference) => {
                     self.objects.remove(&reference);
+                    self.hidden.remove(&reference);
                     changed.insert(reference);
                 }
                 ClusterChange::Relisted {
@@ -200,6 +244,7 @@ impl ClusterStore {
                         .collect();
                     for reference in gone {
                         self.objects.remove(&reference);
+                        self.hidden.remove(&reference);
                         changed.insert(reference);
                     }
                     for object in objects {
@@ -212,6 +257,7 @@ impl ClusterStore {
                         {
                             continue;
                         }
+                        self.hidden.remove(&object.reference);
                         changed.insert(object.reference.clone());
                         self.objects
                             .insert(object.reference.clone(), Arc::new(object));
@@ -232,8 +278,8 @@ impl ClusterStore {
         for watch in watches {
             let selector = selector(library, watch)?;
             let mut trim = WatchTrim::new(watch);
-            for object in self.objects.values() {
-                if selector.selects(object) {
+            for (reference, object) in &self.objects {
+                if !self.hidden.contains(reference) && selector.selects(object) {
                     let object = trim.library_object(object);
                     view.insert(object.key.clone(), object);
                 }
@@ -264,7 +310,7 @@ impl ClusterStore {
                     namespace: reference.namespace.clone(),
                     name: reference.name.clone(),
                 };
-                match self.objects.get(reference) {
+                match self.visible(reference) {
                     Some(object) if selector.selects(object) => {
                         changes.push(Change::Applied(trim.library_object(object)));
                     }

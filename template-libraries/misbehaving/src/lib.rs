@@ -18,6 +18,11 @@
 //!   its render error (the host's sandbox should have refused all of it).
 //! - `lua-load`: adds `lua-load scripts/misbehaving.lua` to `global` and ships
 //!   that file, a directive the host's policy refuses unless values allow it.
+//! - `tenant`: watches ConfigMaps in every namespace and writes a backend
+//!   section for each, holding its `data.line` as a line (a tenant's text a
+//!   careless library passes through: HAProxy or the policy may refuse it);
+//!   a ConfigMap whose `data.panic` is `"true"` makes it panic. The host
+//!   must drop that one object and deploy the rest.
 //!
 //! It deliberately depends only on `wit-bindgen`, not on the SDK, so it tests
 //! the raw contract.
@@ -34,13 +39,14 @@ mod bindings {
     export!(Misbehaving);
 }
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, Once};
 
 use bindings::exports::haptic::template::library::Guest;
 use bindings::haptic::template::host::log;
 use bindings::haptic::template::types::{
     AuxFile, Change, Item, KeyedItem, LibraryInfo, LogLevel, ObjectKey, Plan, RenderError,
-    RenderOutput, Section, SectionKind, Slot, Snippet,
+    RenderOutput, Section, SectionKind, Slot, Snippet, Watch,
 };
 
 /// The message the `panic` mode panics with; tests look for it.
@@ -57,7 +63,12 @@ const MODES: &[&str] = &[
     "trap",
     "hash-order",
     "lua-load",
+    "tenant",
 ];
+
+/// The `tenant` mode's view: each ConfigMap (`namespace/name`) and its data.
+static CONFIG_MAPS: Mutex<BTreeMap<(String, String), serde_json::Value>> =
+    Mutex::new(BTreeMap::new());
 
 /// The Lua file the `lua-load` mode ships and loads.
 pub const LUA_FILE: &str = "scripts/misbehaving.lua";
@@ -96,14 +107,26 @@ impl Guest for Misbehaving {
                 object: None,
             });
         }
+        let watches = if mode == "tenant" {
+            vec![Watch {
+                name: "config-maps".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: None,
+                label_selector: None,
+                ignore_fields: Vec::new(),
+            }]
+        } else {
+            Vec::new()
+        };
         *MODE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = mode;
         Ok(Plan {
-            watches: Vec::new(),
+            watches,
             patches_status_of: Vec::new(),
         })
     }
 
-    fn render(_changes: Vec<Change>) -> Result<RenderOutput, RenderError> {
+    fn render(changes: Vec<Change>) -> Result<RenderOutput, RenderError> {
         install_panic_hook();
         let mode = MODE
             .lock()
@@ -136,6 +159,7 @@ impl Guest for Misbehaving {
                 },
             ])),
             "lua-load" => Ok(complete(lua_load())),
+            "tenant" => Ok(complete(tenant(changes))),
             "escape" => Err(RenderError {
                 message: try_to_escape(),
                 object: None,
@@ -158,6 +182,51 @@ impl Guest for Misbehaving {
             }])),
         }
     }
+}
+
+/// A backend per ConfigMap with its `data.line`, after taking in `changes`;
+/// panics on a ConfigMap whose `data.panic` is `"true"`.
+fn tenant(changes: Vec<Change>) -> Vec<KeyedItem> {
+    let mut maps = CONFIG_MAPS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for change in changes {
+        match change {
+            Change::Applied(object) => {
+                let data = serde_json::from_str::<serde_json::Value>(&object.json)
+                    .ok()
+                    .and_then(|value| value.get("data").cloned())
+                    .unwrap_or_default();
+                maps.insert((object.key.namespace, object.key.name), data);
+            }
+            Change::Deleted(key) => {
+                maps.remove(&(key.namespace, key.name));
+            }
+        }
+    }
+    maps.iter()
+        .map(|((namespace, name), data)| {
+            if data.get("panic").and_then(serde_json::Value::as_str) == Some("true") {
+                panic!("{PANIC_MESSAGE}: ConfigMap {namespace}/{name}");
+            }
+            let line = data
+                .get("line")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("timeout server 5s");
+            let section = format!("misbehaving-{namespace}-{name}")
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                .collect::<String>();
+            KeyedItem {
+                key: format!("tenant:{namespace}/{name}"),
+                item: Item::Section(Section {
+                    kind: SectionKind::Backend,
+                    name: section,
+                    body: format!("    {line}\n"),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// A line that runs code inside HAProxy, with the file it loads.

@@ -19,7 +19,7 @@ use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
 use crate::controller::status::StatusMemory;
 use crate::controller::watch::SourceEvent;
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Accepted, DroppedObject, Engine, EngineError};
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
@@ -90,6 +90,7 @@ pub(super) async fn run(
     let mut sequence = clock_sequence();
     let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
     let mut warned: HashSet<PlannedWarning> = HashSet::new();
+    let mut dropped_reported: HashSet<DroppedObject> = HashSet::new();
     let mut first = true;
     let libraries = engine.renderer().memory().libraries;
     state
@@ -119,25 +120,45 @@ pub(super) async fn run(
         first = false;
         let changes = std::mem::take(&mut pending);
         let started = Instant::now();
-        let result = tokio::task::block_in_place(|| engine.render(changes));
-        state.metrics.seed.record("render", started.elapsed());
+        // The bundle the validation question was asked of, kept so the
+        // accepted render's is not built twice (the common case: a render
+        // that needed no isolation is the one asked about).
+        let mut asked: Option<Arc<Bundle>> = None;
+        let result = tokio::task::block_in_place(|| {
+            engine.render_checked(changes, |rendered| {
+                let next = Arc::new(bundle(rendered));
+                let needed = needs_validation(accepted.as_deref(), &next);
+                asked = Some(next);
+                needed
+            })
+        });
+        let render_time = result
+            .as_ref()
+            .map_or_else(|_| started.elapsed(), |checked| checked.render_time);
+        state.metrics.seed.record("render", render_time);
         state
             .metrics
             .render_seconds
-            .observe(started.elapsed().as_secs_f64());
+            .observe(render_time.as_secs_f64());
         state.metrics.memory.set_render(&engine.renderer().memory());
         state
             .metrics
             .memory
             .status_remembered
             .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
-        let rendered = match result {
-            Ok(rendered) => rendered,
+        let checked = match result {
+            Ok(checked) => checked,
             Err(error) => {
-                report_failure(&state, &failures, &last_good, "RenderFailed", &error);
+                let reason = match error {
+                    EngineError::Refused { .. } | EngineError::Policy(_) => "ConfigRefused",
+                    _ => "RenderFailed",
+                };
+                report_failure(&state, &failures, &last_good, reason, &error);
                 continue;
             }
         };
+        report_dropped(&checked, &mut dropped_reported, &failures, &state);
+        let rendered = checked.rendered;
         report_new_warnings(&engine, &rendered, &mut warned, &failures);
         state
             .metrics
@@ -145,18 +166,14 @@ pub(super) async fn run(
             .set(&crate::migrate::Report::of(&rendered));
         // Built once and shared: the candidate, the fleet and the next
         // render's comparison all hold this one copy.
-        let next = Arc::new(bundle(&rendered));
-        if needs_validation(accepted.as_deref(), &next) {
-            let started = Instant::now();
-            let validated = tokio::task::block_in_place(|| engine.validate(&rendered));
-            state.metrics.seed.record("validate", started.elapsed());
-            state
-                .metrics
-                .validate_seconds
-                .observe(started.elapsed().as_secs_f64());
-            if let Err(error) = validated {
-                report_failure(&state, &failures, &last_good, "ConfigRefused", &error);
-                continue;
+        let next = match asked {
+            Some(next) if checked.isolation.is_none() => next,
+            _ => Arc::new(bundle(&rendered)),
+        };
+        if checked.validated {
+            if let Some(took) = checked.validate_time {
+                state.metrics.seed.record("validate", took);
+                state.metrics.validate_seconds.observe(took.as_secs_f64());
             }
             // Files change only in renders that are validated.
             state.metrics.certificates.set_bundle(&next);
@@ -251,6 +268,45 @@ fn report_failure(
         },
         patches,
     });
+}
+
+/// Records as a Warning Event on each object a refused render was isolated
+/// to, once while it stays dropped (and again when its cause changes), and
+/// counts what isolation cost.
+fn report_dropped(
+    checked: &Accepted,
+    reported: &mut HashSet<DroppedObject>,
+    failures: &mpsc::UnboundedSender<Failure>,
+    state: &State,
+) {
+    if let Some(isolation) = &checked.isolation {
+        state.metrics.isolations.inc();
+        state
+            .metrics
+            .isolation_probes
+            .observe(isolation.probes as f64);
+        state
+            .metrics
+            .isolation_seconds
+            .observe(isolation.elapsed.as_secs_f64());
+    }
+    state
+        .metrics
+        .objects_dropped
+        .set(i64::try_from(checked.dropped.len()).unwrap_or(i64::MAX));
+    let current: HashSet<DroppedObject> = checked.dropped.iter().cloned().collect();
+    for dropped in checked.dropped.iter().filter(|d| !reported.contains(*d)) {
+        tracing::warn!(object = %crate::engine::display(&dropped.object), "{}", dropped.message());
+        let _ = failures.send(Failure {
+            event: FailureEvent {
+                reason: crate::offline::DROPPED_REASON.into(),
+                note: dropped.message(),
+                object: Some(dropped.object.clone()),
+            },
+            patches: Vec::new(),
+        });
+    }
+    *reported = current;
 }
 
 /// Logs and records as Events the library warnings that were not in the
