@@ -89,7 +89,8 @@ pub struct RouteTable {
 pub enum Skipped {
     /// The path does not start with `/`.
     NotAbsolute,
-    /// Host or path holds whitespace or control characters.
+    /// Host or path holds whitespace, a control character or `#`, or its
+    /// map line would pass HAProxy's map line buffer.
     Unmappable,
 }
 
@@ -115,7 +116,13 @@ impl RouteTable {
         let kubernetes_name = ingress
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'/'));
-        if map_line(&key, backend).is_none() || !kubernetes_name {
+        // Both maps of a key must take it: a key one map reads whole and
+        // the other splits would route by one and name another Ingress.
+        let key_of_prefix = format!("{host}{}/", path.trim_end_matches('/'));
+        let fits = [&key, &key_of_prefix]
+            .iter()
+            .all(|k| map_line(k, backend).is_some() && map_line(k, ingress).is_some());
+        if !fits || !kubernetes_name {
             return Err(Skipped::Unmappable);
         }
         match kind {
