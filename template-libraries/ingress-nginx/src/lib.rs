@@ -134,6 +134,13 @@ pub struct NginxValues {
     pub published_service: String,
     #[serde(default)]
     pub ssl_passthrough: SslPassthroughValues,
+    /// Whether a canary Ingress may join the main Ingress of another
+    /// namespace (off: a canary joins only a main Ingress of its own
+    /// namespace). ingress-nginx joins any namespace's; in a shared
+    /// cluster that lets one namespace take another's traffic (weight 100
+    /// takes all of it), so an admin widens it knowingly.
+    #[serde(default)]
+    pub canary_across_namespaces: bool,
 }
 
 /// `sslPassthrough`: ingress-nginx's `--enable-ssl-passthrough`. The SDK's
@@ -215,6 +222,7 @@ pub fn defaults() -> serde_json::Value {
         "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
         "publishedAddress": { "ip": "", "hostname": "" },
         "publishedService": "",
+        "canaryAcrossNamespaces": false,
         "sslPassthrough": {
             "enabled": false,
             "internalBind": haptic_sdk::ingress::tls::PASSTHROUGH_INTERNAL_BIND,
@@ -330,7 +338,10 @@ impl Library for IngressNginx {
             (created(a), a.key).cmp(&(created(b), b.key))
         });
 
-        let mut routing = Routing::default();
+        let mut routing = Routing {
+            canary_across_namespaces: v.canary_across_namespaces,
+            ..Routing::default()
+        };
         let mut certificates = Certificates::new(&INGRESS_NGINX);
         let mut canaries = Vec::new();
         let mut passthrough = PassthroughRoutes::default();
@@ -461,6 +472,8 @@ struct Routing {
     fallbacks: Vec<Fallback>,
     /// `service-upstream` backends: name -> the cluster IP's server line.
     cluster_ip_backends: BTreeMap<String, String>,
+    /// `canaryAcrossNamespaces`.
+    canary_across_namespaces: bool,
 }
 
 /// An Ingress's `default-backend`: where its requests go while the Service
@@ -1004,6 +1017,17 @@ impl Routing {
                     )?;
                     continue;
                 };
+                let main_namespace = main.split_once('/').map_or("", |(ns, _)| ns);
+                if !self.canary_across_namespaces && main_namespace != ingress.key.namespace {
+                    out.warning(
+                        Some(ingress.key),
+                        "CanaryAcrossNamespaces",
+                        format!(
+                            "Ingress {id:?} is a canary of host {host:?} path {path_text:?}, whose main Ingress {main:?} is in another namespace: a canary joins only a main Ingress of its own namespace, so it takes no requests there (an admin may allow it with templateLibraries.ingressNginx.canaryAcrossNamespaces)"
+                        ),
+                    )?;
+                    continue;
+                }
                 let backend = resolve(ctx, out, ingress, id, service)?;
                 if backend == main_backend {
                     continue;
@@ -1442,5 +1466,7 @@ fn resolve(
 
 haptic_sdk::export_library!(IngressNginx);
 
+#[cfg(test)]
+mod tenants;
 #[cfg(test)]
 mod tests;
