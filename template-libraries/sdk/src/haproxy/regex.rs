@@ -93,13 +93,14 @@ pub fn check_regex(pattern: &str) -> TextResult<&str> {
     Ok(pattern)
 }
 
-/// `text` matched literally by PCRE2: every ASCII character but a letter
-/// or digit escaped (PCRE2 reads an escaped non-alphanumeric character as
-/// itself; an escaped letter may be a class such as `\d`).
+/// `text` matched literally by PCRE2: every ASCII character but a letter,
+/// a digit or `/` escaped (PCRE2 reads an escaped non-alphanumeric
+/// character as itself; an escaped letter may be a class such as `\d`;
+/// `/` means nothing in a PCRE2 pattern and is left readable in paths).
 pub fn regex_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() * 2);
     for c in text.chars() {
-        if c.is_ascii() && !c.is_ascii_alphanumeric() {
+        if c.is_ascii() && !c.is_ascii_alphanumeric() && c != '/' {
             out.push('\\');
         }
         out.push(c);
