@@ -262,4 +262,29 @@ mod tests {
             serde_json::from_value(json!({"path": {"type": "Exact", "value": "/a\nb"}})).unwrap();
         assert!(compile(&bad).is_err());
     }
+
+    /// Tenant isolation (issue 40): a RegularExpression PCRE2 refuses made
+    /// `haproxy -c` refuse the render of every namespace; the SDK's regex
+    /// writer refuses it here, on the route alone.
+    #[test]
+    fn regexes_pcre2_refuses_are_unsupported() {
+        for value in ["\\u0041", "(?u)a", "\\x{100}", "\\p{Letter}", "a{70000}"] {
+            let path = json!({"path": {"type": "RegularExpression", "value": format!("/{value}")}});
+            let header =
+                json!({"headers": [{"type": "RegularExpression", "name": "x", "value": value}]});
+            for m in [path, header] {
+                let m: crate::api::HttpMatch = serde_json::from_value(m).unwrap();
+                assert!(compile(&m).is_err(), "{value}");
+            }
+        }
+        assert!(
+            compile(
+                &serde_json::from_value(
+                    json!({"path": {"type": "RegularExpression", "value": "/v[0-9]+"}})
+                )
+                .unwrap()
+            )
+            .is_ok()
+        );
+    }
 }
