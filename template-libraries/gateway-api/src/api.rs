@@ -512,7 +512,7 @@ impl GrpcMethodMatch {
             ("Exact", Some(s), None) => ("PathPrefix", format!("/{s}")),
             ("Exact", None, Some(m)) => (
                 "RegularExpression",
-                format!("^/[^/]+/{}$", crate::matches::regex_escape(m)),
+                format!("^/[^/]+/{}$", haptic_sdk::haproxy::regex_escape(m)),
             ),
             ("Exact", None, None) => ("PathPrefix", "/".to_owned()),
             ("RegularExpression", s, m) => (

@@ -139,7 +139,7 @@ pub fn defaults() -> Value {
         "enabled": false,
         "controllerName": "haproxy-haptic.org/gateway-controller",
         "service": {"type": "LoadBalancer", "selector": {}, "podNamespace": "", "annotations": {}, "labels": {}},
-        "ports": {"from": 20000, "to": 29999, "sameAsListener": false},
+        "ports": {"from": 20000, "to": 29999, "sameAsListener": false, "maxPerNamespace": 0},
         "bindAddress": "",
         "addresses": []
     })
@@ -273,6 +273,8 @@ struct GatewayModel<'a> {
     listeners: Vec<CheckedListener>,
     /// Its class's parameters.
     parameters: ClassParameters,
+    /// Some served listener got no HAProxy port ([`ports::mark_unassigned`]).
+    no_port: bool,
 }
 
 impl GatewayModel<'_> {
@@ -389,6 +391,7 @@ fn render(
             entry: gateway,
             listeners,
             parameters,
+            no_port: false,
         });
     }
     gateways.sort_by(|a, b| {
@@ -415,6 +418,10 @@ fn render(
             )
         }),
     );
+    for g in &mut gateways {
+        let id = format!("{}/{}", g.entry.key.namespace, g.entry.key.name);
+        g.no_port = ports::mark_unassigned(&id, &mut g.listeners, &allocation, &v.ports);
+    }
 
     // Frontends per (gateway index, port).
     let mut frontends: BTreeMap<(usize, i32), Frontend> = BTreeMap::new();
@@ -908,7 +915,14 @@ fn gateway_status(g: &GatewayModel<'_>, addresses: &[Value]) -> Value {
             "no listener is valid (see their conditions)",
         )
     };
-    let programmed = if valid == 0 {
+    let programmed = if g.no_port {
+        Condition::new(
+            "Programmed",
+            false,
+            "NoResources",
+            "some listeners got no HAProxy port (see their conditions)",
+        )
+    } else if valid == 0 {
         Condition::new("Programmed", false, "Invalid", "no listener is valid")
     } else if addresses.is_empty() {
         Condition::new(

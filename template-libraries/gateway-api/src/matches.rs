@@ -9,6 +9,7 @@
 
 use std::cmp::Reverse;
 
+use haptic_sdk::haproxy::{check_regex, regex_escape};
 use haptic_sdk::names::quote;
 
 use crate::api::HttpMatch;
@@ -107,6 +108,7 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
             )
         }
         "RegularExpression" => {
+            pcre2("path", value)?;
             terms.push(format!("{{ path -m reg {} }}", quote(value)));
             ((2, Reverse(value.len())), PathSet::Pattern)
         }
@@ -144,10 +146,22 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
     })
 }
 
+/// A `RegularExpression` value as the SDK's regex writer checks it: what
+/// PCRE2 (HAProxy's engine) compiles with the meaning the user meant. One
+/// it refuses would make `haproxy -c` refuse every namespace's render.
+fn pcre2(what: &str, value: &str) -> Result<(), Unsupported> {
+    check_regex(value)
+        .map(|_| ())
+        .map_err(|e| Unsupported(format!("regular expression {value:?} for {what} ({e})")))
+}
+
 fn value_term(fetch: &str, kind: Option<&str>, value: &str) -> Result<String, Unsupported> {
     match kind.unwrap_or("Exact") {
         "Exact" => Ok(format!("{{ {fetch} -m str {} }}", quote(value))),
-        "RegularExpression" => Ok(format!("{{ {fetch} -m reg {} }}", quote(value))),
+        "RegularExpression" => {
+            pcre2(fetch, value)?;
+            Ok(format!("{{ {fetch} -m reg {} }}", quote(value)))
+        }
         other => Err(Unsupported(format!("match type {other:?}"))),
     }
 }
@@ -173,18 +187,6 @@ fn check_text(what: &str, text: &str) -> Result<(), Unsupported> {
     } else {
         Ok(())
     }
-}
-
-/// `text` as a literal in a PCRE pattern.
-pub fn regex_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -259,5 +261,30 @@ mod tests {
         let bad: HttpMatch =
             serde_json::from_value(json!({"path": {"type": "Exact", "value": "/a\nb"}})).unwrap();
         assert!(compile(&bad).is_err());
+    }
+
+    /// Tenant isolation (issue 40): a RegularExpression PCRE2 refuses made
+    /// `haproxy -c` refuse the render of every namespace; the SDK's regex
+    /// writer refuses it here, on the route alone.
+    #[test]
+    fn regexes_pcre2_refuses_are_unsupported() {
+        for value in ["\\u0041", "(?u)a", "\\x{100}", "\\p{Letter}", "a{70000}"] {
+            let path = json!({"path": {"type": "RegularExpression", "value": format!("/{value}")}});
+            let header =
+                json!({"headers": [{"type": "RegularExpression", "name": "x", "value": value}]});
+            for m in [path, header] {
+                let m: crate::api::HttpMatch = serde_json::from_value(m).unwrap();
+                assert!(compile(&m).is_err(), "{value}");
+            }
+        }
+        assert!(
+            compile(
+                &serde_json::from_value(
+                    json!({"path": {"type": "RegularExpression", "value": "/v[0-9]+"}})
+                )
+                .unwrap()
+            )
+            .is_ok()
+        );
     }
 }

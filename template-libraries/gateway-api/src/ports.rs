@@ -7,10 +7,20 @@
 //! `<namespace>/<name>/<port>` in the range, so it stays put when other
 //! Gateways come and go; on a collision the older Gateway keeps the slot
 //! and the newer one takes the next free port.
+//!
+//! Ports are shared by every namespace. Allocated oldest Gateway first, an
+//! older Gateway keeps its ports whatever newer ones ask; a namespace may
+//! be capped (`ports.maxPerNamespace`) so that one namespace's Gateways
+//! cannot take the whole range. A listener left without a port is never
+//! reported programmed: it gets `Accepted: False` (`PortUnavailable`) and
+//! its Gateway `Programmed: False` (`NoResources`), see [`mark_unassigned`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
+
+use crate::conditions::Condition;
+use crate::listeners::CheckedListener;
 
 /// `ports`: the range HAProxy ports are taken from.
 #[derive(Debug, Clone, Deserialize)]
@@ -22,6 +32,10 @@ pub struct PortRange {
     /// it (the range otherwise): for `haptic run`, where no Service maps
     /// ports and a client connects to HAProxy itself.
     pub same_as_listener: bool,
+    /// The most HAProxy ports the Gateways of one namespace get (one per
+    /// Gateway and listener port); 0: no cap. Older Gateways are served
+    /// first.
+    pub max_per_namespace: u32,
 }
 
 impl Default for PortRange {
@@ -30,6 +44,7 @@ impl Default for PortRange {
             from: 20000,
             to: 29999,
             same_as_listener: false,
+            max_per_namespace: 0,
         }
     }
 }
@@ -71,8 +86,15 @@ pub fn allocate(
     let mut taken = BTreeSet::new();
     let mut own_ports = BTreeSet::new();
     let mut out = BTreeMap::new();
+    let mut per_namespace: BTreeMap<String, u32> = BTreeMap::new();
     for (gateway, ports) in gateways {
+        let namespace = gateway.split_once('/').map_or("", |(ns, _)| ns).to_owned();
         for port in ports {
+            let count = per_namespace.entry(namespace.clone()).or_default();
+            if range.max_per_namespace > 0 && *count >= range.max_per_namespace {
+                continue;
+            }
+            *count += 1;
             if range.same_as_listener
                 && let Ok(own) = u16::try_from(port)
                 && own > 0
@@ -94,6 +116,56 @@ pub fn allocate(
         }
     }
     out
+}
+
+/// Marks each served listener of Gateway `id` (`namespace/name`) that got
+/// no HAProxy port as not accepted and not programmed, naming the cause;
+/// returns whether any did (its Gateway is then not programmed either:
+/// reporting it programmed would promise a frontend that does not exist).
+pub fn mark_unassigned(
+    id: &str,
+    listeners: &mut [CheckedListener],
+    allocation: &BTreeMap<(String, i32), u16>,
+    range: &PortRange,
+) -> bool {
+    let mut any = false;
+    for l in listeners.iter_mut().filter(|l| l.valid) {
+        if allocation.contains_key(&(id.to_owned(), l.port)) {
+            continue;
+        }
+        any = true;
+        l.valid = false;
+        l.accepted = false;
+        let why = if range.max_per_namespace > 0 {
+            format!(
+                "no HAProxy port is left for port {}: the range templateLibraries.gatewayApi.ports \
+                 ({}-{}) is taken, or this namespace has its {} ports (ports.maxPerNamespace); \
+                 older Gateways keep theirs. Remove a listener or Gateway, or ask an admin to widen them",
+                l.port, range.from, range.to, range.max_per_namespace
+            )
+        } else {
+            format!(
+                "no HAProxy port is left for port {}: the range templateLibraries.gatewayApi.ports \
+                 ({}-{}) is taken by older Gateways. Remove a listener or Gateway, or ask an admin \
+                 to widen it",
+                l.port, range.from, range.to
+            )
+        };
+        l.conditions
+            .retain(|c| c.type_ != "Accepted" && c.type_ != "Programmed");
+        l.conditions
+            .insert(0, Condition::new("Accepted", false, "PortUnavailable", why));
+        l.conditions.insert(
+            1,
+            Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the listener has no HAProxy port (see Accepted)",
+            ),
+        );
+    }
+    any
 }
 
 /// The name of a Gateway's Service: `<gateway>-haptic`, cut to 63
@@ -151,10 +223,35 @@ mod tests {
         let range = PortRange {
             from: 30000,
             to: 30001,
-            same_as_listener: false,
+            ..PortRange::default()
         };
         let out = allocate(&range, [("a".to_owned(), BTreeSet::from([1, 2, 3]))]);
         assert_eq!(out.len(), 2);
+    }
+
+    /// Tenant isolation (issue 40): one namespace's Gateways cannot take
+    /// the range from the others once capped, and older Gateways keep
+    /// their ports whatever a newer one asks.
+    #[test]
+    fn a_namespace_cap_leaves_ports_for_the_others_and_older_gateways_keep_theirs() {
+        let range = PortRange {
+            from: 30000,
+            to: 30009,
+            max_per_namespace: 3,
+            ..PortRange::default()
+        };
+        let victim = ("victim/gw".to_owned(), BTreeSet::from([80, 443]));
+        let alone = allocate(&range, [victim.clone()]);
+        let hostile = (
+            "attacker/gw".to_owned(),
+            (1..=20).collect::<BTreeSet<i32>>(),
+        );
+        let out = allocate(&range, [victim.clone(), hostile]);
+        assert_eq!(out.keys().filter(|(g, _)| g == "attacker/gw").count(), 3);
+        for port in [80, 443] {
+            let key = ("victim/gw".to_owned(), port);
+            assert_eq!(out.get(&key), alone.get(&key));
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@
 //!   leaves an Ingress with an annotation haptic does not honour unserved.
 
 pub mod catalogue;
+pub mod lines;
 pub mod parse;
 pub mod passthrough;
 pub mod policy;
@@ -133,6 +134,13 @@ pub struct NginxValues {
     pub published_service: String,
     #[serde(default)]
     pub ssl_passthrough: SslPassthroughValues,
+    /// Whether a canary Ingress may join the main Ingress of another
+    /// namespace (off: a canary joins only a main Ingress of its own
+    /// namespace). ingress-nginx joins any namespace's; in a shared
+    /// cluster that lets one namespace take another's traffic (weight 100
+    /// takes all of it), so an admin widens it knowingly.
+    #[serde(default)]
+    pub canary_across_namespaces: bool,
 }
 
 /// `sslPassthrough`: ingress-nginx's `--enable-ssl-passthrough`. The SDK's
@@ -214,6 +222,7 @@ pub fn defaults() -> serde_json::Value {
         "tls": { "enabled": true, "bind": ":8443", "defaultCertificate": "" },
         "publishedAddress": { "ip": "", "hostname": "" },
         "publishedService": "",
+        "canaryAcrossNamespaces": false,
         "sslPassthrough": {
             "enabled": false,
             "internalBind": haptic_sdk::ingress::tls::PASSTHROUGH_INTERNAL_BIND,
@@ -329,7 +338,10 @@ impl Library for IngressNginx {
             (created(a), a.key).cmp(&(created(b), b.key))
         });
 
-        let mut routing = Routing::default();
+        let mut routing = Routing {
+            canary_across_namespaces: v.canary_across_namespaces,
+            ..Routing::default()
+        };
         let mut certificates = Certificates::new(&INGRESS_NGINX);
         let mut canaries = Vec::new();
         let mut passthrough = PassthroughRoutes::default();
@@ -460,6 +472,8 @@ struct Routing {
     fallbacks: Vec<Fallback>,
     /// `service-upstream` backends: name -> the cluster IP's server line.
     cluster_ip_backends: BTreeMap<String, String>,
+    /// `canaryAcrossNamespaces`.
+    canary_across_namespaces: bool,
 }
 
 /// An Ingress's `default-backend`: where its requests go while the Service
@@ -729,8 +743,17 @@ impl Routing {
         let mark = self.rewrites;
         let (namespace, name) = id.split_once('/').unwrap_or(("", id));
         let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, name);
+        // The regex and replacement were checked (no quote, no control
+        // character); the writer quotes them all the same.
+        let (Ok(matched), Ok(pattern), Ok(replacement)) = (
+            haptic_sdk::haproxy::argument(&format!("^{regex}")),
+            haptic_sdk::haproxy::argument(&format!("(?i)^{regex}")),
+            haptic_sdk::haproxy::argument(replacement),
+        ) else {
+            return;
+        };
         let lines = format!(
-            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i '^{regex}' }}\n    http-request replace-path '(?i)^{regex}' '{replacement}' if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}\n"
+            "    http-request set-var(txn.ingress_nginx_rewrite) int({mark}) if {acl} !{{ var(txn.ingress_nginx_rewrite) -m found }} {{ path -m reg -i {matched} }}\n    http-request replace-path {pattern} {replacement} if {{ var(txn.ingress_nginx_rewrite) -m int {mark} }}\n"
         );
         self.backend_rules
             .entry(backend.to_owned())
@@ -994,6 +1017,17 @@ impl Routing {
                     )?;
                     continue;
                 };
+                let main_namespace = main.split_once('/').map_or("", |(ns, _)| ns);
+                if !self.canary_across_namespaces && main_namespace != ingress.key.namespace {
+                    out.warning(
+                        Some(ingress.key),
+                        "CanaryAcrossNamespaces",
+                        format!(
+                            "Ingress {id:?} is a canary of host {host:?} path {path_text:?}, whose main Ingress {main:?} is in another namespace: a canary joins only a main Ingress of its own namespace, so it takes no requests there (an admin may allow it with templateLibraries.ingressNginx.canaryAcrossNamespaces)"
+                        ),
+                    )?;
+                    continue;
+                }
                 let backend = resolve(ctx, out, ingress, id, service)?;
                 if backend == main_backend {
                     continue;
@@ -1088,19 +1122,15 @@ impl Routing {
         out.file(REGEX_MAP, regex_map)?;
         out.file(REGEX_ROUTES_MAP, regex_routes)?;
 
-        let samples = [
-            "var(txn.haptic_key_host)",
-            "var(txn.haptic_key_wildcard)",
-            "path",
-        ];
+        // Per key, regex paths first (nginx's regex locations), then the
+        // exact and prefix maps; the path-alone key (rules without host)
+        // last: a host-less regex path must not win over another
+        // namespace's host.
         let mut request = routes::host_variable_rules();
-        for sample in samples {
-            let _ = writeln!(
-                request,
-                "    http-request set-var(txn.haptic_ingress) {sample},map_reg({REGEX_ROUTES_MAP}) if !{{ var(txn.haptic_ingress) -m found }}"
-            );
-        }
-        request.push_str(&routes::ingress_variable_rules(&NGINX_MAPS));
+        request.push_str(&routes::ingress_variable_rules_with(
+            &NGINX_MAPS,
+            Some(REGEX_ROUTES_MAP),
+        ));
         out.snippet(
             SectionKind::Frontend,
             frontend,
@@ -1117,22 +1147,11 @@ impl Routing {
             // lookups in the same order, for the canaries and the default
             // backends to compare.
             let mut lookups = String::new();
-            for sample in samples {
+            for lookup in routes::lookups(Some(REGEX_MAP), NGINX_MAPS.exact, NGINX_MAPS.prefix) {
                 let _ = writeln!(
                     lookups,
-                    "    http-request set-var(txn.ingress_nginx_backend) {sample},map_reg({REGEX_MAP}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
+                    "    http-request set-var(txn.ingress_nginx_backend) {lookup} if !{{ var(txn.ingress_nginx_backend) -m found }}"
                 );
-            }
-            for sample in samples {
-                for (converter, map) in [
-                    ("map_str", NGINX_MAPS.exact),
-                    ("map_beg", NGINX_MAPS.prefix),
-                ] {
-                    let _ = writeln!(
-                        lookups,
-                        "    http-request set-var(txn.ingress_nginx_backend) {sample},{converter}({map}) if !{{ var(txn.ingress_nginx_backend) -m found }}"
-                    );
-                }
             }
             canary_request.insert_str(0, &lookups);
             // After txn.haptic_ingress (0), before the policies (10).
@@ -1153,15 +1172,7 @@ impl Routing {
                 canary_routing,
             )?;
         }
-        let mut routing = String::new();
-        for sample in samples {
-            let lookup = format!("{sample},map_reg({REGEX_MAP})");
-            let _ = writeln!(
-                routing,
-                "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
-            );
-        }
-        routing.push_str(&routes::routing_rules(&NGINX_MAPS));
+        let routing = routes::routing_rules_with(&NGINX_MAPS, Some(REGEX_MAP));
         out.snippet(SectionKind::Frontend, frontend, Slot::Routing, 0, routing)?;
         if let Some(backend) = self.default_backend {
             out.snippet(
@@ -1455,5 +1466,7 @@ fn resolve(
 
 haptic_sdk::export_library!(IngressNginx);
 
+#[cfg(test)]
+mod tenants;
 #[cfg(test)]
 mod tests;

@@ -10,10 +10,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use haptic_sdk::haproxy;
 use haptic_sdk::ingress::matched_ingress_acl;
 use haptic_sdk::names::{quote, sanitize};
 
 use crate::catalogue;
+use crate::lines;
 use crate::parse::{self, log_format_literal};
 use crate::regex;
 use crate::report::{Finding, Status};
@@ -1070,9 +1072,14 @@ impl Policy {
                 "http-request redirect scheme https code 308 if !{{ ssl_fc }} {acl} {ACME}"
             ));
         } else if self.ssl_redirect && !tls_hosts.is_empty() {
+            // Many TLS hosts: one ACL over several lines, not one line past
+            // HAProxy's word limit.
+            let name = lines::acl_name(id, "tls_host");
+            lines::acl(&name, "var(txn.haptic_host) -m str", tls_hosts)
+                .into_iter()
+                .for_each(&mut line);
             line(format!(
-                "http-request redirect scheme https code 308 if !{{ ssl_fc }} {acl} {{ var(txn.haptic_host) -m str {} }} {ACME}",
-                tls_hosts.join(" ")
+                "http-request redirect scheme https code 308 if !{{ ssl_fc }} {acl} {name} {ACME}"
             ));
         }
         if let Some((url, code)) = &self.redirect {
@@ -1081,17 +1088,27 @@ impl Policy {
                 quote(&log_format_literal(url))
             ));
         }
-        if let Some(root) = &self.app_root {
-            line(format!(
-                "http-request redirect location %[ssl_fc,iif(https,http)]://%[req.hdr(host)]{} code 302 if {acl} {{ path / }}",
+        // Quoted as one word: written bare, a `#` in the root cut the line
+        // before its `if`, and every host of the frontend redirected.
+        if let Some(root) = &self.app_root
+            && let Ok(location) = haproxy::argument(&format!(
+                "%[ssl_fc,iif(https,http)]://%[req.hdr(host)]{}",
                 log_format_literal(root)
+            ))
+        {
+            line(format!(
+                "http-request redirect location {location} code 302 if {acl} {{ path / }}"
             ));
         }
         let table = |kind: &str| limit_table(id, kind);
         let exempt = if self.limits.exempt.is_empty() {
             String::new()
         } else {
-            format!(" !{{ src {} }}", self.limits.exempt.join(" "))
+            let name = lines::acl_name(id, "limit_exempt");
+            lines::acl(&name, "src", &self.limits.exempt)
+                .into_iter()
+                .for_each(&mut line);
+            format!(" !{name}")
         };
         for (counter, kind, limit, fetch) in [
             (0, "rps", self.limits.rps, "sc_http_req_rate(0)"),
@@ -1111,15 +1128,19 @@ impl Policy {
             }
         }
         if let Some(deny) = &self.deny {
-            line(format!(
-                "http-request deny deny_status 403 if {acl} {{ src {} }}",
-                deny.join(" ")
-            ));
+            let name = lines::acl_name(id, "deny");
+            lines::acl(&name, "src", deny)
+                .into_iter()
+                .for_each(&mut line);
+            line(format!("http-request deny deny_status 403 if {acl} {name}"));
         }
         if let Some(allow) = &self.allow {
+            let name = lines::acl_name(id, "allow");
+            lines::acl(&name, "src", allow)
+                .into_iter()
+                .for_each(&mut line);
             line(format!(
-                "http-request deny deny_status 403 if {acl} !{{ src {} }}",
-                allow.join(" ")
+                "http-request deny deny_status 403 if {acl} !{name}"
             ));
         }
         if let Some(bytes) = self.body_size {

@@ -13,7 +13,10 @@
 //! render is deployed.
 
 /// A path regex as written in the Ingress, checked; its leading `^` (which
-/// ingress-nginx adds itself) removed.
+/// ingress-nginx adds itself) removed. The result is a group, `(?:...)`,
+/// so an alternation in it (`/a|victim\.com/`) stays behind the host and
+/// the `^` its callers put in front: bare, the second branch of a `|` was
+/// matched anywhere in any host's key.
 pub fn path_regex(path: &str) -> Result<String, String> {
     let body = path.strip_prefix('^').unwrap_or(path);
     if !body.starts_with('/') {
@@ -27,13 +30,16 @@ pub fn path_regex(path: &str) -> Result<String, String> {
             "{path:?} holds whitespace, a quote or #, which haptic does not write into a regex"
         ));
     }
-    regex_syntax::Parser::new().parse(body).map_err(|error| {
-        format!(
-            "{path:?} is not a regular expression haptic accepts: {}",
-            first_line(&error.to_string())
-        )
-    })?;
-    Ok(body.to_owned())
+    checked(path, body)?;
+    Ok(format!("(?:{body})"))
+}
+
+/// `regex` checked by the SDK's regex writer (what PCRE2, HAProxy's
+/// engine, accepts with the meaning Rust gives it).
+fn checked(what: &str, regex: &str) -> Result<(), String> {
+    haptic_sdk::haproxy::check_regex(regex)
+        .map(|_| ())
+        .map_err(|error| format!("{what:?} {error}; haptic does not write it"))
 }
 
 /// A regex matched against a header value (`canary-by-header-pattern`):
@@ -49,12 +55,7 @@ pub fn pattern(value: &str) -> Result<String, String> {
             "{value:?} holds whitespace, a quote, a brace or #, which haptic does not write into a regex"
         ));
     }
-    regex_syntax::Parser::new().parse(value).map_err(|error| {
-        format!(
-            "{value:?} is not a regular expression haptic accepts: {}",
-            first_line(&error.to_string())
-        )
-    })?;
+    checked(value, value)?;
     Ok(format!("^(?:{value})$"))
 }
 
@@ -62,17 +63,6 @@ pub fn pattern(value: &str) -> Result<String, String> {
 /// (`auth-tls-match-cn`): checked as [`pattern`] is, not anchored.
 pub fn search_pattern(value: &str) -> Result<String, String> {
     pattern(value).map(|_| value.to_owned())
-}
-
-fn first_line(text: &str) -> String {
-    // regex-syntax's messages draw the pattern over several lines; the
-    // last line says what is wrong.
-    text.lines()
-        .rev()
-        .find(|l| l.starts_with("error:"))
-        .unwrap_or(text)
-        .trim_start_matches("error: ")
-        .to_owned()
 }
 
 /// The number of capture groups of a checked regex.
@@ -131,12 +121,7 @@ pub fn rewrite_target(target: &str, groups: usize) -> Result<String, String> {
 /// host), so one map serves all three lookups.
 pub fn route_key(host: &str, regex: &str) -> String {
     let mut key = String::from("^");
-    for c in host.chars() {
-        if matches!(c, '.' | '*' | '-') {
-            key.push('\\');
-        }
-        key.push(c);
-    }
+    key.push_str(&haptic_sdk::haproxy::regex_escape(host));
     key.push_str("(?i)");
     key.push_str(regex);
     key
@@ -153,9 +138,9 @@ mod tests {
         assert_eq!(rewrite_target("/$2", 2), Ok("/\\2".into()));
         assert_eq!(
             route_key("rewrite.bar.com", &regex),
-            "^rewrite\\.bar\\.com(?i)/something(/|$)(.*)"
+            "^rewrite\\.bar\\.com(?i)(?:/something(/|$)(.*))"
         );
-        assert_eq!(route_key("", "/x"), "^(?i)/x");
+        assert_eq!(route_key("", &path_regex("/x").unwrap()), "^(?i)(?:/x)");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 use std::fmt::Write as _;
 
+use haptic_sdk::haproxy::regex_escape;
 use haptic_sdk::names::quote;
 
 use crate::parse::{self, log_format_literal};
@@ -115,20 +116,6 @@ fn redirect_text(value: &str) -> Result<String, String> {
         return Err(format!("{value:?} is not one word"));
     }
     literal(text, "URL or path")
-}
-
-/// `text` as a PCRE2 pattern matching it literally: every character but a
-/// letter or digit escaped (PCRE2 reads an escaped non-alphanumeric
-/// character as itself).
-fn regex_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 2);
-    for c in text.chars() {
-        if !c.is_ascii_alphanumeric() {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 impl Rewrites {
@@ -285,7 +272,7 @@ mod tests {
         };
         assert_eq!(
             r.rules("ACL"),
-            "    http-response replace-header Location '^http\\:\\/\\/web\\.app\\.svc\\:8080\\/(.*)$' 'https://shop.test/a%%20b/\\1' if ACL\n"
+            "    http-response replace-header Location '^http\\://web\\.app\\.svc\\:8080/(.*)$' 'https://shop.test/a%%20b/\\1' if ACL\n"
         );
         assert_eq!(regex_escape("a.b*c"), "a\\.b\\*c");
     }

@@ -343,4 +343,6 @@ fn resolve(
 haptic_sdk::export_library!(IngressLibrary);
 
 #[cfg(test)]
+mod tenants;
+#[cfg(test)]
 mod tests;

@@ -13,11 +13,16 @@
 //!   ([`HttpsBind`]), so HTTPS requests go through the same host and path
 //!   rules as HTTP. `X-Forwarded-Proto` is set on every request (a
 //!   client's own value is replaced).
-//! - `maps/ingress-tls.map` marks TLS hosts (`redirect` or `no-redirect`);
-//!   the frontend sets `txn.haptic_tls` from it, redirects plain HTTP for
-//!   `redirect` hosts (308 by default: unlike 301, clients keep the method
-//!   and body of a POST), except ACME HTTP-01 challenges, and adds HSTS on
-//!   HTTPS responses when enabled.
+//! - `maps/ingress-tls.map` marks each TLS host of each Ingress
+//!   (`<host>@<namespace>/<name> redirect|no-redirect`); the frontend sets
+//!   `txn.haptic_tls` from it for the host and the Ingress the request is
+//!   routed to (`txn.haptic_ingress`), redirects plain HTTP when it is
+//!   `redirect` (308 by default: unlike 301, clients keep the method and
+//!   body of a POST), except ACME HTTP-01 challenges, and adds HSTS on HTTPS
+//!   responses when enabled. Keyed by Ingress, a `spec.tls` entry and its
+//!   redirect annotation reach only the declaring Ingress's own routes:
+//!   keyed by host alone, an Ingress of another namespace listing a
+//!   victim's host redirected the victim's plain HTTP.
 //!
 //! Problems never break the configuration: a missing or unusable Secret is
 //! a warning on the Ingress (an Event in a cluster) naming the Secret and
@@ -27,6 +32,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use haptic_sdk::haproxy;
 use haptic_sdk::ingress::tls::{
     CertificateCache, Certificates, HttpsBind, INGRESS, parse_reference,
 };
@@ -36,7 +42,8 @@ use serde::Deserialize;
 
 /// The watch of TLS Secrets.
 pub const SECRETS: &str = "ingress-tls-secrets";
-/// TLS hosts and whether plain HTTP to them redirects.
+/// `<host>@<namespace>/<name>` of each TLS host of each Ingress, and
+/// whether plain HTTP to that Ingress's routes on that host redirects.
 pub const TLS_MAP: &str = "maps/ingress-tls.map";
 /// Per-Ingress override of `tls.redirect` (`"true"` or `"false"`).
 pub const REDIRECT_ANNOTATION: &str = "haproxy-haptic.org/ssl-redirect";
@@ -133,7 +140,7 @@ pub struct TlsRender<'v> {
     values: &'v TlsValues,
     frontend: &'v str,
     certificates: Certificates,
-    /// TLS host -> redirect plain HTTP.
+    /// `<TLS host>@<namespace>/<name>` -> redirect plain HTTP.
     redirects: BTreeMap<String, bool>,
 }
 
@@ -187,8 +194,11 @@ impl<'v> TlsRender<'v> {
             }
             None => self.values.redirect,
         };
+        let id = format!("{}/{}", ingress.key.namespace, ingress.key.name);
         for host in self.certificates.add_ingress(ctx, cache, ingress, out)? {
-            self.redirects.entry(host).or_insert(redirect);
+            self.redirects
+                .entry(format!("{host}@{id}"))
+                .or_insert(redirect);
         }
         Ok(())
     }
@@ -216,22 +226,31 @@ impl<'v> TlsRender<'v> {
         }
         self.certificates.finish(ctx, cache, out)?;
         let mut map = String::new();
-        for (host, redirect) in &self.redirects {
+        for (key, redirect) in &self.redirects {
             let flag = if *redirect { "redirect" } else { "no-redirect" };
-            let _ = writeln!(map, "{host} {flag}");
+            // Hosts are checked DNS names and ids Kubernetes names.
+            if let Ok(line) = haproxy::map_line(key, flag) {
+                map.push_str(&line);
+            }
         }
         out.file(TLS_MAP, map)?;
 
-        // After the routing variables (priority 0) are set.
+        // After the routing variables (priority 0) are set: the host, then
+        // its wildcard, each with the Ingress the request is routed to.
         let mut rules = String::new();
-        let _ = writeln!(
-            rules,
-            "    http-request set-var(txn.haptic_tls) var(txn.haptic_host),map_str({TLS_MAP})"
-        );
-        let _ = writeln!(
-            rules,
-            "    http-request set-var(txn.haptic_tls) var(txn.haptic_wildcard),map_str({TLS_MAP}) if !{{ var(txn.haptic_tls) -m found }}"
-        );
+        for (host, unless) in [
+            ("txn.haptic_host", ""),
+            ("txn.haptic_wildcard", " !{ var(txn.haptic_tls) -m found }"),
+        ] {
+            let _ = writeln!(
+                rules,
+                "    http-request set-var-fmt(txn.haptic_tls_key) \"%[var({host})]@%[var(txn.haptic_ingress)]\" if {{ var(txn.haptic_ingress) -m found }}{unless}"
+            );
+            let _ = writeln!(
+                rules,
+                "    http-request set-var(txn.haptic_tls) var(txn.haptic_tls_key),map_str({TLS_MAP}) if {{ var(txn.haptic_ingress) -m found }}{unless}"
+            );
+        }
         let _ = writeln!(
             rules,
             "    http-request redirect scheme https code {} if !{{ ssl_fc }} {{ var(txn.haptic_tls) -m str redirect }} !{{ path_beg /.well-known/acme-challenge/ }}",

@@ -27,6 +27,15 @@ fn slice(name: &str, service: &str, ports: Value, endpoints: &[(&str, &str, bool
     })
 }
 
+/// The pod's own address (`status.podIP`), as the slices of these tests
+/// list it: the gate routes an endpoint only at its pod's address.
+fn pod_ip(name: &str) -> &'static str {
+    match name {
+        "web-2" | "p7" => "10.0.0.2",
+        _ => "10.0.0.1",
+    }
+}
+
 fn pod(name: &str, gated: bool, containers_ready: bool) -> Value {
     let gates = if gated {
         json!([{"conditionType": "haproxy-haptic.org/load-balancer-ready"}])
@@ -38,7 +47,7 @@ fn pod(name: &str, gated: bool, containers_ready: bool) -> Value {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"namespace": "default", "name": name},
         "spec": {"readinessGates": gates},
-        "status": {"conditions": [{"type": "ContainersReady", "status": status}, {"type": "Ready", "status": "False"}]}
+        "status": {"podIP": pod_ip(name), "conditions": [{"type": "ContainersReady", "status": status}, {"type": "Ready", "status": "False"}]}
     })
 }
 
@@ -168,6 +177,14 @@ fn the_readiness_gate_rule() {
     assert!(
         gated_case(true, pod("other", true, true), false, false).ends_with(disabled),
         "pod unknown"
+    );
+    // Tenant isolation (issue 40): an endpoint counts for its pod only at
+    // the pod's own address; before, any address did and this was enabled.
+    let mut elsewhere = pod("web-1", true, true);
+    elsewhere["status"]["podIP"] = json!("10.9.9.9");
+    assert!(
+        gated_case(true, elsewhere, false, false).ends_with(disabled),
+        "an endpoint at an address that is not its pod's"
     );
 }
 

@@ -88,7 +88,7 @@
 //! | `txn.haptic_key_host` | variable | `ingress` | `txn.haptic_host` followed by the path (`shop.example.com/cart`): the key of the Ingress maps |
 //! | `txn.haptic_key_wildcard` | variable | `ingress` | `txn.haptic_wildcard` followed by the path |
 //! | `txn.haptic_ingress` | variable | `ingress` | the Ingress (`namespace/name`) whose path the request matched, by the routing's own lookups and order; unset when none did. Write an ACL on it with [`ingress::matched_ingress_acl`](crate::ingress::matched_ingress_acl) (added with contract 0.3.0) |
-//! | `txn.haptic_tls` | variable | `ingress` | for a TLS host, `redirect` or `no-redirect`; unset otherwise (set at priority 10) |
+//! | `txn.haptic_tls` | variable | `ingress` | for a request routed to an Ingress (`txn.haptic_ingress`) that lists the request's host in its `spec.tls`, `redirect` or `no-redirect`; unset otherwise (set at priority 10) |
 //! | `maps/ingress-exact.map`, `maps/ingress-prefix.map` | files | `ingress` | `<key> <backend>` per Ingress path (read them; a file has one owner) |
 //! | `maps/ingress-exact-routes.map`, `maps/ingress-prefix-routes.map` | files | `ingress` | the same keys, `<key> <namespace>/<name>` of the Ingress: where `txn.haptic_ingress` comes from |
 //! | `maps/ingress-tls.map`, `certs/ingress.crt-list`, `certs/default.pem` | files | `ingress` | TLS hosts, the SNI list, the default certificate (`certs/default.pem` and the HTTPS bind come from the first library of [`ingress::tls::HTTPS_LIBRARIES`](crate::ingress::tls::HTTPS_LIBRARIES) serving TLS) |

@@ -77,8 +77,9 @@
 //! `haptic test` as written (`--lang python` for one on the Python SDK,
 //! `template-libraries/sdk-python`, which speaks the same contract).
 //!
-//! Modules: [`extending`] (the extension points), [`library`] (the trait and
-//! plan), [`values`], [`objects`] (the
+//! Modules: [`extending`] (the extension points), [`haproxy`] (the one
+//! writer of user text into each HAProxy context, and HAProxy's limits),
+//! [`library`] (the trait and plan), [`values`], [`objects`] (the
 //! object view and render context), [`output`] (the builder), [`names`]
 //! (HAProxy-safe names and escaping), [`readiness`] (endpoint routing and
 //! the pod readiness gate), [`slim`] (small types for Pods, EndpointSlices
@@ -90,6 +91,7 @@ pub mod crypt;
 mod error;
 pub mod extending;
 mod guest;
+pub mod haproxy;
 pub mod ingress;
 mod key;
 pub mod library;

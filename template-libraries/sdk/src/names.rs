@@ -30,36 +30,28 @@ pub fn backend_name(namespace: &str, service: &str, port: i32) -> String {
 /// (spaces, `#`, `$`, `"`, backslashes) is interpreted. A single quote
 /// closes the quoting, adds an escaped quote and reopens it. Control
 /// characters cannot be represented on a config line and become spaces.
+///
+/// For text the library chose; text a user wrote goes through
+/// [`crate::haproxy::argument`], which refuses what this would change.
 pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("'\\''"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
+    let spaced: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match crate::haproxy::argument(&spaced) {
+        Ok(word) => word,
+        // Only the length is left to refuse: quote it all the same, the
+        // caller asked for a word it controls.
+        Err(_) => format!("'{}'", spaced.replace('\'', "'\\''")),
     }
-    out.push('\'');
-    out
 }
 
-/// One `key value` line of a map file, or `None` when `key` cannot be a map
-/// key (empty, or containing whitespace or control characters, which end a
-/// key, or `#`, which may start a comment and never occurs in a request path
-/// HAProxy sees) or `value` spans lines.
+/// One `key value` line of a map file, or `None` when HAProxy would not
+/// read it back as this one entry: see [`crate::haproxy::map_line`] (the
+/// key has no whitespace, control character or `#`, the value is one line,
+/// the whole fits HAProxy's map line buffer).
 pub fn map_line(key: &str, value: &str) -> Option<String> {
-    if key.is_empty()
-        || key
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '#')
-    {
-        return None;
-    }
-    if value.chars().any(|c| c == '\n' || c == '\r') {
-        return None;
-    }
-    Some(format!("{key} {value}\n"))
+    crate::haproxy::map_line(key, value).ok()
 }
 
 #[cfg(test)]

@@ -41,7 +41,9 @@ pub fn is_terminating(endpoint: &SliceEndpoint) -> bool {
     endpoint.conditions.terminating.unwrap_or(false)
 }
 
-/// The pod an endpoint points at, as `(namespace, name)`.
+/// The pod an endpoint points at, as `(namespace, name)`: only a pod of
+/// the slice's own namespace (a `targetRef` naming another namespace is
+/// ignored, see the module docs).
 pub fn endpoint_pod<'a>(
     slice_namespace: &'a str,
     endpoint: &'a SliceEndpoint,
@@ -50,8 +52,15 @@ pub fn endpoint_pod<'a>(
     if target.kind.as_deref() != Some("Pod") {
         return None;
     }
+    if target
+        .namespace
+        .as_deref()
+        .is_some_and(|ns| ns != slice_namespace)
+    {
+        return None;
+    }
     let name = target.name.as_deref()?;
-    Some((target.namespace.as_deref().unwrap_or(slice_namespace), name))
+    Some((slice_namespace, name))
 }
 
 /// Whether the endpoint's state depends on its pod: only a not-ready,
@@ -62,12 +71,21 @@ pub fn depends_on_pod(endpoint: &SliceEndpoint) -> bool {
 
 /// Whether HAProxy should send traffic to this endpoint (see the module
 /// docs). `pod` is the endpoint's pod when the gate is enabled and the pod
-/// is known; pass `None` with the gate disabled.
+/// is known; pass `None` with the gate disabled. The gate routes a
+/// not-ready endpoint only when its first address (the one HAProxy
+/// routes to) is the pod's own.
 pub fn is_routed(endpoint: &SliceEndpoint, pod: Option<&GatePod>) -> bool {
     if is_terminating(endpoint) {
         return false;
     }
-    is_ready(endpoint) || pod.is_some_and(GatePod::passes_gate)
+    is_ready(endpoint)
+        || pod.is_some_and(|pod| {
+            pod.passes_gate()
+                && endpoint
+                    .addresses
+                    .first()
+                    .is_some_and(|address| pod.has_address(address))
+        })
 }
 
 /// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
@@ -134,7 +152,7 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": "web-1", "namespace": "default", "deletionTimestamp": deletion},
             "spec": {"readinessGates": gates},
-            "status": {"conditions": [{"type": "ContainersReady", "status": containers_ready}, {"type": "Ready", "status": "False"}]}
+            "status": {"podIP": "10.0.0.1", "conditions": [{"type": "ContainersReady", "status": containers_ready}, {"type": "Ready", "status": "False"}]}
         }))
         .unwrap()
     }
@@ -168,6 +186,32 @@ mod tests {
             !is_routed(&not_ready, Some(&pod(true, "True", true))),
             "pod being deleted"
         );
+    }
+
+    /// Tenant isolation (issue 40): before, `endpoint_pod` took the
+    /// `targetRef` namespace as written, so a slice of namespace `attacker`
+    /// naming `victim/web-1` counted for that pod, and any address did.
+    /// Broken on purpose (both checks removed), this test failed on both
+    /// assertions.
+    #[test]
+    fn an_endpoint_counts_for_a_pod_of_its_own_namespace_at_the_pods_address() {
+        let foreign: SliceEndpoint = serde_json::from_value(json!({
+            "addresses": ["10.0.0.1"], "conditions": {"ready": false},
+            "targetRef": {"kind": "Pod", "namespace": "victim", "name": "web-1"}
+        }))
+        .unwrap();
+        assert_eq!(endpoint_pod("attacker", &foreign), None);
+        assert_eq!(endpoint_pod("victim", &foreign), Some(("victim", "web-1")));
+        let elsewhere: SliceEndpoint = serde_json::from_value(json!({
+            "addresses": ["10.9.9.9"], "conditions": {"ready": false},
+            "targetRef": {"kind": "Pod", "name": "web-1"}
+        }))
+        .unwrap();
+        assert!(!is_routed(&elsewhere, Some(&pod(true, "True", false))));
+        assert!(is_routed(
+            &endpoint(Some(false), Some(false)),
+            Some(&pod(true, "True", false))
+        ));
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub const CONFIG_MAP_IGNORE_FIELDS: &[&str] = &[
 ];
 
 /// What the host drops from Pods before they reach a library: everything
-/// but metadata identity, `spec.readinessGates` and `status.conditions`.
+/// but metadata identity, `spec.readinessGates`, `status.conditions` and
+/// the pod's addresses (`status.podIP`, `status.podIPs`: an endpoint counts
+/// for a pod only at the pod's own address).
 /// Pods are the biggest and busiest kind a library can watch.
 pub const POD_IGNORE_FIELDS: &[&str] = &[
     "metadata.annotations",
@@ -98,8 +100,6 @@ pub const POD_IGNORE_FIELDS: &[&str] = &[
     "status.nominatedNodeName",
     "status.observedGeneration",
     "status.phase",
-    "status.podIP",
-    "status.podIPs",
     "status.qosClass",
     "status.reason",
     "status.resize",
@@ -147,6 +147,19 @@ pub struct ReadinessGate {
 pub struct PodStatus {
     #[serde(deserialize_with = "nullable")]
     pub conditions: Vec<PodCondition>,
+    /// `status.podIP`.
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+    /// `status.podIPs` (dual stack: one address per family).
+    #[serde(rename = "podIPs", deserialize_with = "nullable")]
+    pub pod_ips: Vec<PodIp>,
+}
+
+/// One entry of `status.podIPs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodIp {
+    pub ip: String,
 }
 
 /// One pod condition.
@@ -254,6 +267,24 @@ impl GatePod {
         self.is_gated()
             && self.condition("ContainersReady") == Some("True")
             && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// Whether `address` is one of the pod's own (`status.podIP`,
+    /// `status.podIPs`). Compared as IP addresses, so `::1` and `0::1`
+    /// agree.
+    pub fn has_address(&self, address: &str) -> bool {
+        let Ok(wanted) = address.parse::<std::net::IpAddr>() else {
+            return false;
+        };
+        self.status
+            .pod_ip
+            .iter()
+            .map(String::as_str)
+            .chain(self.status.pod_ips.iter().map(|p| p.ip.as_str()))
+            .any(|own| {
+                own.parse::<std::net::IpAddr>()
+                    .is_ok_and(|own| own == wanted)
+            })
     }
 
     /// The gate condition is already True on the pod.

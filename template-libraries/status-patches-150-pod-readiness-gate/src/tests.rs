@@ -12,14 +12,20 @@ fn service(name: &str) -> Value {
     json!({"metadata": {"namespace": "default", "name": name}, "spec": {"ports": [{"name": "http", "port": 80}]}})
 }
 
+/// The address of a pod: one per name, the same in its slice's endpoint
+/// and its `status.podIP` (an endpoint counts for a pod only there).
+fn ip(pod: &str) -> String {
+    let sum: u32 = pod.bytes().map(u32::from).sum();
+    format!("10.0.{}.{}", pod.len(), sum % 250 + 1)
+}
+
 /// `endpoints`: (pod, ready, terminating).
 fn slice(name: &str, service: &str, endpoints: &[(&str, bool, bool)]) -> Value {
     let endpoints: Vec<Value> = endpoints
         .iter()
-        .enumerate()
-        .map(|(i, (pod, ready, terminating))| {
+        .map(|(pod, ready, terminating)| {
             json!({
-                "addresses": [format!("10.0.0.{}", i + 1)],
+                "addresses": [ip(pod)],
                 "conditions": {"ready": ready, "terminating": terminating},
                 "targetRef": {"kind": "Pod", "namespace": "default", "name": pod}
             })
@@ -43,7 +49,7 @@ fn pod(name: &str, gated: bool, containers_ready: bool, gate_set: bool) -> Value
     if gate_set {
         conditions.push(json!({"type": GATE_CONDITION, "status": "True"}));
     }
-    json!({"metadata": {"namespace": "default", "name": name}, "spec": {"readinessGates": gates}, "status": {"conditions": conditions}})
+    json!({"metadata": {"namespace": "default", "name": name}, "spec": {"readinessGates": gates}, "status": {"podIP": ip(name), "conditions": conditions}})
 }
 
 fn patched(h: &Harness<ReadinessGatePatches>) -> Vec<String> {
@@ -210,4 +216,54 @@ fn a_pod_behind_two_services_stays_routed_while_one_slice_lists_it() {
     h.delete(ENDPOINT_SLICES, "default", "canary-a");
     h.render().unwrap();
     assert!(patched(&h).is_empty(), "listed by no slice: not routed");
+}
+
+/// Tenant isolation (issue 40): a slice of namespace `attacker`, labelled
+/// for the attacker's own Service, whose not-ready endpoint names the
+/// victim's gated pod `default/web-1`, made the gate library set the gate
+/// on that pod (Ready) though HAProxy routes nothing to it for the
+/// victim. So did a slice of the pod's own namespace at an address that
+/// is not the pod's. With `endpoint_pod` taking the `targetRef`'s
+/// namespace and no address check (the code before), this test failed on
+/// the first assertion (`["default/web-1"]`).
+#[test]
+fn only_an_own_namespace_endpoint_at_the_pods_address_counts() {
+    let mut h = Harness::<ReadinessGatePatches>::new(values(true)).unwrap();
+    h.apply(
+        SERVICES,
+        &json!({"metadata": {"namespace": "attacker", "name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}}),
+    );
+    h.apply(
+        ENDPOINT_SLICES,
+        &json!({
+            "metadata": {"namespace": "attacker", "name": "hijack", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": [ip("web-1")], "conditions": {"ready": false},
+                           "targetRef": {"kind": "Pod", "namespace": "default", "name": "web-1"}}]
+        }),
+    );
+    h.apply(PODS, &pod("web-1", true, true, false));
+    h.render().unwrap();
+    assert!(patched(&h).is_empty(), "{:?}", patched(&h));
+
+    h.apply(SERVICES, &service("web"));
+    h.apply(
+        ENDPOINT_SLICES,
+        &json!({
+            "metadata": {"namespace": "default", "name": "elsewhere", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.9.9.9"], "conditions": {"ready": false},
+                           "targetRef": {"kind": "Pod", "namespace": "default", "name": "web-1"}}]
+        }),
+    );
+    h.render().unwrap();
+    assert!(patched(&h).is_empty(), "an address that is not the pod's");
+
+    // The victim's own slice at the pod's address still counts.
+    h.apply(
+        ENDPOINT_SLICES,
+        &slice("web-a", "web", &[("web-1", false, false)]),
+    );
+    h.render().unwrap();
+    assert_eq!(patched(&h), ["default/web-1"]);
 }

@@ -89,7 +89,8 @@ pub struct RouteTable {
 pub enum Skipped {
     /// The path does not start with `/`.
     NotAbsolute,
-    /// Host or path holds whitespace or control characters.
+    /// Host or path holds whitespace, a control character or `#`, or its
+    /// map line would pass HAProxy's map line buffer.
     Unmappable,
 }
 
@@ -115,7 +116,13 @@ impl RouteTable {
         let kubernetes_name = ingress
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'/'));
-        if map_line(&key, backend).is_none() || !kubernetes_name {
+        // Both maps of a key must take it: a key one map reads whole and
+        // the other splits would route by one and name another Ingress.
+        let key_of_prefix = format!("{host}{}/", path.trim_end_matches('/'));
+        let fits = [&key, &key_of_prefix]
+            .iter()
+            .all(|k| map_line(k, backend).is_some() && map_line(k, ingress).is_some());
+        if !fits || !kubernetes_name {
             return Err(Skipped::Unmappable);
         }
         match kind {
@@ -254,45 +261,67 @@ pub fn host_variable_rules() -> String {
     .join("\n")
 }
 
+/// The keys the routing looks up, in precedence order: the request's host
+/// and path, its wildcard form, the path alone.
+pub const LOOKUP_SAMPLES: [&str; 3] = [
+    "var(txn.haptic_key_host)",
+    "var(txn.haptic_key_wildcard)",
+    "path",
+];
+
+/// The map lookups (`<sample>,<converter>(<map>)`) of the routing, in
+/// precedence order: for each of [`LOOKUP_SAMPLES`], the `regex` map
+/// (`map_reg`, for a library with regex paths), then `exact`, then
+/// `prefix`. A key's own lookups all come before the next key's: a route
+/// without host (the path alone) never wins over a route of the request's
+/// host, whatever kind of path either has.
+pub fn lookups(regex: Option<&str>, exact: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for sample in LOOKUP_SAMPLES {
+        if let Some(regex) = regex {
+            out.push(format!("{sample},map_reg({regex})"));
+        }
+        out.push(format!("{sample},map_str({exact})"));
+        out.push(format!("{sample},map_beg({prefix})"));
+    }
+    out
+}
+
+/// The lines that set `txn.haptic_ingress` from `maps`' routes maps (and
+/// the regex routes map `regex`, if any), unless an earlier lookup set it.
+pub fn ingress_variable_rules_with(maps: &RouteMaps, regex: Option<&str>) -> String {
+    let mut out = String::new();
+    for lookup in lookups(regex, maps.exact_routes, maps.prefix_routes) {
+        let _ = writeln!(
+            out,
+            "    http-request set-var(txn.haptic_ingress) {lookup} if !{{ var(txn.haptic_ingress) -m found }}"
+        );
+    }
+    out
+}
+
 /// The six lines that set `txn.haptic_ingress` from `maps`' routes maps,
 /// unless an earlier lookup set it.
 pub fn ingress_variable_rules(maps: &RouteMaps) -> String {
+    ingress_variable_rules_with(maps, None)
+}
+
+/// The `frontend http` lines that route by the maps (and the regex map
+/// `regex`, if any), in precedence order.
+pub fn routing_rules_with(maps: &RouteMaps, regex: Option<&str>) -> String {
     let mut out = String::new();
-    for sample in [
-        "var(txn.haptic_key_host)",
-        "var(txn.haptic_key_wildcard)",
-        "path",
-    ] {
-        for (converter, map) in [
-            ("map_str", maps.exact_routes),
-            ("map_beg", maps.prefix_routes),
-        ] {
-            let _ = writeln!(
-                out,
-                "    http-request set-var(txn.haptic_ingress) {sample},{converter}({map}) if !{{ var(txn.haptic_ingress) -m found }}"
-            );
-        }
+    for lookup in lookups(regex, maps.exact, maps.prefix) {
+        let _ = writeln!(
+            out,
+            "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
+        );
     }
     out
 }
 
 /// The `frontend http` lines that route by the maps, in precedence order.
 pub fn routing_rules(maps: &RouteMaps) -> String {
-    let mut out = String::new();
-    for sample in [
-        "var(txn.haptic_key_host)",
-        "var(txn.haptic_key_wildcard)",
-        "path",
-    ] {
-        for (converter, map) in [("map_str", maps.exact), ("map_beg", maps.prefix)] {
-            let lookup = format!("{sample},{converter}({map})");
-            let _ = writeln!(
-                out,
-                "    use_backend %[{lookup}] if {{ {lookup} -m found }}"
-            );
-        }
-    }
-    out
+    routing_rules_with(maps, None)
 }
 
 #[cfg(test)]

@@ -700,15 +700,17 @@ impl Certificates {
                     .push(host);
             }
         }
+        // Through the SDK's writer: thousands of hosts on one certificate
+        // are several lines (one line holds at most 2,048 words), not one
+        // HAProxy refuses.
         let mut crt_list = String::new();
         for ((file, options), hosts) in by_file {
-            match options {
-                None => {
-                    let _ = writeln!(crt_list, "{file} {}", hosts.join(" "));
-                }
-                Some(options) => {
-                    let _ = writeln!(crt_list, "{file} [{options}] {}", hosts.join(" "));
-                }
+            let Ok((lines, _)) = crate::haproxy::crt_list_lines(file, options, &hosts) else {
+                continue;
+            };
+            for line in lines {
+                crt_list.push_str(&line);
+                crt_list.push('\n');
             }
         }
         out.file(self.library.crt_list, crt_list)

@@ -1,0 +1,63 @@
+//! Tenant isolation (issue 40) for `spec.tls` and the redirect
+//! annotation: a hostile Ingress of namespace `attacker` names the
+//! victim's host in its `spec.tls` with `ssl-redirect: "true"`.
+
+use haptic_sdk::testing::Harness;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn ingress(namespace: &str, name: &str, annotations: Value, host: &str, tls: Value) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"namespace": namespace, "name": name, "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+        "spec": {
+            "ingressClassName": "haptic",
+            "tls": tls,
+            "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]
+        }
+    })
+}
+
+/// Keyed by host alone (`victim.test redirect`), the attacker's TLS entry
+/// decided the redirect of the victim's routes on that host: plain HTTP to
+/// the victim was redirected. Keyed by host and Ingress now, the victim's
+/// routes (`txn.haptic_ingress` = `victim/web`) find no entry. With the old
+/// key the map held `victim.test redirect` and this failed.
+#[test]
+fn a_tls_entry_redirects_only_its_own_ingress() {
+    let mut h = Harness::<IngressLibrary>::new(json!({"tls": {"enabled": true}})).unwrap();
+    h.apply(
+        INGRESS_CLASSES,
+        &json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+                "metadata": {"name": "haptic"}, "spec": {"controller": "haproxy-haptic.org/controller"}}),
+    );
+    for ns in ["victim", "attacker"] {
+        h.apply(
+            SERVICES,
+            &json!({"metadata": {"namespace": ns, "name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}}),
+        );
+    }
+    h.apply(
+        INGRESSES,
+        &ingress("victim", "web", json!({}), "victim.test", json!(null)),
+    );
+    h.apply(
+        INGRESSES,
+        &ingress(
+            "attacker",
+            "tls",
+            json!({tls::REDIRECT_ANNOTATION: "true"}),
+            "attacker.test",
+            json!([{"hosts": ["victim.test"]}]),
+        ),
+    );
+    h.render().unwrap();
+    let map = h.file(tls::TLS_MAP).unwrap();
+    let keys: Vec<&str> = map
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|k| !k.is_empty())
+        .collect();
+    assert_eq!(keys, ["victim.test@attacker/tls"], "{map}");
+}
