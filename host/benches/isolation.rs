@@ -83,13 +83,17 @@ fn main() -> anyhow::Result<()> {
             .isolation
             .ok_or_else(|| anyhow::anyhow!("the hostile start was not isolated"))?;
         anyhow::ensure!(
-            isolation.dropped == [reference(round)],
+            isolation.withheld == [reference(round)],
             "isolated to {:?}",
-            isolation.dropped
+            isolation.withheld
         );
         start_probes.push(isolation.probes);
     }
-    print_figures("start, no hostile object (render + haproxy -c)", &clean, None);
+    print_figures(
+        "start, no hostile object (render + haproxy -c)",
+        &clean,
+        None,
+    );
     print_figures(
         "start with one hostile object, isolated",
         &hostile_start,
@@ -110,9 +114,9 @@ fn main() -> anyhow::Result<()> {
             .isolation
             .ok_or_else(|| anyhow::anyhow!("round {round} was not isolated"))?;
         anyhow::ensure!(
-            isolation.dropped == [reference(round)],
+            isolation.withheld == [reference(round)],
             "isolated to {:?}",
-            isolation.dropped
+            isolation.withheld
         );
         probes.push(isolation.probes);
         // Its owner deletes it: the next render is clean again.

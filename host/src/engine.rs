@@ -10,7 +10,7 @@
 
 mod isolate;
 
-pub use isolate::{DroppedObject, Isolation, PROBE_BUDGET, display};
+pub use isolate::{Isolation, PROBE_BUDGET, WithheldObject, display};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -105,8 +105,9 @@ pub struct Engine {
     /// Who runs `haproxy -c` (in a cluster, the validator process).
     checker: validate::Checker,
     /// Objects a refused render was isolated to, each with its cause;
-    /// hidden from the libraries until they change ([`isolate`]).
-    dropped: BTreeMap<ObjectRef, String>,
+    /// their changes are withheld from the libraries until they change
+    /// again ([`isolate`]).
+    withheld: BTreeMap<ObjectRef, String>,
 }
 
 /// A render the engine accepted: what every caller needs to deploy it.
@@ -118,9 +119,9 @@ pub struct Accepted {
     pub validated: bool,
     /// HAProxy's warnings about it (none when it was not validated).
     pub haproxy_warnings: Vec<String>,
-    /// Every object left out because a render failed with it, this render's
-    /// and earlier ones' (they stay out until they change).
-    pub dropped: Vec<DroppedObject>,
+    /// Every object whose change a render failed with, withheld: this
+    /// render's and earlier ones' (until they change again).
+    pub withheld: Vec<WithheldObject>,
     /// When this render first failed and was isolated: the cost.
     pub isolation: Option<Isolation>,
     /// Time spent rendering (isolation's trials included).
@@ -149,7 +150,7 @@ impl Engine {
             values,
             renderer: Renderer::new(enabled, tree),
             checker: validate::Checker::default(),
-            dropped: BTreeMap::new(),
+            withheld: BTreeMap::new(),
         };
         engine.prepare()?;
         Ok(engine)
@@ -162,10 +163,10 @@ impl Engine {
         let (enabled, tree) = enabled(&self.libraries, &values)?;
         let policy = Policy::from_values(&values)?;
         self.renderer.replace_libraries(enabled, tree);
-        // Values may be what a dropped object needed (a directive allowed,
+        // Values may be what a withheld object needed (a directive allowed,
         // a library enabled): every object is tried again.
-        self.renderer.hide(std::collections::BTreeSet::new());
-        self.dropped.clear();
+        self.renderer.withhold(std::collections::BTreeSet::new());
+        self.withheld.clear();
         self.policy = policy;
         self.values = values;
         self.prepare()
@@ -228,9 +229,9 @@ impl Engine {
     /// caller turns changes into a configuration to deploy.
     ///
     /// A render that fails because of its content (a library's error, the
-    /// policy, `haproxy -c`) is isolated ([`isolate`]): the namespaced
-    /// objects it fails with are dropped and the rest is returned,
-    /// validated. The error is returned only when no such objects exist;
+    /// policy, `haproxy -c`) is isolated ([`isolate`]): the changes of the
+    /// namespaced objects it fails with are withheld and the rest is
+    /// returned, validated. The error is returned only when no such objects exist;
     /// the caller then keeps its last good configuration.
     pub fn render_checked(
         &mut self,
@@ -277,28 +278,35 @@ impl Engine {
                 Err(error) => return Err(error),
             };
         self.renderer.settle();
-        // An object that changed or went away is shown again; its old
-        // cause is no longer news.
-        let hidden = self.renderer.hidden();
-        self.dropped.retain(|object, _| hidden.contains(object));
+        // An object that changed again or went away is shown as it is; its
+        // old cause is no longer news.
+        let still: std::collections::BTreeSet<&ObjectRef> = self
+            .renderer
+            .withheld()
+            .map(|(reference, _)| reference)
+            .collect();
+        self.withheld.retain(|object, _| still.contains(object));
         Ok(Accepted {
             rendered,
             validated,
             haproxy_warnings,
-            dropped: self.dropped_objects(),
+            withheld: self.withheld_objects(),
             isolation,
             render_time,
             validate_time,
         })
     }
 
-    /// The objects left out of renders now, with their causes.
-    pub fn dropped_objects(&self) -> Vec<DroppedObject> {
-        self.dropped
-            .iter()
-            .map(|(object, cause)| DroppedObject {
-                object: object.clone(),
-                cause: cause.clone(),
+    /// The objects whose changes are withheld now, with their causes.
+    pub fn withheld_objects(&self) -> Vec<WithheldObject> {
+        self.renderer
+            .withheld()
+            .filter_map(|(object, settled_kept)| {
+                Some(WithheldObject {
+                    cause: self.withheld.get(object)?.clone(),
+                    object: object.clone(),
+                    settled_kept,
+                })
             })
             .collect()
     }

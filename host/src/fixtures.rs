@@ -192,7 +192,14 @@ impl CaseRun {
                 "expected an error containing {expected:?}, but the render succeeded"
             )),
             (Ok(output), None) => {
-                check(&output.rendered, &output.dropped, expect, library, others, failures);
+                check(
+                    &output.rendered,
+                    &output.withheld,
+                    expect,
+                    library,
+                    others,
+                    failures,
+                );
                 if let Some(expected) = &expect.owned_objects {
                     check_owned(&output.owned_objects, expected, library, failures);
                 }
@@ -295,7 +302,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 fn check(
     rendered: &Rendered,
-    dropped: &[offline::DroppedManifest],
+    withheld: &[offline::WithheldManifest],
     expect: &Expectations,
     library: &str,
     others: &[&Rendered],
@@ -357,16 +364,16 @@ fn check(
             }
         }
     }
-    // An object the render failed with, left out of it, is a warning on
+    // An object the render failed with, withheld from it, is a warning on
     // that object like a library's own.
     let warnings: String = rendered
         .warnings
         .iter()
         .map(|(_, _, warning)| format!("{}: {}\n", warning.reason, warning.message))
         .chain(
-            dropped
+            withheld
                 .iter()
-                .map(|dropped| format!("{}: {}\n", offline::DROPPED_REASON, dropped.message())),
+                .map(|withheld| format!("{}: {}\n", offline::WITHHELD_REASON, withheld.message())),
         )
         .collect();
     for pattern in &expect.warnings {

@@ -405,7 +405,7 @@ struct ControllerArgs {
 
 /// `haptic render`'s exit status when it rendered and validated the
 /// configuration without the objects it failed with (each named on stderr).
-const RENDERED_WITHOUT_DROPPED: u8 = 3;
+const RENDERED_WITH_WITHHELD: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -508,13 +508,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             for warning in &output.self_loops {
                 eprintln!("warning: {warning}");
             }
-            for dropped in &output.dropped {
-                eprintln!("warning ({}): {}", offline::DROPPED_REASON, dropped.message());
+            for withheld in &output.withheld {
+                eprintln!(
+                    "warning ({}): {}",
+                    offline::WITHHELD_REASON,
+                    withheld.message()
+                );
             }
             if let Some(isolation) = &output.isolation {
                 eprintln!(
-                    "the render failed with {} object(s), which were left out; finding them took {} validation(s), {} ms",
-                    isolation.dropped.len(),
+                    "the render failed with {} object(s), left out above; finding them took {} validation(s), {} ms",
+                    isolation.withheld.len(),
                     isolation.probes,
                     isolation.elapsed.as_millis()
                 );
@@ -547,10 +551,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             // Rendered, but not everything: a pipeline that checks
             // manifests with `haptic render` must notice.
-            Ok(if output.dropped.is_empty() {
+            Ok(if output.withheld.is_empty() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(RENDERED_WITHOUT_DROPPED)
+                ExitCode::from(RENDERED_WITH_WITHHELD)
             })
         }
         Command::Status(args) => status(&args),

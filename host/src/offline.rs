@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::controller::watch::WatchTarget;
-use crate::engine::{self, DroppedObject, Engine, EngineError, Isolation};
+use crate::engine::{self, Engine, EngineError, Isolation, WithheldObject};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
 use crate::render::{ClusterChange, Rendered};
@@ -46,31 +46,32 @@ pub struct JobOutput {
     /// The objects the libraries ask the host to apply, as a cluster would
     /// get them (shown and written here, never applied).
     pub owned_objects: Vec<crate::owned::DesiredObject>,
-    /// Objects left out because the render failed with them (see
-    /// [`crate::engine::render_checked`]); the rest rendered.
-    pub dropped: Vec<DroppedManifest>,
+    /// Objects the render failed with, left out of it (see
+    /// [`Engine::render_checked`]); the rest rendered.
+    pub withheld: Vec<WithheldManifest>,
     /// What finding them cost, when the render had to be isolated.
     pub isolation: Option<Isolation>,
 }
 
-/// The reason a dropped object is reported under, as an Event's reason in a
-/// cluster and a warning's in `haptic render` and fixtures.
-pub const DROPPED_REASON: &str = "ObjectDropped";
+/// The reason an object whose change a render failed with is reported
+/// under: an Event's reason in a cluster, a warning's in `haptic render`
+/// and fixtures.
+pub const WITHHELD_REASON: &str = "ObjectRefused";
 
 /// An object left out of an offline render, with the manifest it came from.
 #[derive(Debug, Clone)]
-pub struct DroppedManifest {
-    pub dropped: DroppedObject,
+pub struct WithheldManifest {
+    pub withheld: WithheldObject,
     /// `file document N`, when the object came from a manifest.
     pub source: Option<String>,
 }
 
-impl DroppedManifest {
+impl WithheldManifest {
     /// The warning a person reads: the object, its manifest, the cause.
     pub fn message(&self) -> String {
         match &self.source {
-            Some(source) => format!("{} (from {source})", self.dropped.message()),
-            None => self.dropped.message(),
+            Some(source) => format!("{} (from {source})", self.withheld.message()),
+            None => self.withheld.message(),
         }
     }
 }
@@ -175,15 +176,15 @@ fn finish(
     } else {
         None
     };
-    let dropped = accepted
-        .dropped
+    let withheld = accepted
+        .withheld
         .iter()
-        .map(|dropped| DroppedManifest {
+        .map(|withheld| WithheldManifest {
             source: manifests
                 .iter()
-                .find(|m| m.reference() == &dropped.object)
+                .find(|m| m.reference() == &withheld.object)
                 .map(|m| format!("{} document {}", m.source.path.display(), m.source.document)),
-            dropped: dropped.clone(),
+            withheld: withheld.clone(),
         })
         .collect();
     let (rendered, warnings) = (accepted.rendered, accepted.haproxy_warnings);
@@ -197,7 +198,7 @@ fn finish(
         rendered,
         warnings,
         validated_by,
-        dropped,
+        withheld,
         isolation: accepted.isolation,
     })
 }

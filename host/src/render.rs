@@ -171,13 +171,9 @@ pub struct Renderer {
     cluster: ClusterStore,
     merge_cache: MergeCache,
     timings: RenderTimings,
-    /// Objects shown or hidden since the last render: changes for the
-    /// libraries although the cluster did not change.
+    /// Objects withheld or shown again since the last render: changes for
+    /// the libraries although the cluster did not change.
     toggled: BTreeSet<ObjectRef>,
-    /// Every object changed since [`Self::settle`] was last called (the
-    /// engine calls it when a render is accepted): where a refused
-    /// render's cause is most likely to be.
-    unsettled: BTreeSet<ObjectRef>,
 }
 
 impl Renderer {
@@ -191,7 +187,6 @@ impl Renderer {
             merge_cache: MergeCache::default(),
             timings: RenderTimings::default(),
             toggled: BTreeSet::new(),
-            unsettled: BTreeSet::new(),
         }
     }
 
@@ -272,39 +267,43 @@ impl Renderer {
         self.cluster.get(reference)
     }
 
-    /// The objects hidden from the libraries (see [`Self::hide`]).
-    pub fn hidden(&self) -> &BTreeSet<ObjectRef> {
-        self.cluster.hidden()
+    /// The objects whose change is withheld from the libraries (see
+    /// [`Self::withhold`]), each with whether the libraries see its
+    /// settled version (`true`) or nothing.
+    pub fn withheld(&self) -> impl Iterator<Item = (&ObjectRef, bool)> {
+        self.cluster.withheld()
     }
 
-    /// Hides exactly `hidden` from every library from the next render on,
-    /// as if those objects were deleted; the others are shown again. An
-    /// object that changes or goes away is shown again by itself.
-    pub fn hide(&mut self, hidden: BTreeSet<ObjectRef>) {
-        let toggled = self.cluster.set_hidden(hidden);
+    /// Withholds exactly `withheld` from every library from the next render
+    /// on: an object changed since the last [`Self::settle`] is shown as it
+    /// was then (hidden if it is new), any other is hidden, as if deleted;
+    /// one withheld already stays as it is; the others are shown as they
+    /// are. An object that changes again or goes away is shown as it is.
+    pub fn withhold(&mut self, withheld: BTreeSet<ObjectRef>) {
+        let toggled = self.cluster.set_withheld(withheld);
         self.toggled.extend(toggled);
     }
 
-    /// The objects changed since the last [`Self::settle`], newest
-    /// changes and older ones alike.
-    pub fn unsettled(&self) -> &BTreeSet<ObjectRef> {
-        &self.unsettled
+    /// Whether `reference` changed since the last [`Self::settle`].
+    pub fn is_unsettled(&self, reference: &ObjectRef) -> bool {
+        self.cluster.is_unsettled(reference)
     }
 
-    /// Forgets which objects changed: the engine calls it once a render
-    /// is accepted.
+    /// The versions stored now are the settled ones: the engine calls it
+    /// once a render is accepted.
     pub fn settle(&mut self) {
-        self.unsettled.clear();
+        self.cluster.settle();
     }
 
-    /// The libraries whose watches select `reference` (hidden or not).
+    /// The libraries whose watches select `object`.
     pub fn watchers_of(&self, object: &ClusterObject) -> Vec<&str> {
         self.slots
             .iter()
             .filter(|slot| {
-                slot.plan.watches.iter().any(|watch| {
-                    WatchFilter::of(watch).is_ok_and(|filter| filter.selects(object))
-                })
+                slot.plan
+                    .watches
+                    .iter()
+                    .any(|watch| WatchFilter::of(watch).is_ok_and(|filter| filter.selects(object)))
             })
             .map(LibrarySlot::name)
             .collect()
@@ -319,7 +318,6 @@ impl Renderer {
     /// thread's start would cost more than it saves.
     pub fn render(&mut self, changes: Vec<ClusterChange>) -> Result<Rendered, RenderError> {
         let mut changed = self.cluster.apply(changes);
-        self.unsettled.extend(changed.iter().cloned());
         changed.append(&mut self.toggled);
         let (values, cluster) = (&self.values, &self.cluster);
         let full_feeds = self

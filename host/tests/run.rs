@@ -410,7 +410,7 @@ fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_clea
 /// that a careless library (the misbehaving test library's `tenant` mode)
 /// turns into a line HAProxy refuses. Before failure isolation that one
 /// object froze every namespace: no other change deployed until it was
-/// fixed. Now it is dropped and reported, and the victim's edit is served
+/// fixed. Now it is left out and reported, and the victim's edit is served
 /// through both HAProxy instances within a second. The oracle is traffic:
 /// the victim's new host answers from the victim's backend.
 ///
@@ -488,7 +488,8 @@ fn haptic_run_drops_a_hostile_object_and_keeps_deploying_the_others() {
             get(PORT + 1, "victim.example.com", "/"),
         ) {
             (Some((200, a)), Some((200, b)))
-                if a.contains("backend=127.0.10.1:8080") && b.contains("backend=127.0.10.1:8080") =>
+                if a.contains("backend=127.0.10.1:8080")
+                    && b.contains("backend=127.0.10.1:8080") =>
             {
                 Ok(())
             }
@@ -498,14 +499,15 @@ fn haptic_run_drops_a_hostile_object_and_keeps_deploying_the_others() {
     let took = saved.elapsed();
     // A figure, not an assertion: the 5 s bound above fails a frozen
     // render; how fast it is on a quiet machine is printed.
-    println!("victim edit beside a dropped hostile object served on both after {took:?}");
+    println!("victim edit beside a withheld hostile object served on both after {took:?}");
     assert!(
-        run.log().contains("ConfigMap attacker/evil was left out"),
-        "the hostile object is reported as dropped:\n{}",
+        run.log()
+            .contains("ConfigMap attacker/evil: it was left out"),
+        "the hostile object is reported as withheld:\n{}",
         run.log()
     );
 
-    // Fixed by its owner: tried again, rendered, nothing dropped.
+    // Fixed by its owner: tried again, rendered, nothing withheld.
     save(
         &hostile,
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: attacker, name: evil}\ndata: {line: 'timeout server 9s'}\n",
@@ -525,7 +527,8 @@ fn haptic_run_drops_a_hostile_object_and_keeps_deploying_the_others() {
                     config_dir.join("worker.sock"),
                 )
                 .bundle_dir(&id);
-                let config = std::fs::read_to_string(bundle.join("haproxy.cfg")).unwrap_or_default();
+                let config =
+                    std::fs::read_to_string(bundle.join("haproxy.cfg")).unwrap_or_default();
                 if !config.contains("timeout server 9s") {
                     return Err(format!("agent {index} runs no fixed line yet"));
                 }

@@ -172,7 +172,9 @@ fn cidrs(rng: &mut fastrand::Rng) -> String {
 
 fn many_hosts(rng: &mut fastrand::Rng, with_victim: bool) -> Vec<String> {
     let count = 40 + rng.usize(..200);
-    let mut hosts: Vec<String> = (0..count).map(|n| format!("h{n}.attacker.example.com")).collect();
+    let mut hosts: Vec<String> = (0..count)
+        .map(|n| format!("h{n}.attacker.example.com"))
+        .collect();
     if with_victim {
         hosts.push(VICTIM_HOST.to_owned());
     }
@@ -285,10 +287,15 @@ const NGINX_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
             (nginx("affinity"), "cookie".to_owned()),
             (nginx("session-cookie-name"), format!("s{piece}")),
             (nginx("session-cookie-path"), format!("/{piece}")),
-            (nginx("session-cookie-domain"), format!("d{piece}.example.com")),
+            (
+                nginx("session-cookie-domain"),
+                format!("d{piece}.example.com"),
+            ),
         ];
-        let borrowed: Vec<(&str, String)> =
-            annotations.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let borrowed: Vec<(&str, String)> = annotations
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
         hostile_ingress("nginx", &borrowed, &[], &attacker_rule())
     }),
     ("a regex PCRE2 refuses", |rng| {
@@ -373,7 +380,9 @@ fn gateway_victim() -> String {
 
 fn hostile_route(matches: &str) -> String {
     attacker_service()
-        + &format!("---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: evil, namespace: attacker, generation: 1, creationTimestamp: \"2026-01-02T00:00:00Z\"}}\nspec:\n  parentRefs: [{{name: web, namespace: infra}}]\n  hostnames: [attacker.example.com]\n  rules: [{{matches: [{matches}], backendRefs: [{{name: evil, port: 80}}]}}]\n")
+        + &format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: evil, namespace: attacker, generation: 1, creationTimestamp: \"2026-01-02T00:00:00Z\"}}\nspec:\n  parentRefs: [{{name: web, namespace: infra}}]\n  hostnames: [attacker.example.com]\n  rules: [{{matches: [{matches}], backendRefs: [{{name: evil, port: 80}}]}}]\n"
+        )
 }
 
 const GATEWAY_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[

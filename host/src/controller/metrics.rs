@@ -84,9 +84,9 @@ pub struct Metrics {
     pub isolation_probes: Histogram,
     /// Time from a refused render to its isolated, accepted one.
     pub isolation_seconds: Histogram,
-    /// Objects left out of the configuration because a render failed with
-    /// them (until they change).
-    pub objects_dropped: Gauge,
+    /// Objects whose change a render failed with, withheld (until they
+    /// change again).
+    pub objects_withheld: Gauge,
     /// What haptic does with the ingress-nginx annotations of the cluster.
     pub ingress_nginx_annotations: IngressNginxAnnotations,
     /// Where the memory is (set after each render; resident memory when
@@ -482,7 +482,7 @@ impl Default for Metrics {
         let isolations = Counter::default();
         registry.register(
             "isolations",
-            "Refused renders isolated to the objects they failed with (those were dropped, the rest deployed)",
+            "Refused renders isolated to the objects they failed with (their changes withheld, the rest deployed)",
             isolations.clone(),
         );
         let isolation_probes = Histogram::new(exponential_buckets(1.0, 2.0, 7));
@@ -497,11 +497,11 @@ impl Default for Metrics {
             "Time from a refused render to its isolated, accepted one",
             isolation_seconds.clone(),
         );
-        let objects_dropped = Gauge::default();
+        let objects_withheld = Gauge::default();
         registry.register(
-            "objects_dropped",
-            "Objects left out of the configuration because a render failed with them; each has a Warning Event (ObjectDropped)",
-            objects_dropped.clone(),
+            "objects_withheld",
+            "Objects whose change a render failed with, withheld until they change again (the version deployed before, or nothing for a new object); each has a Warning Event (ObjectRefused)",
+            objects_withheld.clone(),
         );
         let gates = GateWaits::default();
         gates.register(&mut registry);
@@ -518,7 +518,7 @@ impl Default for Metrics {
             isolations,
             isolation_probes,
             isolation_seconds,
-            objects_dropped,
+            objects_withheld,
             fleet_failed_pods,
             gates,
             certificates,

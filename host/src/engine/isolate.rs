@@ -1,12 +1,15 @@
 //! Failure isolation: a refused render is narrowed to the objects that
-//! cause it, those are dropped (hidden from every library, as if deleted)
-//! and the rest deploys.
+//! cause it, their changes are withheld and the rest deploys.
 //!
 //! In a shared cluster one namespace's object must not freeze every other
 //! namespace's changes. When a render fails (a library's error or trap,
 //! outputs that do not merge, the directive policy, `haproxy -c`), the
-//! engine looks for a smallest set of namespaced objects whose absence
-//! makes the render pass, trying the likeliest first:
+//! engine looks for a smallest set of namespaced objects whose changes,
+//! withheld, make the render pass. Withholding an object's change shows
+//! the libraries the version of it the last accepted render had, so a
+//! tenant's bad edit leaves its route serving as it was; a new object, or
+//! one that had not changed, is hidden as if deleted. It tries the
+//! likeliest first:
 //!
 //! 1. the object a library blamed in its error;
 //! 2. of the objects the implicated libraries watch (the library that
@@ -17,20 +20,20 @@
 //! 4. every object changed since the last accepted render;
 //! 5. every namespaced object.
 //!
-//! A pool is tried whole first (one validation); only a pool whose absence
-//! passes is searched, by halving, for one culprit at a time: about
+//! A pool is tried whole first (one validation); only a pool whose
+//! withholding passes is searched, by halving, for one culprit at a time: about
 //! `log2(pool)` validations per culprit, and never more than
 //! [`PROBE_BUDGET`] in all. Within a pool the objects changed last and
 //! created last come first, so of two objects that only fail together (two
-//! Ingresses claiming one name) the newer one is dropped.
+//! Ingresses claiming one name) the newer one is withheld.
 //!
 //! Cluster-scoped objects (IngressClasses, GatewayClasses) are the admin's
-//! and are never dropped; neither are the values. When nothing can be
+//! and are never withheld; neither are the values. When nothing can be
 //! isolated the render fails as before and the last good configuration
 //! keeps serving.
 //!
-//! A dropped object stays hidden until it changes or is deleted
-//! ([`crate::render::Renderer::hide`]); then it is tried again.
+//! A withheld object stays so until it changes or is deleted
+//! ([`crate::render::Renderer::withhold`]); then it is tried again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -43,24 +46,32 @@ use crate::render::{ObjectRef, Rendered};
 /// 10,000 objects.
 pub const PROBE_BUDGET: usize = 48;
 
-/// The longest cause kept for a dropped object (a Kubernetes Event's note
+/// The longest cause kept for a withheld object (a Kubernetes Event's note
 /// is limited to 1 KiB).
 const CAUSE_LIMIT: usize = 900;
 
-/// An object left out of the render because the render failed with it.
+/// An object whose change the render failed with, withheld from it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct DroppedObject {
+pub struct WithheldObject {
     pub object: ObjectRef,
     /// What failed while it was in the render (HAProxy's message with the
     /// line and library, a library's error), shortened to one Event's note.
     pub cause: String,
+    /// The render has the object as the last accepted render had it;
+    /// otherwise the object is left out.
+    pub settled_kept: bool,
 }
 
-impl DroppedObject {
+impl WithheldObject {
     /// One sentence for the object's owner: what happened and what to do.
     pub fn message(&self) -> String {
+        let done = if self.settled_kept {
+            "its latest change was not deployed (the version deployed before keeps serving)"
+        } else {
+            "it was left out of the HAProxy configuration"
+        };
         format!(
-            "{} was left out of the HAProxy configuration because the render failed with it (every other object was deployed): {} Fix or delete it; it is tried again when it changes.",
+            "{}: {done} because the render failed with it; every other change was deployed. {} Fix or delete it: it is tried again when it changes.",
             display(&self.object),
             self.cause
         )
@@ -74,8 +85,8 @@ pub struct Isolation {
     pub probes: usize,
     /// Time from the refusal to the accepted render.
     pub elapsed: Duration,
-    /// Objects newly dropped.
-    pub dropped: Vec<ObjectRef>,
+    /// Objects newly withheld.
+    pub withheld: Vec<ObjectRef>,
 }
 
 /// `Kind namespace/name`, as messages name an object.
@@ -87,7 +98,7 @@ pub fn display(object: &ObjectRef) -> String {
     }
 }
 
-/// Whether dropping objects could make a render that failed this way pass:
+/// Whether withholding objects could make a render that failed this way pass:
 /// the failure came from the render's content, not from the machinery.
 pub(super) fn isolable(error: &EngineError) -> bool {
     matches!(
@@ -117,14 +128,19 @@ type Probe = Result<(Rendered, Vec<String>), EngineError>;
 
 impl Engine {
     /// Isolates `error`, the failure of the render just attempted: finds
-    /// the objects to drop, hides them and returns the render without them
-    /// (validated), or `error` when nothing can be isolated.
+    /// the objects to withhold, withholds them and returns the render
+    /// without their changes (validated), or `error` when nothing can be
+    /// isolated.
     pub(super) fn isolate(
         &mut self,
         error: EngineError,
     ) -> Result<(Rendered, Vec<String>, Isolation), EngineError> {
         let started = Instant::now();
-        let base = self.renderer.hidden().clone();
+        let base: BTreeSet<ObjectRef> = self
+            .renderer
+            .withheld()
+            .map(|(reference, _)| reference.clone())
+            .collect();
         let pools = self.pools(&error, &base);
         let mut search = Search {
             engine: self,
@@ -150,16 +166,19 @@ impl Engine {
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "a refused render could not be isolated to namespaced objects; the last good configuration keeps serving"
             );
-            // Show what was hidden for the trials again.
-            self.renderer.hide(base);
+            // Show what the trials withheld again.
+            self.renderer.withhold(base);
             return Err(error);
         };
-        let mut hidden = base;
-        hidden.extend(culprits.keys().cloned());
-        // The trial that hid exactly these is the answer; the libraries
-        // take the difference from the last trial at the next render.
-        let reused = passed.filter(|(set, _)| *set == hidden).map(|(_, probe)| probe);
-        self.renderer.hide(hidden);
+        let mut withheld = base;
+        withheld.extend(culprits.keys().cloned());
+        // The trial that withheld exactly these is the answer; the
+        // libraries take the difference from the last trial at the next
+        // render.
+        let reused = passed
+            .filter(|(set, _)| *set == withheld)
+            .map(|(_, probe)| probe);
+        self.renderer.withhold(withheld);
         let mut extra = 0;
         let answer = match reused {
             Some(answer) => Ok(answer),
@@ -172,33 +191,33 @@ impl Engine {
             Ok(accepted) => accepted,
             Err(again) => {
                 // The trials passed with this set; a render that fails now
-                // is not one dropping objects can fix.
-                self.renderer.hide(
-                    self.renderer
-                        .hidden()
-                        .iter()
-                        .filter(|r| !culprits.contains_key(*r))
-                        .cloned()
-                        .collect(),
-                );
+                // is not one withholding objects can fix.
+                let before = self
+                    .renderer
+                    .withheld()
+                    .map(|(reference, _)| reference)
+                    .filter(|r| !culprits.contains_key(*r))
+                    .cloned()
+                    .collect();
+                self.renderer.withhold(before);
                 return Err(again);
             }
         };
-        let dropped: Vec<ObjectRef> = culprits.keys().cloned().collect();
+        let newly: Vec<ObjectRef> = culprits.keys().cloned().collect();
         for (object, cause) in culprits {
-            self.dropped.insert(object, cause);
+            self.withheld.insert(object, cause);
         }
         let isolation = Isolation {
             probes: probes + extra,
             elapsed: started.elapsed(),
-            dropped,
+            withheld: newly,
         };
-        let named: Vec<String> = isolation.dropped.iter().map(display).collect();
+        let named: Vec<String> = isolation.withheld.iter().map(display).collect();
         tracing::warn!(
             probes = isolation.probes,
             elapsed_ms = isolation.elapsed.as_millis() as u64,
-            dropped = %named.join(", "),
-            "a refused render was isolated: the objects named were left out and the rest is deployed"
+            withheld = %named.join(", "),
+            "a refused render was isolated: the changes of the objects named were withheld and the rest is deployed"
         );
         Ok((rendered, warnings, isolation))
     }
@@ -216,8 +235,8 @@ impl Engine {
     /// The pools to search, likeliest first, each ordered newest first;
     /// empty and repeated pools are left out.
     fn pools(&self, error: &EngineError, base: &BTreeSet<ObjectRef>) -> Vec<Vec<ObjectRef>> {
-        let unsettled = self.renderer.unsettled();
-        // Every namespaced object not already dropped, with its sort key:
+        let unsettled = |reference: &ObjectRef| self.renderer.is_unsettled(reference);
+        // Every namespaced object not already withheld, with its sort key:
         // changed since the last accepted render first, then the newest.
         let mut all: Vec<(bool, String, ObjectRef)> = self
             .renderer
@@ -226,7 +245,7 @@ impl Engine {
             .filter(|object| !base.contains(&object.reference))
             .map(|object| {
                 (
-                    !unsettled.contains(&object.reference),
+                    !unsettled(&object.reference),
                     creation_timestamp(object.json()),
                     object.reference.clone(),
                 )
@@ -234,7 +253,11 @@ impl Engine {
             .collect();
         // Not yet changed sorts after changed (false < true); newest
         // timestamp first.
-        all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        all.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| b.1.cmp(&a.1))
+                .then(a.2.cmp(&b.2))
+        });
         let all: Vec<ObjectRef> = all.into_iter().map(|(_, _, reference)| reference).collect();
 
         let mut pools = Vec::new();
@@ -246,11 +269,7 @@ impl Engine {
         {
             pools.push(vec![(**object).clone()]);
         }
-        let changed: Vec<ObjectRef> = all
-            .iter()
-            .filter(|r| unsettled.contains(*r))
-            .cloned()
-            .collect();
+        let changed: Vec<ObjectRef> = all.iter().filter(|r| unsettled(r)).cloned().collect();
         let implicated = implicated_libraries(error);
         let watched: Vec<ObjectRef> = if implicated.is_empty() {
             Vec::new()
@@ -269,13 +288,7 @@ impl Engine {
         };
         // Narrowest first: what changed of what the implicated libraries
         // see, then all they see, then all that changed.
-        pools.push(
-            watched
-                .iter()
-                .filter(|r| unsettled.contains(*r))
-                .cloned()
-                .collect(),
-        );
+        pools.push(watched.iter().filter(|r| unsettled(r)).cloned().collect());
         pools.push(watched);
         pools.push(changed);
         pools.push(all);
@@ -295,7 +308,9 @@ impl Engine {
 /// that wrote lines HAProxy or the policy refused.
 fn implicated_libraries(error: &EngineError) -> BTreeSet<String> {
     match error {
-        EngineError::Render { error, .. } => error.library().map(str::to_owned).into_iter().collect(),
+        EngineError::Render { error, .. } => {
+            error.library().map(str::to_owned).into_iter().collect()
+        }
         EngineError::Refused { libraries, .. } => libraries.iter().cloned().collect(),
         EngineError::Policy(error) => error.libraries().into_iter().collect(),
         _ => BTreeSet::new(),
@@ -318,15 +333,15 @@ fn creation_timestamp(json: &str) -> String {
 /// One isolation's trials against the engine.
 struct Search<'a> {
     engine: &'a mut Engine,
-    /// What was hidden before the failure (dropped earlier).
+    /// What was withheld before the failure (isolated earlier).
     base: &'a BTreeSet<ObjectRef>,
     probes: usize,
-    /// The last trial that passed: what it hid and what it gave.
+    /// The last trial that passed: what it withheld and what it gave.
     passed: Option<(BTreeSet<ObjectRef>, (Rendered, Vec<String>))>,
 }
 
 impl Search<'_> {
-    /// Renders and validates with `trial` hidden on top of the base; the
+    /// Renders and validates with `trial` withheld on top of the base; the
     /// failure's text when it still fails, `None` when it passes or the
     /// budget is spent (then `spent` tells).
     fn passes_without(&mut self, trial: &[ObjectRef]) -> Option<Result<(), String>> {
@@ -334,12 +349,12 @@ impl Search<'_> {
             return None;
         }
         self.probes += 1;
-        let mut hidden = self.base.clone();
-        hidden.extend(trial.iter().cloned());
-        self.engine.renderer.hide(hidden.clone());
+        let mut withheld = self.base.clone();
+        withheld.extend(trial.iter().cloned());
+        self.engine.renderer.withhold(withheld.clone());
         Some(match self.engine.probe() {
             Ok(answer) => {
-                self.passed = Some((hidden, answer));
+                self.passed = Some((withheld, answer));
                 Ok(())
             }
             Err(error) => Err(cause_of(&error)),
@@ -359,13 +374,13 @@ impl Search<'_> {
         }
         let mut culprits: Vec<(ObjectRef, String)> = Vec::new();
         let mut rest = pool;
-        // The failure with only the culprits found so far hidden.
+        // The failure with only the culprits found so far withheld.
         let mut failing = cause_of(error);
         loop {
-            // Invariant: hiding culprits + all of `rest` passes; hiding the
-            // culprits alone fails with `failing`. Find the shortest prefix
-            // of `rest` that, hidden too, passes: its last object is a
-            // culprit.
+            // Invariant: withholding culprits + all of `rest` passes;
+            // withholding the culprits alone fails with `failing`. Find
+            // the shortest prefix of `rest` that, withheld too, passes:
+            // its last object is a culprit.
             let (mut bad, mut good) = (0, rest.len());
             let mut bad_cause = failing.clone();
             while good - bad > 1 {
@@ -386,7 +401,7 @@ impl Search<'_> {
             };
             culprits.push((culprit, bad_cause));
             if rest.is_empty() {
-                // By the invariant, hiding the culprits alone passes now.
+                // By the invariant, withholding the culprits alone passes.
                 return Some(culprits.into_iter().collect());
             }
             let found: Vec<ObjectRef> = culprits.iter().map(|(r, _)| r.clone()).collect();

@@ -153,12 +153,25 @@ pub enum ClusterChange {
 #[derive(Default)]
 pub(super) struct ClusterStore {
     objects: BTreeMap<ObjectRef, Arc<ClusterObject>>,
-    /// Objects stored but hidden from every library, as if deleted: the
-    /// ones a refused render was isolated to (see `crate::engine`), and
-    /// the trial sets while it isolates. A hidden object that changes or
-    /// goes away is shown again ([`Self::apply`]): its owner may have
-    /// fixed it.
-    hidden: BTreeSet<ObjectRef>,
+    /// Objects whose latest version every library is shown something else
+    /// of: the ones a refused render was isolated to (see
+    /// `crate::engine`), and the trial sets while it isolates. An object
+    /// that changes again or goes away is shown as it is again
+    /// ([`Self::apply`]): its owner may have fixed it.
+    withheld: BTreeMap<ObjectRef, Withheld>,
+    /// For each object changed since [`Self::settle`], its version then
+    /// (`None`: it did not exist): what withholding its change shows.
+    prior: BTreeMap<ObjectRef, Option<Arc<ClusterObject>>>,
+}
+
+/// What the libraries see of an object whose change is withheld.
+#[derive(Debug, Clone)]
+enum Withheld {
+    /// Nothing, as if it were deleted: it is new since the last settled
+    /// render, or its settled version takes part in the failure too.
+    Hidden,
+    /// Its version at the last settled render, which HAProxy accepted.
+    Pinned(Arc<ClusterObject>),
 }
 
 impl ClusterStore {
@@ -176,34 +189,69 @@ impl ClusterStore {
         self.objects.get(reference).map(Arc::as_ref)
     }
 
-    /// The objects hidden from the libraries.
-    pub(super) fn hidden(&self) -> &BTreeSet<ObjectRef> {
-        &self.hidden
+    /// The objects whose change is withheld from the libraries, each with
+    /// whether they are shown their settled version (`true`) or nothing.
+    pub(super) fn withheld(&self) -> impl Iterator<Item = (&ObjectRef, bool)> {
+        self.withheld
+            .iter()
+            .map(|(reference, withheld)| (reference, matches!(withheld, Withheld::Pinned(_))))
     }
 
-    /// Hides exactly `hidden` from the libraries from now on (references
-    /// not stored are left out); returns the references whose visibility
+    /// Withholds exactly `withheld` from the libraries from now on (not
+    /// stored: left out): one already withheld stays as it is; one changed
+    /// since the last settle is shown its version then (or nothing if it is
+    /// new); any other is hidden. Returns the references whose view
     /// changed, which the next render hands the libraries as changes.
-    pub(super) fn set_hidden(&mut self, hidden: BTreeSet<ObjectRef>) -> BTreeSet<ObjectRef> {
-        let hidden: BTreeSet<ObjectRef> = hidden
-            .into_iter()
-            .filter(|reference| self.objects.contains_key(reference))
-            .collect();
-        let toggled = self
-            .hidden
-            .symmetric_difference(&hidden)
-            .cloned()
-            .collect();
-        self.hidden = hidden;
+    pub(super) fn set_withheld(&mut self, withheld: BTreeSet<ObjectRef>) -> BTreeSet<ObjectRef> {
+        let mut next = BTreeMap::new();
+        for reference in withheld {
+            if !self.objects.contains_key(&reference) {
+                continue;
+            }
+            let shown = match self.withheld.remove(&reference) {
+                Some(kept) => kept,
+                None => match self.prior.get(&reference) {
+                    Some(Some(settled)) => Withheld::Pinned(Arc::clone(settled)),
+                    _ => Withheld::Hidden,
+                },
+            };
+            next.insert(reference, shown);
+        }
+        let mut toggled: BTreeSet<ObjectRef> =
+            std::mem::take(&mut self.withheld).into_keys().collect();
+        toggled.extend(next.keys().cloned());
+        self.withheld = next;
         toggled
     }
 
-    /// The stored object, unless it is hidden from the libraries.
+    /// Whether `reference` changed since the last [`Self::settle`].
+    pub(super) fn is_unsettled(&self, reference: &ObjectRef) -> bool {
+        self.prior.contains_key(reference)
+    }
+
+    /// A render was accepted: the versions now stored are the settled ones.
+    pub(super) fn settle(&mut self) {
+        self.prior.clear();
+    }
+
+    /// What the libraries are shown of `reference`: its withheld view, or
+    /// the stored object.
     fn visible(&self, reference: &ObjectRef) -> Option<&Arc<ClusterObject>> {
-        if self.hidden.contains(reference) {
-            return None;
+        match self.withheld.get(reference) {
+            Some(Withheld::Hidden) => None,
+            Some(Withheld::Pinned(settled)) => Some(settled),
+            None => self.objects.get(reference),
         }
-        self.objects.get(reference)
+    }
+
+    /// Records `reference`'s settled version before its first change since
+    /// the last settle, and shows it as it is again if it was withheld.
+    fn changing(&mut self, reference: &ObjectRef) {
+        if !self.prior.contains_key(reference) {
+            let settled = self.objects.get(reference).cloned();
+            self.prior.insert(reference.clone(), settled);
+        }
+        self.withheld.remove(reference);
     }
 
     /// Applies changes and returns the references that changed.
@@ -212,20 +260,22 @@ impl ClusterStore {
         for change in changes {
             match change {
                 ClusterChange::Applied(object) => {
+                    // The same version again (a resync) changes nothing
+                    // the libraries see, and keeps a withheld view.
                     if self
                         .objects
                         .get(&object.reference)
                         .is_none_or(|stored| **stored != object)
                     {
-                        self.hidden.remove(&object.reference);
+                        self.changing(&object.reference);
                     }
                     changed.insert(object.reference.clone());
                     self.objects
                         .insert(object.reference.clone(), Arc::new(object));
                 }
                 ClusterChange::Deleted(reference) => {
+                    self.changing(&reference);
                     self.objects.remove(&reference);
-                    self.hidden.remove(&reference);
                     changed.insert(reference);
                 }
                 ClusterChange::Relisted {
@@ -243,8 +293,8 @@ impl ClusterStore {
                         .cloned()
                         .collect();
                     for reference in gone {
+                        self.changing(&reference);
                         self.objects.remove(&reference);
-                        self.hidden.remove(&reference);
                         changed.insert(reference);
                     }
                     for object in objects {
@@ -257,7 +307,7 @@ impl ClusterStore {
                         {
                             continue;
                         }
-                        self.hidden.remove(&object.reference);
+                        self.changing(&object.reference);
                         changed.insert(object.reference.clone());
                         self.objects
                             .insert(object.reference.clone(), Arc::new(object));
@@ -278,8 +328,10 @@ impl ClusterStore {
         for watch in watches {
             let selector = selector(library, watch)?;
             let mut trim = WatchTrim::new(watch);
-            for (reference, object) in &self.objects {
-                if !self.hidden.contains(reference) && selector.selects(object) {
+            for reference in self.objects.keys() {
+                if let Some(object) = self.visible(reference)
+                    && selector.selects(object)
+                {
                     let object = trim.library_object(object);
                     view.insert(object.key.clone(), object);
                 }

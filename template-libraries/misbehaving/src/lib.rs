@@ -215,7 +215,13 @@ fn tenant(changes: Vec<Change>) -> Vec<KeyedItem> {
                 .unwrap_or("timeout server 5s");
             let section = format!("misbehaving-{namespace}-{name}")
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
                 .collect::<String>();
             KeyedItem {
                 key: format!("tenant:{namespace}/{name}"),

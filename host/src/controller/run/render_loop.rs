@@ -19,7 +19,7 @@ use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
 use crate::controller::status::StatusMemory;
 use crate::controller::watch::SourceEvent;
-use crate::engine::{Accepted, DroppedObject, Engine, EngineError};
+use crate::engine::{Accepted, Engine, EngineError, WithheldObject};
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
@@ -90,7 +90,7 @@ pub(super) async fn run(
     let mut sequence = clock_sequence();
     let mut gate_seen: HashMap<ObjectRef, Instant> = HashMap::new();
     let mut warned: HashSet<PlannedWarning> = HashSet::new();
-    let mut dropped_reported: HashSet<DroppedObject> = HashSet::new();
+    let mut withheld_reported: HashSet<WithheldObject> = HashSet::new();
     let mut first = true;
     let libraries = engine.renderer().memory().libraries;
     state
@@ -157,7 +157,7 @@ pub(super) async fn run(
                 continue;
             }
         };
-        report_dropped(&checked, &mut dropped_reported, &failures, &state);
+        report_withheld(&checked, &mut withheld_reported, &failures, &state);
         let rendered = checked.rendered;
         report_new_warnings(&engine, &rendered, &mut warned, &failures);
         state
@@ -271,15 +271,21 @@ fn report_failure(
 }
 
 /// Records as a Warning Event on each object a refused render was isolated
-/// to, once while it stays dropped (and again when its cause changes), and
-/// counts what isolation cost.
-fn report_dropped(
+/// to, once while its change stays withheld (and again when its cause
+/// changes), and counts what isolation cost.
+fn report_withheld(
     checked: &Accepted,
-    reported: &mut HashSet<DroppedObject>,
+    reported: &mut HashSet<WithheldObject>,
     failures: &mpsc::UnboundedSender<Failure>,
     state: &State,
 ) {
     if let Some(isolation) = &checked.isolation {
+        // The first attempt was refused, like any refused render.
+        state
+            .metrics
+            .renders
+            .get_or_create(&ResultLabels { result: "refused" })
+            .inc();
         state.metrics.isolations.inc();
         state
             .metrics
@@ -292,16 +298,16 @@ fn report_dropped(
     }
     state
         .metrics
-        .objects_dropped
-        .set(i64::try_from(checked.dropped.len()).unwrap_or(i64::MAX));
-    let current: HashSet<DroppedObject> = checked.dropped.iter().cloned().collect();
-    for dropped in checked.dropped.iter().filter(|d| !reported.contains(*d)) {
-        tracing::warn!(object = %crate::engine::display(&dropped.object), "{}", dropped.message());
+        .objects_withheld
+        .set(i64::try_from(checked.withheld.len()).unwrap_or(i64::MAX));
+    let current: HashSet<WithheldObject> = checked.withheld.iter().cloned().collect();
+    for withheld in checked.withheld.iter().filter(|w| !reported.contains(*w)) {
+        tracing::warn!(object = %crate::engine::display(&withheld.object), "{}", withheld.message());
         let _ = failures.send(Failure {
             event: FailureEvent {
-                reason: crate::offline::DROPPED_REASON.into(),
-                note: dropped.message(),
-                object: Some(dropped.object.clone()),
+                reason: crate::offline::WITHHELD_REASON.into(),
+                note: withheld.message(),
+                object: Some(withheld.object.clone()),
             },
             patches: Vec::new(),
         });
