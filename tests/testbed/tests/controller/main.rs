@@ -244,9 +244,15 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
 
 /// An Ingress annotation that makes HAProxy refuse the render (a source
 /// range it cannot parse, passed through by the example allow-list
-/// library): nothing is deployed, the fleet stays on the last good
-/// configuration and keeps serving, the refusal is an Event and a metric;
-/// fixing the annotation converges.
+/// library): the render is isolated to that Ingress, whose change is
+/// withheld, so the fleet keeps its version of it and serves as before;
+/// the refusal is an Event on the Ingress (`ObjectRefused`, naming the
+/// library) and a metric. Meanwhile another Ingress's change deploys (one
+/// object's refusal freezes nothing else); fixing the annotation converges.
+///
+/// Broken on purpose (2026-12-07): with isolation off (`isolable()` false
+/// in host/src/engine/isolate.rs), the second Ingress was never routed
+/// ("timed out ... waiting for proxy-0 to route second.example.com").
 #[test]
 fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
     harness::run(async {
@@ -278,9 +284,9 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         };
         annotate("10.0.0.300/8").await;
         let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(installation.client(), "haptic");
+            Api::namespaced(installation.client(), APP_NAMESPACE);
         let event = bed::wait_for(
-            "an Event about the refused render",
+            "an Event on the Ingress whose change was refused",
             Duration::from_secs(30),
             || async {
                 let list = events
@@ -289,7 +295,10 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
                     .map_err(|e| e.to_string())?;
                 list.items
                     .into_iter()
-                    .find(|e| e.reason.as_deref() == Some("ConfigRefused"))
+                    .find(|e| {
+                        e.reason.as_deref() == Some("ObjectRefused")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
+                    })
                     .ok_or_else(|| "none yet".to_owned())
             },
         )
@@ -318,6 +327,41 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         }
         installation.wait_routed().await;
 
+        // Another Ingress's change deploys while that change is withheld.
+        bed::create::<k8s_openapi::api::networking::v1::Ingress>(
+            &installation.client(),
+            APP_NAMESPACE,
+            haptic_testbed::app::ingress("second", "second.example.com", "web"),
+        )
+        .await
+        .expect("second Ingress");
+        for proxy in &installation.proxies {
+            let addr = proxy.http();
+            bed::wait_for(
+                &format!("{} to route second.example.com", proxy.name),
+                Duration::from_secs(30),
+                || async move {
+                    let response = http::get(
+                        addr,
+                        Some("second.example.com"),
+                        "/",
+                        &[],
+                        Duration::from_secs(2),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    if response.status == 200 {
+                        Ok(())
+                    } else {
+                        Err(response.status.to_string())
+                    }
+                },
+            )
+            .await
+            .expect("another object's change deploys");
+        }
+        installation.wait_routed().await;
+
         // A valid range converges: outside it, 403 through every HAProxy pod.
         annotate("192.0.2.1").await;
         for proxy in &installation.proxies {
@@ -342,6 +386,13 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         }
         annotate("0.0.0.0/0").await;
         installation.wait_routed().await;
+        Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(
+            installation.client(),
+            APP_NAMESPACE,
+        )
+        .delete("second", &Default::default())
+        .await
+        .expect("delete the second Ingress");
         controller.stop().await;
     });
 }
