@@ -10,7 +10,7 @@
 
 mod isolate;
 
-pub use isolate::{Isolation, PROBE_BUDGET, WithheldObject, display};
+pub use isolate::{Isolation, PROBE_BUDGET, WITHHELD_REASON, WithheldObject, display};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -370,11 +370,13 @@ fn check(
         .warnings
         .iter()
         .map(|(_, _, warning)| format!("{}: {}\n", warning.reason, warning.message))
-        .chain(
-            withheld
-                .iter()
-                .map(|withheld| format!("{}: {}\n", offline::WITHHELD_REASON, withheld.message())),
-        )
+        .chain(withheld.iter().map(|withheld| {
+            format!(
+                "{}: {}\n",
+                crate::engine::WITHHELD_REASON,
+                withheld.message()
+            )
+        }))
         .collect();
     for pattern in &expect.warnings {
         if !pattern.matches_any(&warnings) {

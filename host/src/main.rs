@@ -511,7 +511,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             for withheld in &output.withheld {
                 eprintln!(
                     "warning ({}): {}",
-                    offline::WITHHELD_REASON,
+                    haptic::engine::WITHHELD_REASON,
                     withheld.message()
                 );
             }

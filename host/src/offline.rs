@@ -53,11 +53,6 @@ pub struct JobOutput {
     pub isolation: Option<Isolation>,
 }
 
-/// The reason an object whose change a render failed with is reported
-/// under: an Event's reason in a cluster, a warning's in `haptic render`
-/// and fixtures.
-pub const WITHHELD_REASON: &str = "ObjectRefused";
-
 /// An object left out of an offline render, with the manifest it came from.
 #[derive(Debug, Clone)]
 pub struct WithheldManifest {

@@ -50,6 +50,11 @@ pub const PROBE_BUDGET: usize = 48;
 /// is limited to 1 KiB).
 const CAUSE_LIMIT: usize = 900;
 
+/// The reason an object whose change a render failed with is reported
+/// under: an Event's reason in a cluster, a warning's in `haptic render`
+/// and fixtures.
+pub const WITHHELD_REASON: &str = "ObjectRefused";
+
 /// An object whose change the render failed with, withheld from it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WithheldObject {

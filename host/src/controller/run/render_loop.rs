@@ -305,7 +305,7 @@ fn report_withheld(
         tracing::warn!(object = %crate::engine::display(&withheld.object), "{}", withheld.message());
         let _ = failures.send(Failure {
             event: FailureEvent {
-                reason: crate::offline::WITHHELD_REASON.into(),
+                reason: crate::engine::WITHHELD_REASON.into(),
                 note: withheld.message(),
                 object: Some(withheld.object.clone()),
             },
