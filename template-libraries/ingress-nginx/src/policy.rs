@@ -1301,7 +1301,16 @@ fn origins(value: &str) -> Result<Option<Vec<String>>, String> {
             parse::number(port, 1..=65_535)?;
         }
     }
-    Ok(Some(list.into_iter().map(str::to_owned).collect()))
+    let list: Vec<String> = list.into_iter().map(str::to_owned).collect();
+    // Thousands of origins made one regex PCRE2 refuses ("regular
+    // expression is too large"), and `haproxy -c` every namespace's render.
+    haproxy::check_regex(&origin_regex(&list)).map_err(|e| {
+        format!(
+            "{} origins make a regular expression that {e}; list fewer origins or use *",
+            list.len()
+        )
+    })?;
+    Ok(Some(list))
 }
 
 /// The checked origins as one anchored regex (`*.` matches one label).

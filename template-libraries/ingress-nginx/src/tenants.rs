@@ -271,3 +271,41 @@ fn a_canary_of_another_namespace_does_not_join() {
         h.warnings()
     );
 }
+
+/// 3,000 CORS origins made one regex PCRE2 refuses ("regular expression
+/// is too large", measured past ~40 KB): `haproxy -c` refused every
+/// namespace's render. The SDK's regex writer refuses it, with a warning on
+/// the Ingress; before, the line was written (this test failed on it).
+#[test]
+fn thousands_of_cors_origins_are_refused_on_their_ingress() {
+    let mut h = harness(json!({}));
+    let origins: Vec<String> = (0..3_000)
+        .map(|i| format!("https://o{i}.example.com"))
+        .collect();
+    h.apply(
+        INGRESSES,
+        &ingress(
+            "attacker",
+            "cors",
+            "2026-01-02T00:00:00Z",
+            json!({"nginx.ingress.kubernetes.io/enable-cors": "true",
+                   "nginx.ingress.kubernetes.io/cors-allow-origin": origins.join(",")}),
+            rules(Some("attacker.test"), "/", "Prefix"),
+        ),
+    );
+    h.render().unwrap();
+    assert!(
+        !frontend_lines(&h)
+            .iter()
+            .any(|l| l.contains("req.hdr(origin) -m reg")),
+        "the regex line is not written"
+    );
+    assert!(
+        h.warnings()
+            .iter()
+            .any(|(_, message)| message.contains("attacker/cors")
+                && message.contains("3000 origins make a regular expression")),
+        "{:?}",
+        h.warnings()
+    );
+}

@@ -53,6 +53,13 @@ pub const CRT_LIST_LINE_MAX_WORDS: usize = 2_048;
 /// values refuse longer text rather than write a line HAProxy warns about.
 pub const MAX_ARGUMENT_BYTES: usize = 8_192;
 
+/// The longest regex source the SDK's regex writer takes. PCRE2 (as
+/// HAProxy 2.6.12 links it) refuses a compiled pattern past its 64 KiB
+/// link size: an alternation of origins passed at 32,493 bytes and was
+/// refused at 40,893 ("regular expression is too large"). Half the first,
+/// so patterns that compile larger than their text still fit.
+pub const MAX_REGEX_BYTES: usize = 16_384;
+
 /// Why a user's text cannot be written in a context. The message completes
 /// a sentence naming the text (`path "/a b" holds whitespace, ...`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,7 +138,7 @@ pub fn log_format_literal(text: &str) -> String {
 }
 
 /// The single-quoted form, control characters already excluded.
-fn single_quoted(text: &str) -> String {
+pub(crate) fn single_quoted(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('\'');
     for c in text.chars() {

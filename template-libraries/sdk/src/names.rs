@@ -38,12 +38,8 @@ pub fn quote(text: &str) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    match crate::haproxy::argument(&spaced) {
-        Ok(word) => word,
-        // Only the length is left to refuse: quote it all the same, the
-        // caller asked for a word it controls.
-        Err(_) => format!("'{}'", spaced.replace('\'', "'\\''")),
-    }
+    // No length limit here: the caller quotes a word it controls.
+    crate::haproxy::single_quoted(&spaced)
 }
 
 /// One `key value` line of a map file, or `None` when HAProxy would not

@@ -81,6 +81,13 @@ pub fn check_regex(pattern: &str) -> TextResult<&str> {
     if pattern.chars().any(char::is_control) {
         return Err(TextError::Control);
     }
+    if pattern.len() > super::MAX_REGEX_BYTES {
+        return Err(TextError::TooLong {
+            len: pattern.len(),
+            max: super::MAX_REGEX_BYTES,
+            what: "a regular expression (PCRE2 refuses larger compiled patterns)",
+        });
+    }
     let parsed = ast::parse::Parser::new()
         .parse(pattern)
         .map_err(|e| TextError::RegexSyntax(e.kind().to_string()))?;

@@ -116,6 +116,15 @@ fn regexes_pcre2_refuses_are_refused() {
     for pattern in ["(?R)a", "\\b{start}", "[a&&b]", "[a[bc]]"] {
         assert!(check_regex(pattern).is_err(), "{pattern}");
     }
+    // 40,893 bytes of alternatives: refused by haproxy -c ("too large").
+    let origins: Vec<String> = (0..1_500)
+        .map(|i| format!("https://o{i}\\.example\\.com"))
+        .collect();
+    let large = format!("^({})$", origins.join("|"));
+    assert!(matches!(
+        check_regex(&large),
+        Err(TextError::TooLong { .. })
+    ));
     // Not regexes, or refused by both.
     for pattern in ["a(", "(?=x)", "\\k<n>", "[\\d-z]", "a\nb"] {
         assert!(check_regex(pattern).is_err(), "{pattern}");
