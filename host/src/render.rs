@@ -295,17 +295,15 @@ impl Renderer {
         self.cluster.settle();
     }
 
-    /// The libraries whose watches select `object`.
-    pub fn watchers_of(&self, object: &ClusterObject) -> Vec<&str> {
+    /// The watches of the libraries named in `libraries`, parsed once to be
+    /// asked of many objects (a watch whose selector does not parse selects
+    /// nothing: its library fails every render anyway).
+    pub fn watch_filters(&self, libraries: &BTreeSet<String>) -> Vec<WatchFilter> {
         self.slots
             .iter()
-            .filter(|slot| {
-                slot.plan
-                    .watches
-                    .iter()
-                    .any(|watch| WatchFilter::of(watch).is_ok_and(|filter| filter.selects(object)))
-            })
-            .map(LibrarySlot::name)
+            .filter(|slot| libraries.contains(slot.name()))
+            .flat_map(|slot| slot.plan.watches.iter())
+            .filter_map(|watch| WatchFilter::of(watch).ok())
             .collect()
     }
 

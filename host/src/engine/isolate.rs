@@ -279,14 +279,12 @@ impl Engine {
         let watched: Vec<ObjectRef> = if implicated.is_empty() {
             Vec::new()
         } else {
+            let filters = self.renderer.watch_filters(&implicated);
             all.iter()
                 .filter(|reference| {
-                    self.renderer.object(reference).is_some_and(|object| {
-                        self.renderer
-                            .watchers_of(object)
-                            .iter()
-                            .any(|library| implicated.contains(*library))
-                    })
+                    self.renderer
+                        .object(reference)
+                        .is_some_and(|object| filters.iter().any(|f| f.selects(object)))
                 })
                 .cloned()
                 .collect()

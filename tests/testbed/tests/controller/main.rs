@@ -247,12 +247,14 @@ fn e2e_leader_failover_keeps_gated_rollouts_going() {
 /// library): the render is isolated to that Ingress, whose change is
 /// withheld, so the fleet keeps its version of it and serves as before;
 /// the refusal is an Event on the Ingress (`ObjectRefused`, naming the
-/// library) and a metric. Meanwhile another Ingress's change deploys (one
-/// object's refusal freezes nothing else); fixing the annotation converges.
+/// library) and a metric. Then a hostile Ingress of another namespace with
+/// the same annotation: it is withheld and reported, and the victim's new
+/// Ingress is served on every HAProxy pod (one object's refusal freezes
+/// nothing else); fixing the annotation converges.
 ///
 /// Broken on purpose (2026-12-07): with isolation off (`isolable()` false
-/// in host/src/engine/isolate.rs), the second Ingress was never routed
-/// ("timed out ... waiting for proxy-0 to route second.example.com").
+/// in host/src/engine/isolate.rs), no `ObjectRefused` Event came and no
+/// later change deployed; the victim's Ingress would never be routed.
 #[test]
 fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
     harness::run(async {
@@ -327,7 +329,41 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         }
         installation.wait_routed().await;
 
-        // Another Ingress's change deploys while that change is withheld.
+        // A hostile object of another namespace, then the victim's change:
+        // the victim's change deploys while the hostile one is withheld.
+        bed::namespace(&installation.client(), "attacker")
+            .await
+            .expect("attacker namespace");
+        let mut hostile = haptic_testbed::app::ingress("evil", "attacker.example.com", "evil");
+        hostile["metadata"]["annotations"] =
+            serde_json::json!({"allow-list.haproxy-haptic.org/source-ranges": "10.0.0.300/8"});
+        bed::create::<k8s_openapi::api::networking::v1::Ingress>(
+            &installation.client(),
+            "attacker",
+            hostile,
+        )
+        .await
+        .expect("hostile Ingress");
+        let attacker_events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(installation.client(), "attacker");
+        bed::wait_for(
+            "an Event on the hostile Ingress",
+            Duration::from_secs(30),
+            || async {
+                let list = attacker_events
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                list.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ObjectRefused"))
+                    .map(drop)
+                    .ok_or_else(|| "none yet".to_owned())
+            },
+        )
+        .await
+        .expect("the hostile Ingress is reported");
+        let edited = Instant::now();
         bed::create::<k8s_openapi::api::networking::v1::Ingress>(
             &installation.client(),
             APP_NAMESPACE,
@@ -360,6 +396,11 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
             .await
             .expect("another object's change deploys");
         }
+        // A figure, not an assertion (the 30 s bound fails a frozen render).
+        println!(
+            "the victim's new Ingress beside a withheld hostile one served on every HAProxy pod after {:?}",
+            edited.elapsed()
+        );
         installation.wait_routed().await;
 
         // A valid range converges: outside it, 403 through every HAProxy pod.
@@ -393,6 +434,10 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         .delete("second", &Default::default())
         .await
         .expect("delete the second Ingress");
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(installation.client())
+            .delete("attacker", &Default::default())
+            .await
+            .expect("delete the attacker namespace");
         controller.stop().await;
     });
 }
