@@ -73,6 +73,31 @@ struct Run {
 }
 
 impl Run {
+    /// `haptic run` with demo backends and two HAProxy instances on a copy
+    /// of examples/cluster in `work`, HTTP on `port` (and the next), its
+    /// status on `listen`, plus `extra` arguments; the run and the copy.
+    fn start(work: &Path, port: u16, listen: &str, extra: &[&str]) -> (Self, PathBuf) {
+        let cluster = work.join("cluster");
+        copy_dir(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster"),
+            &cluster,
+        );
+        let dir = work.join("scratch");
+        let log = work.join("run.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
+            .args(["run", "--demo-backends", "--proxies", "2"])
+            .args(["--port", &port.to_string(), "--listen", listen])
+            .args(extra)
+            .arg("--dir")
+            .arg(&dir)
+            .arg(&cluster)
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("haptic run starts");
+        (Self { child, dir, log }, cluster)
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -178,28 +203,15 @@ fn gate_true(status: &serde_json::Value) -> bool {
 #[test]
 fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_cleanly() {
     let work = tempfile::tempdir().expect("tempdir");
-    let cluster = work.path().join("cluster");
-    copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster"),
-        &cluster,
-    );
-    let dir = work.path().join("scratch");
-    let log = work.path().join("run.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
-        .args(["run", "--demo-backends", "--proxies", "2"])
-        .args(["--port", &HTTP_PORT.to_string(), "--listen", LISTEN])
-        .args([
+    let (run, cluster) = Run::start(
+        work.path(),
+        HTTP_PORT,
+        LISTEN,
+        &[
             "--set",
             "templateLibraries.kubernetesBackends.podReadinessGate.enabled=true",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .arg(&cluster)
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("haptic run starts");
-    let run = Run { child, dir, log };
+        ],
+    );
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
 
     // Routed per the Ingresses, through both HAProxy instances.
@@ -421,26 +433,17 @@ fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_clea
 fn haptic_run_drops_a_hostile_object_and_keeps_deploying_the_others() {
     const PORT: u16 = 28180;
     let work = tempfile::tempdir().expect("tempdir");
-    let cluster = work.path().join("cluster");
-    copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster"),
-        &cluster,
+    let (run, cluster) = Run::start(
+        work.path(),
+        PORT,
+        "127.0.0.1:28551",
+        &[
+            "-l",
+            haptic::guests::MISBEHAVING_PATH,
+            "--set",
+            "templateLibraries.misbehaving.mode=tenant",
+        ],
     );
-    let dir = work.path().join("scratch");
-    let log = work.path().join("run.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_haptic"))
-        .args(["run", "--demo-backends", "--proxies", "2"])
-        .args(["--port", &PORT.to_string(), "--listen", "127.0.0.1:28551"])
-        .args(["-l", haptic::guests::MISBEHAVING_PATH])
-        .args(["--set", "templateLibraries.misbehaving.mode=tenant"])
-        .arg("--dir")
-        .arg(&dir)
-        .arg(&cluster)
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("haptic run starts");
-    let run = Run { child, dir, log };
     for port in [PORT, PORT + 1] {
         wait_until(
             &format!("HAProxy on {port} to route shop.example.com"),

@@ -248,6 +248,18 @@ fn nginx(annotation: &str) -> String {
     format!("{NGINX}/{annotation}")
 }
 
+/// An ingress-nginx Ingress of the attacker with `use-regex` and one
+/// regex path on `host` (none when empty).
+fn regex_ingress(host: &str, path: &str) -> String {
+    let key = nginx("use-regex");
+    hostile_ingress(
+        "nginx",
+        &[(&key, "true".into())],
+        &[],
+        &[(host.into(), path.into(), "ImplementationSpecific")],
+    )
+}
+
 const NGINX_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
     ("too many CIDRs for one line", |rng| {
         let key = nginx("whitelist-source-range");
@@ -299,40 +311,12 @@ const NGINX_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
         hostile_ingress("nginx", &borrowed, &[], &attacker_rule())
     }),
     ("a regex PCRE2 refuses", |rng| {
-        let key = nginx("use-regex");
-        hostile_ingress(
-            "nginx",
-            &[(&key, "true".into())],
-            &[],
-            &[(
-                "attacker.example.com".into(),
-                pcre2_refused(rng),
-                "ImplementationSpecific",
-            )],
-        )
+        regex_ingress("attacker.example.com", &pcre2_refused(rng))
     }),
     ("a regex path with | escaping its host", |_| {
-        let key = nginx("use-regex");
-        hostile_ingress(
-            "nginx",
-            &[(&key, "true".into())],
-            &[],
-            &[(
-                "attacker.example.com".into(),
-                "/nothing|.*".into(),
-                "ImplementationSpecific",
-            )],
-        )
+        regex_ingress("attacker.example.com", "/nothing|.*")
     }),
-    ("a host-less regex path", |_| {
-        let key = nginx("use-regex");
-        hostile_ingress(
-            "nginx",
-            &[(&key, "true".into())],
-            &[],
-            &[(String::new(), "/.*".into(), "ImplementationSpecific")],
-        )
-    }),
+    ("a host-less regex path", |_| regex_ingress("", "/.*")),
     ("thousands of CORS origins", |rng| {
         let count = 1_000 + rng.usize(..3_000);
         let origins = (0..count)

@@ -285,27 +285,7 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
             }
         };
         annotate("10.0.0.300/8").await;
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(installation.client(), APP_NAMESPACE);
-        let event = bed::wait_for(
-            "an Event on the Ingress whose change was refused",
-            Duration::from_secs(30),
-            || async {
-                let list = events
-                    .list(&Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                list.items
-                    .into_iter()
-                    .find(|e| {
-                        e.reason.as_deref() == Some("ObjectRefused")
-                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
-                    })
-                    .ok_or_else(|| "none yet".to_owned())
-            },
-        )
-        .await
-        .expect("Event");
+        let event = object_refused(&installation, APP_NAMESPACE, "web").await;
         let note = event.note.clone().unwrap_or_default();
         assert!(
             note.contains("source-allow-list"),
@@ -344,25 +324,7 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
         )
         .await
         .expect("hostile Ingress");
-        let attacker_events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(installation.client(), "attacker");
-        bed::wait_for(
-            "an Event on the hostile Ingress",
-            Duration::from_secs(30),
-            || async {
-                let list = attacker_events
-                    .list(&Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                list.items
-                    .into_iter()
-                    .find(|e| e.reason.as_deref() == Some("ObjectRefused"))
-                    .map(drop)
-                    .ok_or_else(|| "none yet".to_owned())
-            },
-        )
-        .await
-        .expect("the hostile Ingress is reported");
+        object_refused(&installation, "attacker", "evil").await;
         let edited = Instant::now();
         bed::create::<k8s_openapi::api::networking::v1::Ingress>(
             &installation.client(),
@@ -440,6 +402,36 @@ fn e2e_a_render_haproxy_refuses_is_never_deployed_and_a_fix_converges() {
             .expect("delete the attacker namespace");
         controller.stop().await;
     });
+}
+
+/// The Warning Event `ObjectRefused` on `namespace/name`: a refused render
+/// was isolated to that object and its change withheld.
+async fn object_refused(
+    installation: &Installation,
+    namespace: &str,
+    name: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(installation.client(), namespace);
+    bed::wait_for(
+        &format!("an ObjectRefused Event on {namespace}/{name}"),
+        Duration::from_secs(30),
+        || async {
+            let list = events
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("ObjectRefused")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .ok_or_else(|| "none yet".to_owned())
+        },
+    )
+    .await
+    .expect("the Event")
 }
 
 /// An agent killed and restarted by the kubelet, and a third HAProxy pod
