@@ -205,18 +205,8 @@ impl Library for IngressLibrary {
         });
         // What the admin's host-claim policy refuses is taken out here, so
         // routes, certificates and redirects below never see it.
-        let mut limited: Vec<Option<Ingress>> = Vec::with_capacity(served.len());
-        for ingress in &served {
-            limited.push(claims::claimed(&self.claims, ingress, out)?);
-        }
-        let served: Vec<Entry<'_, Ingress>> = served
-            .iter()
-            .zip(&limited)
-            .map(|(entry, limited)| Entry {
-                value: limited.as_ref().unwrap_or(entry.value),
-                ..*entry
-            })
-            .collect();
+        let claimed = claims::Claimed::new(&self.claims, &served, out)?;
+        let served = claimed.entries(&served);
 
         let mut table = RouteTable::default();
         let mut default_backend = None;

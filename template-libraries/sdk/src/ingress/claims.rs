@@ -107,3 +107,35 @@ pub fn claimed(
     copy.spec = Some(kept);
     Ok(Some(copy))
 }
+
+/// Every served Ingress as [`claimed`] leaves it, for a whole render.
+#[derive(Debug, Default)]
+pub struct Claimed(Vec<Option<Ingress>>);
+
+impl Claimed {
+    /// Applies `policy` to each of `served`, warning on what it refuses.
+    pub fn new(
+        policy: &HostClaims,
+        served: &[Entry<'_, Ingress>],
+        out: &mut Output,
+    ) -> Result<Self> {
+        let mut limited = Vec::with_capacity(served.len());
+        for ingress in served {
+            limited.push(claimed(policy, ingress, out)?);
+        }
+        Ok(Self(limited))
+    }
+
+    /// `served` (the list given to [`new`](Self::new), in its order) with
+    /// each Ingress replaced by what its namespace may claim of it.
+    pub fn entries<'a>(&'a self, served: &[Entry<'a, Ingress>]) -> Vec<Entry<'a, Ingress>> {
+        served
+            .iter()
+            .zip(&self.0)
+            .map(|(entry, limited)| Entry {
+                value: limited.as_ref().unwrap_or(entry.value),
+                ..*entry
+            })
+            .collect()
+    }
+}
