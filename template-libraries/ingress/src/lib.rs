@@ -16,6 +16,10 @@
 //!   404 backend does.
 //! - TLS: see [`tls`] (certificates from `kubernetes.io/tls` Secrets by
 //!   SNI, a default certificate, HTTPS redirect, HSTS).
+//! - Host claims: what the admin's policy (`templateLibraries.base.hostClaims`,
+//!   [`haptic_sdk::claims`]) does not let an Ingress's namespace claim (a
+//!   rule and its paths, a TLS host, `spec.defaultBackend`) is left out
+//!   before anything else reads the Ingress, with a `HostNotAllowed` warning.
 //! - Status: every served Ingress gets a `deployed`-variant patch of
 //!   `status.loadBalancer`: the fixed `publishedAddress`, or the address of
 //!   the `publishedService` (the chart names its HAProxy Service); see
