@@ -141,8 +141,9 @@ pub enum Refusal {
     /// A rule reserves the host (or a host beneath the claimed wildcard)
     /// for other namespaces.
     #[error(
-        "{claim} is not allowed for namespace {namespace}: {VALUES_PATH}.rules[{rule}] reserves {pattern} for namespaces {namespaces}{beneath}; \
-         use a host of your own, or ask the cluster admin to add {namespace} to that rule"
+        "{claim} is not allowed for namespace {namespace}: {VALUES_PATH}.rules[{rule}] reserves {pattern} for namespaces {namespaces}{}; \
+         use a host of your own, or ask the cluster admin to add {namespace} to that rule",
+        beneath_text(.beneath)
     )]
     Reserved {
         /// What was claimed (`host x`, `every host`).
@@ -155,9 +156,9 @@ pub enum Refusal {
         pattern: String,
         /// The namespaces the rules holding it allow.
         namespaces: String,
-        /// ` (beneath the claimed ...)` when the pattern is narrower than
-        /// the claim.
-        beneath: String,
+        /// The pattern is narrower than the claim (a host a wildcard or
+        /// host-less claim would serve).
+        beneath: bool,
     },
     /// No rule covers the host and `default` is `deny`.
     #[error(
@@ -170,6 +171,14 @@ pub enum Refusal {
         /// The claiming namespace.
         namespace: String,
     },
+}
+
+fn beneath_text(beneath: &bool) -> &'static str {
+    if *beneath {
+        " (a host beneath what is claimed, which it would serve)"
+    } else {
+        ""
+    }
 }
 
 impl Refusal {
@@ -393,11 +402,7 @@ impl HostClaims {
                 rule: reservation.rule,
                 pattern: pattern.to_string(),
                 namespaces: reservation.namespaces.join(", "),
-                beneath: if beneath {
-                    " (a host beneath what is claimed, which it would serve)".to_owned()
-                } else {
-                    String::new()
-                },
+                beneath,
             };
         let deciding = self
             .reserved
