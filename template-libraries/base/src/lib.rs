@@ -16,7 +16,9 @@
 //! `frontends.http.bind` (`":8080"`, a raw HAProxy bind address, so
 //! `"${POD_IP}:8080"` works), `frontends.healthz.{enabled,bind,path}`,
 //! `frontends.stats.{enabled,bind,uri}`, `global.{maxconn,log,hardStopAfter,extraLines}`,
-//! `defaults.{timeouts,retries,forwardFor,httpLog,extraLines}`.
+//! `defaults.{timeouts,retries,forwardFor,httpLog,extraLines}`,
+//! `hostClaims.{default,rules}` (which namespaces may claim which hosts,
+//! read by every routing library: [`haptic_sdk::claims`]).
 
 use haptic_sdk::names::quote;
 use haptic_sdk::{Context, Error, Info, Library, Output, Plan, Result, SectionKind, Values};
@@ -62,7 +64,10 @@ pub fn defaults() -> serde_json::Value {
             "http": { "bind": ":8080", "serverHeader": "haptic" },
             "healthz": { "enabled": true, "bind": ":8081", "path": "/healthz" },
             "stats": { "enabled": false, "bind": ":8404", "uri": "/stats" }
-        }
+        },
+        // The admin's host-claim policy, read by every routing library
+        // (haptic_sdk::claims): no rule, every namespace may claim any host.
+        "hostClaims": { "default": "allow", "rules": [] }
     })
 }
 
@@ -150,6 +155,9 @@ impl Library for Base {
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         let parsed: BaseValues = values.get()?;
         check_values(&parsed)?;
+        // Read by the routing libraries; checked here too so a bad policy
+        // is reported once by the library that owns the key.
+        haptic_sdk::claims::HostClaims::from_values(values)?;
         self.values = parsed;
         Ok(Plan::default())
     }

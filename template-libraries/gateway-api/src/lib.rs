@@ -20,6 +20,7 @@
 //!   (once every HAProxy pod runs the render) for Gateways and routes.
 
 pub mod api;
+pub mod claims;
 pub mod conditions;
 pub mod filters;
 pub mod frontend;
@@ -34,6 +35,7 @@ pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use haptic_sdk::claims::HostClaims;
 use haptic_sdk::ingress::tls::CertificateCache;
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{
@@ -151,6 +153,8 @@ pub struct GatewayApi {
     values: GatewayValues,
     /// Secrets checked by the host, kept between renders.
     certificates: CertificateCache,
+    /// The admin's host-claim policy (`templateLibraries.base.hostClaims`).
+    claims: HostClaims,
 }
 
 impl Default for GatewayApi {
@@ -158,6 +162,7 @@ impl Default for GatewayApi {
         Self {
             values: GatewayValues::default(),
             certificates: tls::certificate_cache(),
+            claims: HostClaims::default(),
         }
     }
 }
@@ -173,6 +178,7 @@ impl Library for GatewayApi {
         let parsed: GatewayValues = values.get()?;
         check_values(&parsed)?;
         self.values = parsed;
+        self.claims = HostClaims::from_values(values)?;
         let pods = &self.values.service;
         let pod_watch = (!pods.pod_namespace.is_empty()).then(|| {
             let selector: Vec<String> = pods
@@ -246,7 +252,7 @@ impl Library for GatewayApi {
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
-        render(&self.values, &mut self.certificates, ctx, out)
+        render(&self.values, &self.claims, &mut self.certificates, ctx, out)
     }
 }
 
@@ -285,6 +291,7 @@ impl GatewayModel<'_> {
 
 fn render(
     v: &GatewayValues,
+    policy: &HostClaims,
     cache: &mut CertificateCache,
     ctx: &Context<'_>,
     out: &mut Output,
@@ -386,7 +393,8 @@ fn render(
                 continue;
             }
         };
-        let listeners = listeners::check(&gateway, &grants, &mut certificates);
+        let mut listeners = listeners::check(&gateway, &grants, &mut certificates);
+        claims::limit_listeners(policy, gateway.key, &mut listeners, out)?;
         gateways.push(GatewayModel {
             entry: gateway,
             listeners,
@@ -509,42 +517,43 @@ fn render(
                 continue;
             };
             let g = &gateways[gi];
-            let accepted =
+            let attached =
                 match routes::attach(view.kind, route, parent, gw_ns, &g.listeners, &cluster) {
-                    Err(condition) => condition,
-                    Ok(attachments) => {
-                        let mut unsupported: Option<String> = None;
-                        for attachment in &attachments {
-                            *attached_count
-                                .entry((gi, attachment.listener.clone()))
-                                .or_default() += 1;
-                            let Some(listener) =
-                                g.listeners.iter().find(|l| l.name == attachment.listener)
-                            else {
-                                continue;
-                            };
-                            let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
-                                continue;
-                            };
-                            if view.kind == GRPC_ROUTE {
-                                frontend.h2 = true;
-                            }
-                            let why = add_route(frontend, view, listener, attachment, &backends);
-                            if unsupported.is_none() {
-                                unsupported = why;
-                            }
+                    Ok(all) => claims::limit_attachments(policy, &view.key, view.kind, all, out)?,
+                    Err(condition) => Err(condition),
+                };
+            let accepted = match attached {
+                Err(condition) => condition,
+                Ok(attachments) => {
+                    let mut unsupported: Option<String> = None;
+                    for attachment in &attachments {
+                        *attached_count
+                            .entry((gi, attachment.listener.clone()))
+                            .or_default() += 1;
+                        let Some(listener) =
+                            g.listeners.iter().find(|l| l.name == attachment.listener)
+                        else {
+                            continue;
+                        };
+                        let Some(frontend) = frontends.get_mut(&(gi, listener.port)) else {
+                            continue;
+                        };
+                        if view.kind == GRPC_ROUTE {
+                            frontend.h2 = true;
                         }
-                        match unsupported {
-                            Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
-                            None => Condition::new(
-                                "Accepted",
-                                true,
-                                "Accepted",
-                                "the route is attached",
-                            ),
+                        let why = add_route(frontend, view, listener, attachment, &backends);
+                        if unsupported.is_none() {
+                            unsupported = why;
                         }
                     }
-                };
+                    match unsupported {
+                        Some(why) => Condition::new("Accepted", false, "UnsupportedValue", why),
+                        None => {
+                            Condition::new("Accepted", true, "Accepted", "the route is attached")
+                        }
+                    }
+                }
+            };
             let resolved = problem.clone().unwrap_or_else(|| {
                 Condition::new(
                     "ResolvedRefs",
@@ -729,6 +738,8 @@ fn render(
 /// An HTTPRoute, or a GRPCRoute read as one, named by its watch key.
 struct RouteView {
     kind: &'static str,
+    /// The watched object's key (warnings are about it).
+    key: ObjectKey,
     route: HttpRoute,
 }
 
@@ -737,7 +748,11 @@ impl RouteView {
         // The key is what the host watched: the name and namespace that count.
         route.metadata.namespace.clone_from(&key.namespace);
         route.metadata.name.clone_from(&key.name);
-        Self { kind, route }
+        Self {
+            kind,
+            key: key.clone(),
+            route,
+        }
     }
 
     /// The rule's id in `txn.gw_rule`: `<namespace>/<name>/<rule>`, GRPCRoutes

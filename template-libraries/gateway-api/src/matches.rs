@@ -9,7 +9,7 @@
 
 use std::cmp::Reverse;
 
-use haptic_sdk::haproxy::{check_regex, regex_escape};
+use haptic_sdk::haproxy::{MAX_WORDS_PER_LINE, check_regex, regex_escape};
 use haptic_sdk::names::quote;
 
 use crate::api::HttpMatch;
@@ -132,6 +132,19 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
         let fetch = format!("url_param({})", param.name);
         terms.push(value_term(&fetch, param.type_.as_deref(), &param.value)?);
     }
+    // Each term is whole words (values are quoted), so its words count
+    // outside quotes; HAProxy refuses a line past its limit, and with it
+    // every namespace's render.
+    let words: usize = terms.iter().map(|t| words_outside_quotes(t)).sum();
+    if words > CONDITION_WORDS {
+        return Err(Unsupported(format!(
+            "a match with {} header and {} query parameter conditions ({words} words; HAProxy reads \
+             {MAX_WORDS_PER_LINE} words a line, which leaves {CONDITION_WORDS} for a match's \
+             conditions): split it into matches with fewer conditions",
+            m.headers.len(),
+            m.query_params.len()
+        )));
+    }
     Ok(CompiledMatch {
         condition: terms.join(" "),
         path,
@@ -144,6 +157,36 @@ pub fn compile(m: &HttpMatch) -> Result<CompiledMatch, Unsupported> {
             Reverse(m.query_params.len()),
         ),
     })
+}
+
+/// The words a match's conditions may take: the line that selects a rule
+/// ([`crate::frontend`]) also holds `http-request set-var(txn.gw_rule)
+/// str(<rule>) if` (4 words), the listener and host terms (6 each) and the
+/// not-yet-matched term (5).
+pub const CONDITION_WORDS: usize = MAX_WORDS_PER_LINE - 4 - 6 - 6 - 5;
+
+/// HAProxy's words of `text`: runs of non-space characters, a single-quoted
+/// string (as [`quote`] writes it, `'\''` included) one word with them.
+fn words_outside_quotes(text: &str) -> usize {
+    let (mut words, mut in_word, mut quoted, mut escaped) = (0, false, false, false);
+    for c in text.chars() {
+        if c == ' ' && !quoted && !escaped {
+            in_word = false;
+            continue;
+        }
+        if !in_word {
+            in_word = true;
+            words += 1;
+        }
+        if escaped {
+            escaped = false;
+        } else if c == '\\' && !quoted {
+            escaped = true;
+        } else if c == '\'' {
+            quoted = !quoted;
+        }
+    }
+    words
 }
 
 /// A `RegularExpression` value as the SDK's regex writer checks it: what
@@ -266,6 +309,38 @@ mod tests {
     /// Tenant isolation (issue 40): a RegularExpression PCRE2 refuses made
     /// `haproxy -c` refuse the render of every namespace; the SDK's regex
     /// writer refuses it here, on the route alone.
+    #[test]
+    fn words_count_quoted_values_as_one() {
+        assert_eq!(words_outside_quotes("{ req.fhdr(x) -m str 'a b' }"), 6);
+        assert_eq!(
+            words_outside_quotes(&format!("{{ path -m str {} }}", quote("it's a b"))),
+            6
+        );
+    }
+
+    /// The spec allows 16 headers and 16 query parameters per match: 32
+    /// terms of 6 words on the line that selects the rule, where HAProxy
+    /// reads 63 and `haproxy -c` refused every namespace's render.
+    #[test]
+    fn a_match_past_the_line_limit_is_unsupported() {
+        let headers: Vec<_> = (0..16)
+            .map(|i| json!({"name": format!("x-h{i}"), "value": "a b"}))
+            .collect();
+        let many = serde_json::from_value(json!({"headers": headers})).unwrap();
+        let Err(Unsupported(why)) = compile(&many) else {
+            panic!("16 headers compiled onto one line");
+        };
+        assert!(
+            why.contains("16 header and 0 query parameter conditions"),
+            "{why}"
+        );
+        let few = json!({"path": {"type": "PathPrefix", "value": "/a"}, "method": "GET",
+            "headers": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}],
+            "queryParams": [{"name": "c", "value": "3"}, {"name": "d", "value": "4"}]});
+        let compiled = m(few);
+        assert!(words_outside_quotes(&compiled.condition) <= CONDITION_WORDS);
+    }
+
     #[test]
     fn regexes_pcre2_refuses_are_unsupported() {
         for value in ["\\u0041", "(?u)a", "\\x{100}", "\\p{Letter}", "a{70000}"] {

@@ -37,6 +37,7 @@
 //!   leaves an Ingress with an annotation haptic does not honour unserved.
 
 pub mod catalogue;
+pub mod claims;
 pub mod lines;
 pub mod parse;
 pub mod passthrough;
@@ -49,6 +50,8 @@ pub mod tls;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use haptic_sdk::claims::HostClaims;
+use haptic_sdk::ingress::claims::Claimed;
 use haptic_sdk::ingress::published::{self, PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, PathKind, RouteMaps, RouteTable};
 use haptic_sdk::ingress::tls::{
@@ -237,6 +240,8 @@ pub struct IngressNginx {
     publishing: Publishing,
     certificates: CertificateCache,
     https: HttpsBind,
+    /// The admin's host-claim policy (`templateLibraries.base.hostClaims`).
+    claims: HostClaims,
 }
 
 impl Default for IngressNginx {
@@ -246,6 +251,7 @@ impl Default for IngressNginx {
             publishing: Publishing::default(),
             certificates: CertificateCache::new(TLS_SECRETS),
             https: HttpsBind::default(),
+            claims: HostClaims::default(),
         }
     }
 }
@@ -267,6 +273,7 @@ impl Library for IngressNginx {
             .check()
             .map_err(haptic_sdk::Error::msg)?;
         self.https = HttpsBind::from_values(values);
+        self.claims = HostClaims::from_values(values)?;
         self.publishing = Publishing::new(
             self.values.published_address.clone(),
             &self.values.published_service,
@@ -337,12 +344,16 @@ impl Library for IngressNginx {
             let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
             (created(a), a.key).cmp(&(created(b), b.key))
         });
+        // What the admin's host-claim policy refuses is taken out here, so
+        // routes, certificates, passthrough and redirects never see it.
+        let claimed = Claimed::new(&self.claims, &served, out)?;
+        let served = claimed.entries(&served);
 
         let mut routing = Routing {
             canary_across_namespaces: v.canary_across_namespaces,
             ..Routing::default()
         };
-        let mut certificates = Certificates::new(&INGRESS_NGINX);
+        let mut certificates = Certificates::new(&INGRESS_NGINX).claims(self.claims.clone());
         let mut canaries = Vec::new();
         let mut passthrough = PassthroughRoutes::default();
         for ingress in &served {
@@ -362,12 +373,13 @@ impl Library for IngressNginx {
                 .flat_map(|r| r.http.iter().flat_map(|h| &h.paths))
                 .map(|p| p.path.as_deref().unwrap_or("/"))
                 .collect();
-            let policy = Policy::read(
+            let mut policy = Policy::read(
                 &mut annotations,
                 &paths,
                 &ingress.key.namespace,
                 self.https.passthrough().is_some(),
             );
+            claims::limit_aliases(&self.claims, ingress, &id, &mut policy.aliases, out)?;
             let findings = annotations.finish();
             let refused = v.unsupported_annotations == Unsupported::Refuse
                 && findings.iter().any(|f| f.status.is_unsupported());

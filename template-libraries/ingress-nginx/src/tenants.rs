@@ -309,3 +309,69 @@ fn thousands_of_cors_origins_are_refused_on_their_ingress() {
         h.warnings()
     );
 }
+
+/// The admin reserves `victim.test` for namespace `victim` (values
+/// `base.hostClaims`): a newer Ingress of `attacker` adding a path under
+/// it, and naming it as a `server-alias` of its own host, is refused with
+/// `HostNotAllowed` warnings; its own host stays served. Without the
+/// policy its path joined the victim's host (Kubernetes has no host
+/// ownership).
+#[test]
+fn the_host_claim_policy_keeps_a_reserved_host_to_its_namespace() {
+    let attacker = ingress(
+        "attacker",
+        "grab",
+        "2026-02-01T00:00:00Z",
+        json!({"nginx.ingress.kubernetes.io/server-alias": "victim.test"}),
+        json!({
+            "ingressClassName": "nginx",
+            "rules": [
+                {"host": "victim.test", "http": {"paths": [{"path": "/admin", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}},
+                {"host": "attacker.test", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}
+            ]
+        }),
+    );
+    let run = |tree: Value| {
+        let mut tree = tree;
+        tree["ingressNginx"] = json!({"enabled": true});
+        let mut h = Harness::<IngressNginx>::new(tree).unwrap();
+        h.apply(INGRESS_CLASSES, &class());
+        h.apply(SERVICES, &service("victim"));
+        h.apply(SERVICES, &service("attacker"));
+        h.apply(INGRESSES, &victim());
+        h.apply(INGRESSES, &attacker);
+        h.render().unwrap();
+        h
+    };
+    let h = run(json!({"base": {"hostClaims": {"rules": [
+        {"hosts": ["victim.test"], "namespaces": ["victim"]}
+    ]}}}));
+    let prefix = h.file(NGINX_MAPS.prefix).unwrap();
+    assert!(prefix.contains("victim.test/ "), "{prefix}");
+    assert!(prefix.contains("attacker.test/ "), "{prefix}");
+    assert!(!prefix.contains("victim.test/admin"), "{prefix}");
+    let refused: Vec<String> = h
+        .warnings()
+        .into_iter()
+        .filter(|(reason, _)| reason == "HostNotAllowed")
+        .map(|(_, message)| message)
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    assert!(
+        refused
+            .iter()
+            .any(|m| m.contains("the rule for host victim.test"))
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|m| m.contains("server-alias victim.test"))
+    );
+
+    let open = run(json!({}));
+    assert!(
+        open.file(NGINX_MAPS.prefix)
+            .unwrap()
+            .contains("victim.test/admin")
+    );
+}

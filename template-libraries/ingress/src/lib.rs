@@ -16,6 +16,10 @@
 //!   404 backend does.
 //! - TLS: see [`tls`] (certificates from `kubernetes.io/tls` Secrets by
 //!   SNI, a default certificate, HTTPS redirect, HSTS).
+//! - Host claims: what the admin's policy (`templateLibraries.base.hostClaims`,
+//!   [`haptic_sdk::claims`]) does not let an Ingress's namespace claim (a
+//!   rule and its paths, a TLS host, `spec.defaultBackend`) is left out
+//!   before anything else reads the Ingress, with a `HostNotAllowed` warning.
 //! - Status: every served Ingress gets a `deployed`-variant patch of
 //!   `status.loadBalancer`: the fixed `publishedAddress`, or the address of
 //!   the `publishedService` (the chart names its HAProxy Service); see
@@ -35,6 +39,8 @@ use haptic_sdk::{
 use serde::Deserialize;
 
 use crate::tls::{TlsRender, TlsValues};
+use haptic_sdk::claims::HostClaims;
+use haptic_sdk::ingress::claims;
 use haptic_sdk::ingress::published::{self, PublishedAddress, Publishing};
 use haptic_sdk::ingress::routes::{self, INGRESS_MAPS, PathKind, RouteTable};
 use haptic_sdk::ingress::tls::{CertificateCache, HttpsBind};
@@ -93,6 +99,8 @@ pub struct IngressLibrary {
     /// `ingress-nginx`'s class rules when it is enabled: the Ingresses it
     /// serves are not logged as not served.
     nginx: Option<NginxClassRules>,
+    /// The admin's host-claim policy (`templateLibraries.base.hostClaims`).
+    claims: HostClaims,
 }
 
 impl Default for IngressLibrary {
@@ -103,6 +111,7 @@ impl Default for IngressLibrary {
             certificates: tls::certificate_cache(),
             https: HttpsBind::default(),
             nginx: None,
+            claims: HostClaims::default(),
         }
     }
 }
@@ -123,6 +132,7 @@ impl Library for IngressLibrary {
         )?;
         self.https = HttpsBind::from_values(values);
         self.nginx = NginxClassRules::from_values(values);
+        self.claims = HostClaims::from_values(values)?;
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")
@@ -197,6 +207,10 @@ impl Library for IngressLibrary {
             let created = |i: &Entry<'_, Ingress>| i.metadata.creation_timestamp.clone();
             (created(a), a.key).cmp(&(created(b), b.key))
         });
+        // What the admin's host-claim policy refuses is taken out here, so
+        // routes, certificates and redirects below never see it.
+        let claimed = claims::Claimed::new(&self.claims, &served, out)?;
+        let served = claimed.entries(&served);
 
         let mut table = RouteTable::default();
         let mut default_backend = None;
@@ -303,7 +317,7 @@ impl Library for IngressLibrary {
         )?;
 
         if v.tls.enabled {
-            let mut tls = TlsRender::new(&v.tls, &v.frontend);
+            let mut tls = TlsRender::new(&v.tls, &v.frontend, self.claims.clone());
             for ingress in &served {
                 tls.add_ingress(ctx, certificates, ingress, out)?;
             }

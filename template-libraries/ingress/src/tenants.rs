@@ -61,3 +61,75 @@ fn a_tls_entry_redirects_only_its_own_ingress() {
         .collect();
     assert_eq!(keys, ["victim.test@attacker/tls"], "{map}");
 }
+
+/// The admin reserves `victim.test` for namespace `victim`: an Ingress of
+/// `attacker` adding a path, a TLS host and a host-less catch-all is
+/// refused with a `HostNotAllowed` warning naming the rule; the victim's
+/// routes are kept. Without the policy the attacker's path is routed (the
+/// documented Kubernetes behaviour).
+#[test]
+fn the_host_claim_policy_keeps_a_reserved_host_to_its_namespace() {
+    let policy = json!({"base": {"hostClaims": {"rules": [
+        {"hosts": ["victim.test"], "namespaces": ["victim"]}
+    ]}}});
+    let setup = |values: Value| {
+        let mut h = Harness::<IngressLibrary>::new(values).unwrap();
+        h.apply(
+            INGRESS_CLASSES,
+            &json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+                    "metadata": {"name": "haptic"}, "spec": {"controller": "haproxy-haptic.org/controller"}}),
+        );
+        for ns in ["victim", "attacker"] {
+            h.apply(
+                SERVICES,
+                &json!({"metadata": {"namespace": ns, "name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}}),
+            );
+        }
+        h.apply(
+            INGRESSES,
+            &ingress("victim", "web", json!({}), "victim.test", json!(null)),
+        );
+        let mut attacker = ingress(
+            "attacker",
+            "grab",
+            json!({tls::REDIRECT_ANNOTATION: "true"}),
+            "victim.test",
+            json!([{"hosts": ["victim.test", "attacker.test"], "secretName": "none"}]),
+        );
+        attacker["spec"]["rules"][0]["http"]["paths"][0]["path"] = json!("/admin");
+        attacker["spec"]["rules"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}));
+        h.apply(INGRESSES, &attacker);
+        h.render().unwrap();
+        h
+    };
+
+    let h = setup(policy);
+    let prefix = h.file(INGRESS_MAPS.prefix).unwrap();
+    assert!(!prefix.contains("attacker"), "{prefix}");
+    assert!(prefix.contains("victim.test/"), "{prefix}");
+    let refused: Vec<String> = h
+        .warnings()
+        .into_iter()
+        .filter(|(reason, _)| reason == "HostNotAllowed")
+        .map(|(_, message)| message)
+        .collect();
+    assert_eq!(refused.len(), 3, "{refused:#?}");
+    assert!(refused.iter().any(|m| m.contains("Ingress attacker/grab: the rule for host victim.test is not served")
+        && m.contains("templateLibraries.base.hostClaims.rules[0] reserves victim.test for namespaces victim")));
+    assert!(refused.iter().any(|m| m.contains("a rule without a host")));
+    assert!(refused.iter().any(|m| m.contains("TLS host victim.test")));
+    let tls_map = h.file(tls::TLS_MAP).unwrap();
+    assert!(!tls_map.contains("victim.test"), "{tls_map}");
+
+    // Without the policy: the newer Ingress adds its path under the host.
+    let open = setup(json!({}));
+    assert!(open.file(INGRESS_MAPS.prefix).unwrap().contains("attacker"));
+    assert!(
+        open.warnings()
+            .iter()
+            .all(|(reason, _)| reason != "HostNotAllowed")
+    );
+}

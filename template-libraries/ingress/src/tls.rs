@@ -32,6 +32,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use haptic_sdk::claims::HostClaims;
 use haptic_sdk::haproxy;
 use haptic_sdk::ingress::tls::{
     CertificateCache, Certificates, HttpsBind, INGRESS, parse_reference,
@@ -145,11 +146,13 @@ pub struct TlsRender<'v> {
 }
 
 impl<'v> TlsRender<'v> {
-    pub fn new(values: &'v TlsValues, frontend: &'v str) -> Self {
+    /// `claims`: the admin's host-claim policy, for the names host-less
+    /// `spec.tls` entries take from their certificates.
+    pub fn new(values: &'v TlsValues, frontend: &'v str, claims: HostClaims) -> Self {
         Self {
             values,
             frontend,
-            certificates: Certificates::new(&INGRESS),
+            certificates: Certificates::new(&INGRESS).claims(claims),
             redirects: BTreeMap::new(),
         }
     }

@@ -19,6 +19,10 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// The admin's host-claim policy (`templateLibraries.base.hostClaims`)
+    /// cannot be used.
+    #[error(transparent)]
+    HostClaims(#[from] crate::claims::PolicyError),
     /// A watched object could not be parsed into the type its watch declares.
     #[error("cannot read {key} (resourceVersion {resource_version}) as {type_name}: {source}")]
     InvalidObject {

@@ -11,6 +11,7 @@
 //! routes. It is unset for a request no Ingress path matches (including
 //! one that only an Ingress's `spec.defaultBackend` serves).
 
+pub mod claims;
 mod classes;
 pub mod published;
 pub mod routes;

@@ -77,7 +77,7 @@
 //! `haptic test` as written (`--lang python` for one on the Python SDK,
 //! `template-libraries/sdk-python`, which speaks the same contract).
 //!
-//! Modules: [`extending`] (the extension points), [`haproxy`] (the one
+//! Modules: [`claims`] (the admin's host-claim policy), [`extending`] (the extension points), [`haproxy`] (the one
 //! writer of user text into each HAProxy context, and HAProxy's limits),
 //! [`library`] (the trait and plan), [`values`], [`objects`] (the
 //! object view and render context), [`output`] (the builder), [`names`]
@@ -87,6 +87,7 @@
 
 extern crate self as haptic_sdk;
 
+pub mod claims;
 pub mod crypt;
 mod error;
 pub mod extending;

@@ -438,7 +438,8 @@ impl Output {
     /// logs it when it first appears or changes and, in a cluster, records a
     /// Kubernetes Event of type Warning on the object. Emit it on every
     /// render while the problem lasts; it is gone when a render no longer
-    /// emits it. `reason` is CamelCase (`TLSSecretMissing`); `message` is one
+    /// emits it; the same warning emitted twice in a render is kept once.
+    /// `reason` is CamelCase (`TLSSecretMissing`); `message` is one
     /// sentence for a person and must never contain key material.
     pub fn warning(
         &mut self,
@@ -452,8 +453,18 @@ impl Output {
         });
         let mut hash = DefaultHasher::new();
         message.hash(&mut hash);
+        let key = format!("warning:{reason}:{about}:{:016x}", hash.finish());
+        // The same warning twice in one render (a host listed twice, say)
+        // is one warning, not a duplicate key that fails the render.
+        if self
+            .sent
+            .get(&key)
+            .is_some_and(|sent| sent.seen == self.render)
+        {
+            return Ok(());
+        }
         self.put(
-            format!("warning:{reason}:{about}:{:016x}", hash.finish()),
+            key,
             Item::Warning {
                 object: object.cloned(),
                 reason: reason.to_owned(),
@@ -656,6 +667,18 @@ mod tests {
         assert!(!delta.complete);
         assert_eq!(keys(&delta), ["section:backend:c"]);
         assert_eq!(delta.removals, ["section:backend:b"]);
+    }
+
+    /// A host listed twice in one Ingress gave the same warning twice and
+    /// the duplicate key failed the whole render.
+    #[test]
+    fn the_same_warning_twice_is_one_warning() {
+        let (_, delta) = render(SentItems::default(), true, |out| {
+            out.warning(None, "HostNotAllowed", "same").unwrap();
+            out.warning(None, "HostNotAllowed", "same").unwrap();
+            out.warning(None, "HostNotAllowed", "other").unwrap();
+        });
+        assert_eq!(delta.upserts.len(), 2);
     }
 
     #[test]

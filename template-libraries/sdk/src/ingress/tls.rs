@@ -28,6 +28,7 @@ use std::fmt::Write as _;
 use base64::Engine as _;
 use serde::Deserialize;
 
+use crate::claims::{Claim, HostClaims};
 use crate::k8s::api::networking::v1::Ingress;
 use crate::tls::{CertificateInfo, check_certificate, default_certificate};
 use crate::values::camel_case;
@@ -528,6 +529,8 @@ pub struct Certificates {
     files: BTreeMap<String, String>,
     /// SNI host -> crt-list line options (`verify optional ca-file ...`).
     options: BTreeMap<String, String>,
+    /// Which namespaces may serve a certificate for which hosts.
+    claims: HostClaims,
 }
 
 impl Certificates {
@@ -538,7 +541,18 @@ impl Certificates {
             hosts: BTreeMap::new(),
             files: BTreeMap::new(),
             options: BTreeMap::new(),
+            claims: HostClaims::default(),
         }
+    }
+
+    /// Serves a certificate for a host only to the namespaces the admin's
+    /// host-claim policy lets claim it ([`crate::claims`]). Explicit TLS
+    /// hosts are taken out before ([`super::claims::claimed`]); this
+    /// catches the names a host-less `spec.tls` entry takes from its
+    /// certificate.
+    pub fn claims(mut self, policy: HostClaims) -> Self {
+        self.claims = policy;
+        self
     }
 
     /// Asks for crt-list line `options` (ssl bind options HAProxy takes on
@@ -650,6 +664,14 @@ impl Certificates {
                         Some(ingress.key),
                         "TLSHostInvalid",
                         format!("{what}: TLS host {host:?} is not a DNS name; skipped"),
+                    )?;
+                    continue;
+                }
+                if let Err(refusal) = self.claims.check(namespace, Claim::Host(host)) {
+                    out.warning(
+                        Some(ingress.key),
+                        crate::claims::REASON,
+                        format!("{what}: TLS host {host} (a name of its certificate) is not served: {refusal}"),
                     )?;
                     continue;
                 }
