@@ -21,10 +21,16 @@
 //! host in a regex path, a canary of another namespace, another
 //! namespace's `spec.tls` with ssl-redirect).
 //!
-//! Broken on purpose (2026-12-07): before failure isolation and the
-//! libraries' writers, the freeze classes failed with the render's error
-//! (no traffic at all) and the hijack classes with the victim's host
-//! answered by `attacker/evil` or a redirect.
+//! Broken on purpose (2026-12-07, `HAPTIC_TENANT_SEED=7`): on the host's
+//! failure isolation with the libraries as they were before their writers
+//! and namespace rules, 5 of 19 cases failed, all through traffic: app-root
+//! with `#` (the victim got a 302), a `|` regex path, a host-less regex
+//! path, another namespace's canary and a map line past the buffer (the
+//! victim's host answered by `attacker/evil`). With the writers and the
+//! isolation turned off (`isolable()` false) every case still passes: the
+//! libraries refuse each freeze class before `haproxy -c` sees it, and
+//! isolation (`host/tests/isolation.rs`) is the second line for what a
+//! library lets through.
 
 use std::fmt::Write as _;
 use std::path::Path;
