@@ -40,6 +40,10 @@ use haptic::library::{LibraryRuntime, RuntimeConfig};
 
 const VICTIM_HOST: &str = "victim.example.com";
 
+/// A class of hostile object: its name, and the attacker's manifests (with
+/// their random parts drawn from the generator).
+type Class = (&'static str, fn(&mut fastrand::Rng) -> String);
+
 /// One library's victim set-up and the classes of hostile objects tried
 /// against it.
 struct Library {
@@ -49,7 +53,7 @@ struct Library {
     victim: fn() -> String,
     /// How a request reaches the victim: the fixture `send` keys.
     send: &'static str,
-    classes: &'static [(&'static str, fn(&mut fastrand::Rng) -> String)],
+    classes: &'static [Class],
 }
 
 /// A Service with one ready endpoint in `namespace`.
@@ -203,7 +207,7 @@ fn ingress_victim() -> String {
         )
 }
 
-const INGRESS_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
+const INGRESS_CLASSES: &[Class] = &[
     ("a path longer than the map line buffer", |rng| {
         hostile_ingress(
             "haptic",
@@ -266,7 +270,7 @@ fn regex_ingress(host: &str, path: &str) -> String {
     )
 }
 
-const NGINX_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
+const NGINX_CLASSES: &[Class] = &[
     ("too many CIDRs for one line", |rng| {
         let key = nginx("whitelist-source-range");
         hostile_ingress("nginx", &[(&key, cidrs(rng))], &[], &attacker_rule())
@@ -375,7 +379,7 @@ fn hostile_route(matches: &str) -> String {
         )
 }
 
-const GATEWAY_CLASSES: &[(&str, fn(&mut fastrand::Rng) -> String)] = &[
+const GATEWAY_CLASSES: &[Class] = &[
     ("a RegularExpression path PCRE2 refuses", |rng| {
         hostile_route(&format!(
             "{{path: {{type: RegularExpression, value: {}}}}}",

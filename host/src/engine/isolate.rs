@@ -127,9 +127,11 @@ fn cause_of(error: &EngineError) -> String {
     format!("{}...", &one_line[..end])
 }
 
-/// What a trial render gave: accepted (the render and HAProxy's warnings)
-/// or refused (why).
-type Probe = Result<(Rendered, Vec<String>), EngineError>;
+/// A render that passed validation, with HAProxy's warnings about it.
+type Passed = (Rendered, Vec<String>);
+
+/// What a trial render gave: passed, or refused (why).
+type Probe = Result<Passed, EngineError>;
 
 impl Engine {
     /// Isolates `error`, the failure of the render just attempted: finds
@@ -340,7 +342,7 @@ struct Search<'a> {
     base: &'a BTreeSet<ObjectRef>,
     probes: usize,
     /// The last trial that passed: what it withheld and what it gave.
-    passed: Option<(BTreeSet<ObjectRef>, (Rendered, Vec<String>))>,
+    passed: Option<(BTreeSet<ObjectRef>, Passed)>,
 }
 
 impl Search<'_> {
@@ -399,9 +401,7 @@ impl Search<'_> {
                 }
             }
             rest.truncate(good);
-            let Some(culprit) = rest.pop() else {
-                return None;
-            };
+            let culprit = rest.pop()?;
             culprits.push((culprit, bad_cause));
             if rest.is_empty() {
                 // By the invariant, withholding the culprits alone passes.

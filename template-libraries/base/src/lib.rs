@@ -157,7 +157,7 @@ impl Library for Base {
         check_values(&parsed)?;
         // Read by the routing libraries; checked here too so a bad policy
         // is reported once by the library that owns the key.
-        haptic_sdk::claims::HostClaims::from_values(values)?;
+        values.host_claims()?;
         self.values = parsed;
         Ok(Plan::default())
     }

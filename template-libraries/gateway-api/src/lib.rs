@@ -178,7 +178,7 @@ impl Library for GatewayApi {
         let parsed: GatewayValues = values.get()?;
         check_values(&parsed)?;
         self.values = parsed;
-        self.claims = HostClaims::from_values(values)?;
+        self.claims = values.host_claims()?;
         let pods = &self.values.service;
         let pod_watch = (!pods.pod_namespace.is_empty()).then(|| {
             let selector: Vec<String> = pods

@@ -273,7 +273,7 @@ impl Library for IngressNginx {
             .check()
             .map_err(haptic_sdk::Error::msg)?;
         self.https = HttpsBind::from_values(values);
-        self.claims = HostClaims::from_values(values)?;
+        self.claims = values.host_claims()?;
         self.publishing = Publishing::new(
             self.values.published_address.clone(),
             &self.values.published_service,

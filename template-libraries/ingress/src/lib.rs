@@ -132,7 +132,7 @@ impl Library for IngressLibrary {
         )?;
         self.https = HttpsBind::from_values(values);
         self.nginx = NginxClassRules::from_values(values);
-        self.claims = HostClaims::from_values(values)?;
+        self.claims = values.host_claims()?;
         let mut plan = Plan::default()
             .watch(
                 Watch::new(INGRESSES, "networking.k8s.io/v1", "Ingress")

@@ -41,8 +41,6 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::Values;
-
 /// The warning reason of a refused claim, on the object that made it.
 pub const REASON: &str = "HostNotAllowed";
 
@@ -330,15 +328,13 @@ pub struct HostClaims {
 }
 
 impl HostClaims {
-    /// The policy from `base`'s values in the tree every library receives;
-    /// no policy (every claim allowed) when `base` is disabled or has none.
-    pub fn from_values(values: &Values) -> Result<Self, PolicyError> {
-        let Some(tree) = values.library("base").and_then(|b| b.get("hostClaims")) else {
+    /// The policy as written under `base`'s `hostClaims` (read by
+    /// [`crate::Values::host_claims`]); no policy (every claim allowed)
+    /// for `None` or `null`.
+    pub fn from_written(tree: Option<&serde_json::Value>) -> Result<Self, PolicyError> {
+        let Some(tree) = tree.filter(|tree| !tree.is_null()) else {
             return Ok(Self::default());
         };
-        if tree.is_null() {
-            return Ok(Self::default());
-        }
         let written: HostClaimsValues = serde_json::from_value(tree.clone())
             .map_err(|error| PolicyError::Shape(error.to_string()))?;
         Self::new(&written)

@@ -51,6 +51,17 @@ impl Values {
         &self.own
     }
 
+    /// The admin's host-claim policy: `base`'s `hostClaims` in the tree
+    /// every library receives; no policy (every claim allowed) when `base`
+    /// is disabled or has none. See [`crate::claims`].
+    pub fn host_claims(
+        &self,
+    ) -> std::result::Result<crate::claims::HostClaims, crate::claims::PolicyError> {
+        crate::claims::HostClaims::from_written(
+            self.library("base").and_then(|base| base.get("hostClaims")),
+        )
+    }
+
     /// Another library's values by camelCase name (`kubernetesBackends`);
     /// `None` when that library is disabled or absent.
     pub fn library(&self, camel_name: &str) -> Option<&Value> {

@@ -3,9 +3,7 @@ use serde_json::json;
 use super::*;
 
 fn policy(tree: serde_json::Value) -> HostClaims {
-    let values = Values::new(json!({"base": {"hostClaims": tree}}), "ingress", &json!({}))
-        .expect("values tree");
-    HostClaims::from_values(&values).expect("valid policy")
+    HostClaims::from_written(Some(&tree)).expect("valid policy")
 }
 
 fn shop() -> HostClaims {
@@ -21,8 +19,7 @@ fn allowed(p: &HostClaims, namespace: &str, host: &str) -> bool {
 
 #[test]
 fn no_policy_and_a_disabled_base_allow_everything() {
-    let values = Values::new(json!({}), "ingress", &json!({})).unwrap();
-    let open = HostClaims::from_values(&values).unwrap();
+    let open = HostClaims::from_written(None).unwrap();
     assert!(open.is_open());
     assert!(allowed(&open, "anyone", "shop.example.com"));
     assert!(open.check("anyone", Claim::AnyHost).is_ok());
@@ -129,10 +126,7 @@ fn rules_holding_one_pattern_merge_their_namespaces() {
 
 #[test]
 fn bad_policies_are_refused_by_path() {
-    let bad = |tree: serde_json::Value| {
-        let values = Values::new(json!({"base": {"hostClaims": tree}}), "x", &json!({})).unwrap();
-        HostClaims::from_values(&values).unwrap_err()
-    };
+    let bad = |tree: serde_json::Value| HostClaims::from_written(Some(&tree)).unwrap_err();
     assert_eq!(
         bad(json!({"rules": [{"hosts": ["Shop.test"], "namespaces": ["a"]}]})),
         PolicyError::InvalidHost {
