@@ -21,9 +21,16 @@
 //! host in a regex path, a canary of another namespace, another
 //! namespace's `spec.tls` with ssl-redirect).
 //!
-//! Broken on purpose (2026-12-07, `HAPTIC_TENANT_SEED=7`): on the host's
-//! failure isolation with the libraries as they were before their writers
-//! and namespace rules, 5 of 19 cases failed, all through traffic: app-root
+//! Broken on purpose (2026-12-07, `HAPTIC_TENANT_SEED=7`): on the code
+//! before this suite (5cdd274), 12 of 19 cases failed: every freeze class
+//! with "HAProxy refused the rendered configuration" (CIDRs, denied CIDRs,
+//! TLS hosts with ssl-redirect, CORS origins, PCRE2-refused regexes in
+//! ingress-nginx and in both Gateway API places) and five hijacks through
+//! traffic (below); the ingress `spec.tls` case was added later, from the
+//! ingress library's `tenant-tls-redirect` fixture, which answered 308
+//! there. On the host's failure isolation with the libraries as they were
+//! before their writers and namespace rules, 5 of 19 failed, all through
+//! traffic: app-root
 //! with `#` (the victim got a 302), a `|` regex path, a host-less regex
 //! path, another namespace's canary and a map line past the buffer (the
 //! victim's host answered by `attacker/evil`). With the writers and the
@@ -226,6 +233,14 @@ const INGRESS_CLASSES: &[Class] = &[
     }),
     ("many TLS hosts, the victim's among them", |rng| {
         hostile_ingress("haptic", &[], &many_hosts(rng, true), &attacker_rule())
+    }),
+    ("the victim's host in spec.tls with ssl-redirect", |_| {
+        hostile_ingress(
+            "haptic",
+            &[("haproxy-haptic.org/ssl-redirect", "true".into())],
+            &[VICTIM_HOST.into()],
+            &attacker_rule(),
+        )
     }),
     ("the victim's host claimed later", |_| {
         hostile_ingress(
