@@ -14,6 +14,19 @@ const HTTP_PORT: u16 = 28080;
 const LISTEN: &str = "127.0.0.1:28451";
 const GATED_POD: &str = "checkout-7f5e9-new22";
 
+/// One `haptic run` at a time: `--demo-backends` binds the example
+/// cluster's endpoint addresses (127.0.10.1:8080, ...), which two runs
+/// would share; when one run stops, the other's backends would vanish.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes the run lock (a test that failed while holding it still lets the
+/// next one run).
+fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read dir") {
@@ -202,6 +215,7 @@ fn gate_true(status: &serde_json::Value) -> bool {
 
 #[test]
 fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_cleanly() {
+    let _one = one_run_at_a_time();
     let work = tempfile::tempdir().expect("tempdir");
     let (run, cluster) = Run::start(
         work.path(),
@@ -431,6 +445,7 @@ fn haptic_run_routes_follows_edits_keeps_serving_through_bad_ones_and_stops_clea
 /// victim's edit to be served by both instances": 404 on both).
 #[test]
 fn haptic_run_drops_a_hostile_object_and_keeps_deploying_the_others() {
+    let _one = one_run_at_a_time();
     const PORT: u16 = 28180;
     let work = tempfile::tempdir().expect("tempdir");
     let (run, cluster) = Run::start(
