@@ -19,11 +19,17 @@ EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
-# rust-toolchain.toml only when it installs the toolchain), and haproxy is
-# needed to validate every render.
+# rust-toolchain.toml only when it installs the toolchain), and HAProxy 3.0 is
+# needed to validate every render: the image's own (Debian trixie's package),
+# made runnable here by image/host-haproxy.sh and cached outside the checkout
+# by version. Every target runs it; a HAPTIC_HAPROXY of your own wins.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+HAPTIC_HAPROXY_CACHE ?= $(HOME)/.cache/haptic/haproxy
+export HAPTIC_HAPROXY_CACHE
+export HAPTIC_HAPROXY ?= $(HAPTIC_HAPROXY_CACHE)/current/haproxy
 setup:
-	@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+	@[ -x "$(HAPTIC_HAPROXY)" ] || bash image/host-haproxy.sh >/dev/null
+	@echo "HAProxy for validation: $$("$(HAPTIC_HAPROXY)" -v | head -1) ($(HAPTIC_HAPROXY))"
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 build:

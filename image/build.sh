@@ -4,7 +4,7 @@
 #
 #   image/build.sh <haptic binary> <output archive> [<version>]
 #
-# 1. mmdebstrap installs bookworm (minbase) with haproxy and ca-certificates
+# 1. mmdebstrap installs trixie (minbase) with haproxy (3.0 LTS, with QUIC) and ca-certificates
 #    into a scratch directory: the Debian userland the packages expect.
 # 2. image/rootfs.sh takes from it only what runs (haproxy, haptic, their
 #    shared libraries, CA bundle; no shell, no package manager) and fills
@@ -32,7 +32,7 @@ repo="$(dirname "$here")"
 version="${3:-$("$haptic_bin" --version | awk '{print $2}')}"
 
 image_name="${IMAGE_NAME:-localhost/haptic}"
-suite="${IMAGE_SUITE:-bookworm}"
+suite="${IMAGE_SUITE:-trixie}"
 mirror="${IMAGE_MIRROR:-http://deb.debian.org/debian}"
 security_mirror="${IMAGE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 uid=65532

@@ -28,6 +28,14 @@ pub const CONFIG_FILE: &str = "haproxy.cfg";
 /// Environment variable naming the haproxy binary to use.
 pub const HAPROXY_ENV: &str = "HAPTIC_HAPROXY";
 
+/// The oldest HAProxy haptic drives, as `major.minor`: the 3.0 LTS branch.
+pub const MINIMUM_HAPROXY: &str = "3.0";
+
+/// How to get a HAProxy haptic can drive, for every error that lacks one.
+const GET_HAPROXY: &str = "run `make setup` in a haptic checkout (it makes Debian trixie's \
+    HAProxy 3.0 package, the one the image runs, usable here: image/host-haproxy.sh) or set \
+    HAPTIC_HAPROXY to the path of a HAProxy 3.0 or newer (e.g. Debian trixie's `haproxy` package)";
+
 /// An accepted configuration and what HAProxy said about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Validation {
@@ -41,11 +49,15 @@ pub struct Validation {
 #[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
     /// No haproxy binary was found.
-    #[error(
-        "cannot find haproxy ({detail}); install it (`apt-get install haproxy`) or set \
-         {HAPROXY_ENV} to the path of the haproxy binary"
-    )]
+    #[error("cannot find haproxy ({detail}); {GET_HAPROXY}")]
     NotFound { detail: String },
+    /// The haproxy binary is older than haptic's minimum.
+    #[error(
+        "{} is HAProxy {found}, older than the {MINIMUM_HAPROXY} haptic needs (its configurations \
+         use 3.0's directives: QUIC binds, bandwidth limits); {GET_HAPROXY}",
+        binary.display()
+    )]
+    TooOld { binary: PathBuf, found: String },
     /// The haproxy binary could not be started or waited for.
     #[error("cannot run {}: {source}; check that it is an executable haproxy binary", binary.display())]
     Run {
@@ -133,6 +145,20 @@ impl Checker {
     }
 }
 
+/// Whether the HAProxy version `found` (`3.0.11-1+deb13u5`, `2.6.12`,
+/// `3.2-dev4`) is at least `minimum` (`major.minor`). A version that does
+/// not start with two numbers is not.
+fn at_least(found: &str, minimum: &str) -> bool {
+    fn major_minor(version: &str) -> Option<(u32, u32)> {
+        let mut parts = version.split(|c: char| !c.is_ascii_digit());
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+    match (major_minor(found), major_minor(minimum)) {
+        (Some(found), Some(minimum)) => found >= minimum,
+        _ => false,
+    }
+}
+
 /// Validates with the haproxy found by [`Validator::from_env`].
 pub fn validate(config: &str, files: &[(String, String)]) -> Result<Validation, ValidationError> {
     Validator::from_env()?.validate(config, files)
@@ -168,7 +194,24 @@ impl Validator {
                 detail: "no `haproxy` on PATH, /usr/sbin or /usr/local/sbin".to_owned(),
             })?,
         };
-        Ok(Self::new(binary))
+        let validator = Self::new(binary);
+        validator.check_minimum()?;
+        Ok(validator)
+    }
+
+    /// Refuses a HAProxy older than [`MINIMUM_HAPROXY`] (asked once per
+    /// binary: [`Validator::version`] is cached), so no configuration it
+    /// cannot load is ever rendered for it.
+    pub fn check_minimum(&self) -> Result<(), ValidationError> {
+        let found = self.version()?;
+        if at_least(&found, MINIMUM_HAPROXY) {
+            Ok(())
+        } else {
+            Err(ValidationError::TooOld {
+                binary: self.binary.clone(),
+                found,
+            })
+        }
     }
 
     /// A validator for `binary` with a 30 s timeout.

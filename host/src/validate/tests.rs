@@ -116,3 +116,40 @@ fn file_paths_must_stay_inside_the_directory() {
     let error = check_paths(&[file("a.map"), file("./a.map")]).expect_err("duplicate");
     assert!(error.to_string().contains("is given twice"), "{error}");
 }
+
+#[test]
+fn versions_below_the_minimum_are_told_apart() {
+    for newer in ["3.0.11-1+deb13u5", "3.0", "3.2.26-1", "3.3-dev4", "10.0.1"] {
+        assert!(at_least(newer, MINIMUM_HAPROXY), "{newer}");
+    }
+    for older in ["2.6.12-1+deb12u4", "2.9.15", "1.8", "", "dev", "3"] {
+        assert!(!at_least(older, MINIMUM_HAPROXY), "{older:?}");
+    }
+}
+
+/// A binary reporting 2.6 (a stand-in script: what matters is the message)
+/// is refused with the version found, the minimum and how to get one.
+#[test]
+fn an_old_haproxy_is_refused_with_the_way_to_a_new_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fake = dir.path().join("haproxy");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'HAProxy version 2.6.12-1+deb12u4 2025/06/03 - https://haproxy.org/'\n",
+    )
+    .expect("write");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let error = Validator::new(fake.clone())
+        .check_minimum()
+        .expect_err("2.6 is too old");
+    let message = error.to_string();
+    for needle in [
+        "2.6.12-1+deb12u4",
+        "older than the 3.0",
+        "make setup",
+        "HAPTIC_HAPROXY",
+    ] {
+        assert!(message.contains(needle), "{needle}: {message}");
+    }
+}
