@@ -15,7 +15,9 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
-use super::haproxy::{CliError, Haproxy, ProcList, RuntimeCommand, RuntimeError, WorkerInfo};
+use super::haproxy::{
+    CliError, Haproxy, ProcList, ReloadAnswer, RuntimeCommand, RuntimeError, WorkerInfo,
+};
 use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
 use super::plan::{Plan, ReloadReason, plan};
 use super::wire::{
@@ -510,8 +512,21 @@ impl Applier {
             .map_err(|source| disk_error(&self.dir, source))?;
         let outcome = match self.haproxy.reload().await {
             Err(error) => Err(ApplyError::Haproxy(error)),
+            // The master said at once that no new worker started: its
+            // start-up log is the cause (a refused file's alerts, an address
+            // in use), no `show proc` polling needed.
+            Ok(ReloadAnswer {
+                succeeded: Some(false),
+                startup_log,
+            }) => Err(self
+                .why_refused(dir)
+                .await
+                .unwrap_or_else(|| ApplyError::ReloadFailed(format!(
+                    "HAProxy's master could not start a worker from bundle {}; the previous worker keeps serving and the last good files were restored. `haproxy -c` accepts the bundle, so the cause is at start-up; HAProxy said:\n{startup_log}",
+                    bundle.id
+                )))),
             // Returns once the master settled: a new worker, or a failure.
-            Ok(()) => match self
+            Ok(_) => match self
                 .wait_for_worker(&bundle.id, &old_pids, before.reloads_failed)
                 .await
             {

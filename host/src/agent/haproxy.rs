@@ -1,6 +1,7 @@
-//! Talking to a running HAProxy (2.6, master-worker mode) over its sockets.
+//! Talking to a running HAProxy (3.0, master-worker mode) over its sockets.
 //!
-//! Two sockets, because each does what the other cannot (checked on 2.6.12):
+//! Two sockets, because each does what the other cannot (checked on 2.6.12
+//! and again on 3.0.11):
 //! - the **master CLI** (`-S master.sock`) lists processes (`show proc`),
 //!   reaches any worker by pid (`@!<pid> show info`, old ones included) and
 //!   reloads; but it relays only the first command of `@1 c1; c2`, and it
@@ -244,10 +245,15 @@ impl Haproxy {
         parse_show_info(&answer).ok_or(CliError::Unexpected { command, answer })
     }
 
-    /// Asks the master to reload. HAProxy 2.6 answers nothing; the caller
-    /// watches `show proc` for the new worker or a failed-reload count.
-    pub async fn reload(&self) -> Result<(), CliError> {
-        self.master("reload").await.map(drop)
+    /// Asks the master to reload. HAProxy 3.0 answers once the new worker
+    /// is ready or the reload failed: `Success=1` or `Success=0`, `--`, then
+    /// the start-up log (a refused configuration's alerts). The caller still
+    /// waits for the new worker in `show proc` (its `show info` is the proof
+    /// of which files it loaded).
+    pub async fn reload(&self) -> Result<ReloadAnswer, CliError> {
+        self.master("reload")
+            .await
+            .map(|answer| parse_reload(&answer))
     }
 
     /// The map and certificate files the current worker loaded, by the
@@ -667,6 +673,30 @@ fn parse_show_ssl_cert(answer: &str) -> ShowSslCert {
     listed
 }
 
+/// What the master answered to `reload`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadAnswer {
+    /// `Success=1` or `Success=0`; `None` when the answer had no status
+    /// (the master closed the connection while re-executing itself).
+    pub succeeded: Option<bool>,
+    /// The new process's start-up messages, after the `--` line.
+    pub startup_log: String,
+}
+
+/// Reads `Success=<0|1>\n--\n<start-up log>`.
+fn parse_reload(answer: &str) -> ReloadAnswer {
+    let (status, log) = answer.split_once("\n--\n").unwrap_or((answer, ""));
+    let succeeded = match status.trim().strip_prefix("Success=") {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    };
+    ReloadAnswer {
+        succeeded,
+        startup_log: log.trim_end().to_owned(),
+    }
+}
+
 /// Parses 2.6's `show proc`:
 ///
 /// ```text
@@ -748,6 +778,20 @@ pub fn parse_show_info(answer: &str) -> Option<WorkerInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reload_answers_carry_the_status_and_the_start_up_log() {
+        // What 3.0.11's master answered to a reload of a refused file.
+        let failed = "Success=0\n--\n[NOTICE]   (3592) : haproxy version is 3.0.11-1+deb13u5\n\
+            [ALERT]    (3592) : config : parsing [haproxy.cfg:11] : unknown keyword 'bogus' in 'frontend' section\n\
+            [WARNING]  (3592) : Loading failure!\n\n";
+        let answer = parse_reload(failed);
+        assert_eq!(answer.succeeded, Some(false));
+        assert!(answer.startup_log.contains("unknown keyword 'bogus'"));
+        assert!(answer.startup_log.ends_with("Loading failure!"));
+        assert_eq!(parse_reload("Success=1\n--\n\n").succeeded, Some(true));
+        assert_eq!(parse_reload("").succeeded, None);
+    }
 
     #[test]
     fn show_proc_with_old_workers_and_failed_reloads() {

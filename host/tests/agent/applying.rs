@@ -296,6 +296,13 @@ async fn a_reload_that_fails_at_start_up_restores_the_last_good_files() {
         .await
         .expect_err("reload fails");
     assert_eq!(error.code(), Some("reload-failed"), "{error}");
+    // HAProxy's own words from the master's reload answer (3.0), naming
+    // the address it could not take.
+    let said = error.to_string();
+    assert!(
+        said.contains("cannot bind socket") && said.contains(&format!("127.0.0.1:{port}")),
+        "{said}"
+    );
     let state = pod.client.state().await.expect("state");
     assert_eq!(state.failed_reloads, 1);
     assert_eq!(state.converged.as_deref(), Some(good.id.as_str()));
