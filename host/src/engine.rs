@@ -383,7 +383,19 @@ fn enabled(
             )
         })
         .collect();
-    let tree = values.library_tree(&defaults)?;
+    let mut tree = values.library_tree(&defaults)?;
+    // What the libraries may know of the HAProxy in use (a QUIC bind only
+    // where it serves QUIC). In a cluster the controller's image holds the
+    // same binary its validator runs. No HAProxy here: no facts, and the
+    // libraries write nothing that depends on them.
+    if let Some(facts) = validate::Validator::from_env()
+        .and_then(|validator| validator.facts())
+        .ok()
+        .and_then(|facts| serde_json::to_value(facts).ok())
+        && let Some(map) = tree.as_object_mut()
+    {
+        map.insert(validate::HAPROXY_FACTS_KEY.to_owned(), facts);
+    }
     let enabled = libraries
         .iter()
         .filter(|library| {

@@ -36,6 +36,27 @@ const GET_HAPROXY: &str = "run `make setup` in a haptic checkout (it makes Debia
     HAProxy 3.0 package, the one the image runs, usable here: image/host-haproxy.sh) or set \
     HAPTIC_HAPROXY to the path of a HAProxy 3.0 or newer (e.g. Debian trixie's `haproxy` package)";
 
+/// The key under which the values tree every library's `configure`
+/// receives carries [`HaproxyFacts`] (a camelCase library name never starts
+/// with `_`, so it names no library). The SDK reads it as
+/// `haptic_sdk::values::HaproxyFacts`: the JSON shape is the contract.
+pub const HAPROXY_FACTS_KEY: &str = "_haproxy";
+
+/// What libraries may know of the HAProxy that validates and serves their
+/// output, so they write only what it loads (a QUIC bind only where it
+/// serves QUIC).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HaproxyFacts {
+    /// `3.0.11-1+deb13u5`.
+    pub version: String,
+    /// Built with QUIC (`+QUIC` in `haproxy -vv`'s feature list).
+    pub quic: bool,
+    /// QUIC through OpenSSL's compatibility layer (`+QUIC_OPENSSL_COMPAT`):
+    /// QUIC listeners need `limited-quic` in `global`.
+    pub quic_openssl_compat: bool,
+}
+
 /// An accepted configuration and what HAProxy said about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Validation {
@@ -294,6 +315,32 @@ impl Validator {
             cache.insert(self.binary.clone(), version.clone());
         }
         Ok(version)
+    }
+
+    /// What `haproxy -vv` says of this binary (cached per binary): its
+    /// version and whether it serves QUIC.
+    pub fn facts(&self) -> Result<HaproxyFacts, ValidationError> {
+        static CACHE: OnceLock<Mutex<HashMap<PathBuf, HaproxyFacts>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        if let Some(facts) = cache.lock().ok().and_then(|c| c.get(&self.binary).cloned()) {
+            return Ok(facts);
+        }
+        let version = self.version()?;
+        let (_, output) = self.run(&["-vv"], &std::env::temp_dir())?;
+        let features: Vec<&str> = output
+            .lines()
+            .find_map(|line| line.trim_start().strip_prefix("Feature list :"))
+            .map(|list| list.split_whitespace().collect())
+            .unwrap_or_default();
+        let facts = HaproxyFacts {
+            version,
+            quic: features.contains(&"+QUIC"),
+            quic_openssl_compat: features.contains(&"+QUIC_OPENSSL_COMPAT"),
+        };
+        if let Ok(mut cache) = cache.lock() {
+            cache.insert(self.binary.clone(), facts.clone());
+        }
+        Ok(facts)
     }
 
     /// Runs haproxy with `args` in `cwd`; (exited successfully, stderr then stdout).

@@ -18,8 +18,12 @@
 //! `frontends.stats.{enabled,bind,uri}`, `global.{maxconn,log,hardStopAfter,extraLines}`,
 //! `defaults.{timeouts,retries,forwardFor,httpLog,extraLines}`,
 //! `hostClaims.{default,rules}` (which namespaces may claim which hosts,
-//! read by every routing library: [`haptic_sdk::claims`]).
+//! read by every routing library: [`haptic_sdk::claims`]),
+//! `http3.{enabled,advertisedPort,maxAge}` (HTTP/3 beside every HTTPS bind
+//! where the HAProxy serves QUIC: [`haptic_sdk::http3`]; `limited-quic` in
+//! `global` when its QUIC goes through OpenSSL's compatibility layer).
 
+use haptic_sdk::http3::{self, Http3};
 use haptic_sdk::names::quote;
 use haptic_sdk::{Context, Error, Info, Library, Output, Plan, Result, SectionKind, Values};
 use serde::Deserialize;
@@ -67,7 +71,10 @@ pub fn defaults() -> serde_json::Value {
         },
         // The admin's host-claim policy, read by every routing library
         // (haptic_sdk::claims): no rule, every namespace may claim any host.
-        "hostClaims": { "default": "allow", "rules": [] }
+        "hostClaims": { "default": "allow", "rules": [] },
+        // HTTP/3 beside every HTTPS bind, where the HAProxy serves QUIC
+        // (haptic_sdk::http3): read by the libraries that write them.
+        "http3": http3::defaults()
     })
 }
 
@@ -77,6 +84,10 @@ struct BaseValues {
     global: GlobalValues,
     defaults: DefaultsValues,
     frontends: Frontends,
+    /// Parsed only to refuse a wrong setting here, with the library that
+    /// owns the key; [`Http3::from_values`] decides.
+    #[allow(dead_code)]
+    http3: Option<http3::Settings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -143,6 +154,7 @@ struct Stats {
 #[derive(Debug, Default)]
 pub struct Base {
     values: BaseValues,
+    http3: Option<Http3>,
 }
 
 impl Library for Base {
@@ -159,12 +171,14 @@ impl Library for Base {
         // is reported once by the library that owns the key.
         values.host_claims()?;
         self.values = parsed;
+        self.http3 = Some(Http3::from_values(values));
         Ok(Plan::default())
     }
 
     fn render(&mut self, _ctx: &Context<'_>, out: &mut Output) -> Result<()> {
         let v = &self.values;
-        out.section(SectionKind::Global, "", global(&v.global))?;
+        let quic = self.http3.as_ref().map_or("", Http3::global_lines);
+        out.section(SectionKind::Global, "", global(&v.global, quic))?;
         out.section(SectionKind::Defaults, "", defaults_section(&v.defaults))?;
         let http = &v.frontends.http;
         let mut body = format!(
@@ -213,8 +227,10 @@ impl Library for Base {
     }
 }
 
-fn global(v: &GlobalValues) -> String {
+/// `quic`: what QUIC listeners need here ([`Http3::global_lines`]).
+fn global(v: &GlobalValues, quic: &str) -> String {
     let mut body = String::from("    default-path config\n");
+    body.push_str(quic);
     if let Some(maxconn) = v.maxconn {
         let _ = writeln!(body, "    maxconn {maxconn}");
     }

@@ -93,6 +93,7 @@ mod error;
 pub mod extending;
 mod guest;
 pub mod haproxy;
+pub mod http3;
 pub mod ingress;
 mod key;
 pub mod library;

@@ -62,6 +62,16 @@ impl Values {
         )
     }
 
+    /// What the host says about the HAProxy its renders are validated with
+    /// and served by ([`HaproxyFacts`]); all unknown (no QUIC) from a host
+    /// that does not say.
+    pub fn haproxy(&self) -> HaproxyFacts {
+        self.tree
+            .get(HAPROXY_FACTS_KEY)
+            .and_then(|facts| serde_json::from_value(facts.clone()).ok())
+            .unwrap_or_default()
+    }
+
     /// Another library's values by camelCase name (`kubernetesBackends`);
     /// `None` when that library is disabled or absent.
     pub fn library(&self, camel_name: &str) -> Option<&Value> {
@@ -81,6 +91,24 @@ impl Values {
             }
         }
     }
+}
+
+/// The key of the host's facts in the values tree. It cannot name a
+/// library: a camelCase library name never starts with `_`.
+pub const HAPROXY_FACTS_KEY: &str = "_haproxy";
+
+/// What the host knows of the HAProxy that validates and serves renders
+/// (`haproxy -vv`), under [`HAPROXY_FACTS_KEY`] in the values tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaproxyFacts {
+    /// `3.0.11-1+deb13u5`; empty when unknown.
+    pub version: String,
+    /// Built with QUIC (HTTP/3 listeners).
+    pub quic: bool,
+    /// QUIC through OpenSSL's compatibility layer: listeners need
+    /// `limited-quic` in `global`.
+    pub quic_openssl_compat: bool,
 }
 
 /// `status-patches-150-pod-readiness-gate` -> `statusPatches150PodReadinessGate`.

@@ -29,6 +29,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use crate::claims::{Claim, HostClaims};
+use crate::http3::{self, Http3};
 use crate::k8s::api::networking::v1::Ingress;
 use crate::tls::{CertificateInfo, check_certificate, default_certificate};
 use crate::values::camel_case;
@@ -72,6 +73,7 @@ pub static HTTPS_LIBRARIES: [&HttpsLibrary; 2] = [&INGRESS, &INGRESS_NGINX];
 pub struct HttpsBind {
     serving: Vec<&'static HttpsLibrary>,
     passthrough: Option<Passthrough>,
+    http3: Option<Http3>,
 }
 
 /// ingress-nginx's TLS passthrough (`sslPassthrough.enabled`): its TCP
@@ -136,6 +138,7 @@ impl HttpsBind {
         Self {
             serving,
             passthrough,
+            http3: Some(Http3::from_values(values)),
         }
     }
 
@@ -180,15 +183,49 @@ impl HttpsBind {
     ) -> Result<()> {
         let default = chosen_default_certificate(ctx, cache, out, default_secret, values_path)?;
         out.secret_file(DEFAULT_CERTIFICATE, default)?;
-        let address = match &self.passthrough {
+        let listen = match &self.passthrough {
             Some(p) => format!("{} accept-proxy", p.internal),
             None => address.to_owned(),
         };
-        let mut line = format!("    bind {address} ssl crt {DEFAULT_CERTIFICATE}");
+        let mut certificates = format!("crt {DEFAULT_CERTIFICATE}");
         for crt_list in self.crt_lists() {
-            let _ = write!(line, " crt-list {crt_list}");
+            let _ = write!(certificates, " crt-list {crt_list}");
         }
-        line.push_str(" alpn h2,http/1.1\n");
+        let mut line = format!("    bind {listen} ssl {certificates} alpn h2,http/1.1\n");
+        // HTTP/3 on the address clients reach (with passthrough too: its
+        // TCP frontend leaves the UDP port free, and only this frontend's
+        // answers advertise HTTP/3, so passed-through hosts are never
+        // asked for over QUIC).
+        let public = self
+            .passthrough
+            .as_ref()
+            .map_or(address, |p| p.public.as_str());
+        match &self.http3 {
+            Some(Http3::On(quic)) => match quic.bind_address(public) {
+                Some(quic_address) => {
+                    let _ = writeln!(line, "    bind {quic_address} ssl {certificates} alpn h3");
+                    out.snippet_keyed(
+                        "https-bind:alt-svc",
+                        SectionKind::Frontend,
+                        frontend,
+                        Slot::ResponseRules,
+                        0,
+                        quic.alt_svc_rule(),
+                    )?;
+                }
+                None => out.warning(
+                    None,
+                    http3::UNAVAILABLE_REASON,
+                    format!(
+                        "HTTP/3 is not served on frontend {frontend}: QUIC cannot listen on the HTTPS bind address {public} (one address and port is needed); HTTPS stays on TCP"
+                    ),
+                )?,
+            },
+            Some(Http3::Unavailable(why)) => {
+                out.warning(None, http3::UNAVAILABLE_REASON, why.clone())?
+            }
+            Some(Http3::Off) | None => {}
+        }
         out.snippet(SectionKind::Frontend, frontend, Slot::Other, 0, line)?;
         // Before the policies of priority 10 read it; a client's own value
         // is replaced.
