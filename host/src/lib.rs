@@ -24,6 +24,9 @@
 //!   into the compile cache a process starts with.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 //! - [`scaffold`]: a new library project of one's own (`haptic new`).
+//! - [`protocol`]: what the controller and the agents say to each other
+//!   (bundles, the apply plan, runtime commands, the client), owned by
+//!   neither.
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
@@ -54,6 +57,7 @@ pub mod offline;
 pub mod owned;
 pub mod policy;
 pub mod precompiled;
+pub mod protocol;
 pub mod render;
 pub mod scaffold;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.

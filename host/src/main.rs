@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
-use haptic::agent::{self, api_tls, disk::ConfigDir, haproxy::Haproxy, server};
+use haptic::agent::{self, disk::ConfigDir, haproxy::Haproxy, server};
 use haptic::fixtures::{self, LibraryUnderTest};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::migrate;
 use haptic::offline::{self, Job};
+use haptic::protocol::api_tls;
 use haptic::tls::{DefaultCertificate, SecretPem};
 use haptic::validate::Validator;
 use haptic::values::Values;

@@ -51,9 +51,9 @@ use super::proxies::{self, ProxySettings};
 use super::sinks::{ApiEvents, EventSink, FailureEvent};
 use super::status::StatusApplier;
 use super::watch::{self as source, SourceEvent, WatchTarget};
-use crate::agent::Bundle;
 use crate::engine::Engine;
 use crate::library::types::{StatusPatch, StatusVariant};
+use crate::protocol::Bundle;
 use crate::render::ObjectRef;
 
 pub use http::StatusView;

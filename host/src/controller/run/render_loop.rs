@@ -12,15 +12,15 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::{Candidate, Failure, GATE_CONDITION, State};
-use crate::agent::haproxy::LoadedFiles;
-use crate::agent::plan::{self, Plan};
-use crate::agent::{Bundle, BundleFile};
 use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
 use crate::controller::status::StatusMemory;
 use crate::controller::watch::SourceEvent;
 use crate::engine::{Accepted, Engine, EngineError, WithheldObject};
 use crate::library::types::{StatusPatch, StatusVariant};
+use crate::protocol::plan::{self, Plan};
+use crate::protocol::runtime_commands::LoadedFiles;
+use crate::protocol::{Bundle, BundleFile};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
 
 /// Whether `next` must pass `haproxy -c` before it is deployed, given the

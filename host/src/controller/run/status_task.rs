@@ -187,8 +187,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::agent::Bundle;
     use crate::controller::sinks::FailureEvent;
+    use crate::protocol::Bundle;
 
     fn empty_candidate(sequence: u64) -> Arc<Candidate> {
         Arc::new(Candidate {
