@@ -93,15 +93,7 @@ pub struct Candidate {
     pub gate_pending_since: HashMap<ObjectRef, Instant>,
     /// The owned objects this render asks for, applied with its `rendered`
     /// patches, and the kinds the enabled libraries apply.
-    pub owned: Arc<OwnedObjects>,
-}
-
-/// A render's owned objects (see [`crate::owned`]).
-#[derive(Debug, Default)]
-pub struct OwnedObjects {
-    pub desired: Vec<crate::owned::DesiredObject>,
-    /// `apiVersion/kind` of every kind some enabled library applies.
-    pub kinds: Vec<String>,
+    pub owned: Arc<crate::owned::OwnedObjects>,
 }
 
 /// What the controller exposes to its HTTP endpoints and tests.

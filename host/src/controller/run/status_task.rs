@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Candidate, Failure, OwnedObjects, State};
+use super::{Candidate, Failure, State};
 use crate::controller::owned::OwnedApplier;
 use crate::controller::sinks::EventSink;
 use crate::controller::status::StatusApplier;
 use crate::library::types::StatusVariant;
+use crate::owned::OwnedObjects;
 
 /// Work for the status task.
 pub(super) enum StatusJob {
