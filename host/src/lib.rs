@@ -34,6 +34,12 @@
 //! - [`crypt`]: password hashes checked the way HAProxy matches them.
 //! - [`tls`]: certificate checks and the default certificate for TLS
 //!   termination.
+//! - [`source`]: where the cluster's objects come from (what a watcher
+//!   covers, what a source tells the render loop; the Kubernetes API as
+//!   one source).
+//! - [`status_writes`]: the libraries' status patches written to whatever
+//!   holds the objects (the API server by server-side apply, `haptic run`'s
+//!   in-memory objects), skipping what already holds.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
 //!   agents and deploys to it).
 //! - [`inspect`]: `haptic status` (why a rollout waits) and `haptic diff`
@@ -60,6 +66,8 @@ pub mod precompiled;
 pub mod protocol;
 pub mod render;
 pub mod scaffold;
+pub mod source;
+pub mod status_writes;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
 #[cfg(feature = "synthetic")]
 pub mod synthetic;

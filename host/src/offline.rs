@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::controller::watch::WatchTarget;
 use crate::engine::{self, BlamedWarning, Engine, EngineError, Isolation, WithheldObject};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
 use crate::render::{ClusterChange, Rendered};
+use crate::source::WatchTarget;
 use crate::validate::Validator;
 use crate::values::Values;
 
@@ -154,7 +154,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let engine = Engine::new(libraries, job.values.clone())?;
-    let targets = crate::controller::watch::targets(
+    let targets = crate::source::targets(
         engine.watches().map(|(_, watch)| watch),
         &engine.ingest_trims(),
     );

@@ -58,7 +58,7 @@ pub fn report(args: &MigrateReportArgs) -> Result<ExitCode> {
             .build()
             .context("starting the async runtime")?;
         offline::render_listed(&job, loaded, |targets| {
-            tokio.block_on(haptic::controller::watch::list_once(targets))
+            tokio.block_on(haptic::source::kubernetes::list_once(targets))
         })?
     } else {
         offline::render(&job, loaded)?

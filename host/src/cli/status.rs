@@ -30,13 +30,13 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let (fleet, gates) = runtime.block_on(haptic::inspect::status::fetch(
+    let (fleet, gates) = runtime.block_on(haptic::inspect::rollout::fetch(
         &args.controller,
         std::time::Duration::from_secs(10),
     ))?;
     let warn_after = std::time::Duration::from_secs(args.warn_after);
     let (text, late) =
-        haptic::inspect::status::describe(&fleet, &gates, args.pod.as_deref(), warn_after);
+        haptic::inspect::rollout::describe(&fleet, &gates, args.pod.as_deref(), warn_after);
     if args.json {
         let reports = serde_json::json!({"fleet": fleet, "gates": gates});
         println!("{}", serde_json::to_string_pretty(&reports)?);

@@ -49,12 +49,12 @@ use super::leader::{ElectionSettings, Elector};
 use super::metrics::Metrics;
 use super::proxies::{self, ProxySettings};
 use super::sinks::{ApiEvents, EventSink, FailureEvent};
-use super::status::StatusApplier;
-use super::watch::{self as source, SourceEvent, WatchTarget};
 use crate::engine::Engine;
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::protocol::Bundle;
 use crate::render::ObjectRef;
+use crate::source::{self, SourceEvent, WatchTarget, kubernetes};
+use crate::status_writes::StatusApplier;
 
 pub use http::StatusView;
 pub use render_loop::{bundle, needs_validation};
@@ -152,7 +152,9 @@ impl Parts {
         let proxy_client = client.clone();
         let proxy_settings = settings.proxies.clone();
         Ok(Self {
-            source: Box::new(move |targets, events| source::spawn(source_client, targets, events)),
+            source: Box::new(move |targets, events| {
+                kubernetes::spawn(source_client, targets, events)
+            }),
             proxies: Box::new(move |out| {
                 tokio::spawn(proxies::discover(proxy_client, proxy_settings, out))
             }),

@@ -14,14 +14,14 @@ use tokio::sync::{mpsc, watch};
 use super::{Candidate, Failure, GATE_CONDITION, State};
 use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
-use crate::controller::status::StatusMemory;
-use crate::controller::watch::SourceEvent;
 use crate::engine::{BlamedWarning, Engine, EngineError, FinishedRender, WithheldObject};
 use crate::library::types::{StatusPatch, StatusVariant};
 use crate::protocol::plan::{self, Plan};
 use crate::protocol::runtime_commands::LoadedFiles;
 use crate::protocol::{Bundle, BundleFile};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
+use crate::source::SourceEvent;
+use crate::status_writes::StatusMemory;
 
 /// Whether `next` must pass `haproxy -c` before it is deployed, given the
 /// last configuration that did. Not when the agents' runtime plan covers

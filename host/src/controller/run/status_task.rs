@@ -9,9 +9,9 @@ use std::time::Instant;
 use super::{Candidate, Failure, State};
 use crate::controller::owned::OwnedApplier;
 use crate::controller::sinks::EventSink;
-use crate::controller::status::StatusApplier;
 use crate::library::types::StatusVariant;
 use crate::owned::OwnedObjects;
+use crate::status_writes::StatusApplier;
 
 /// Work for the status task.
 pub(super) enum StatusJob {
