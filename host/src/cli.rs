@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
+// `agent` here is the `haptic agent` front end, a child module.
 use haptic::agent::{self as proxy_agent, disk::ConfigDir};
 use haptic::fixtures;
 use haptic::library::{LibraryRuntime, RuntimeConfig};
