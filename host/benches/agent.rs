@@ -28,7 +28,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use haptic::agent::{ApplyMode, BundleFile};
+use haptic::protocol::{ApplyMode, BundleFile};
 use harness::{Backends, CertFile, Pod, Tokens, bundle, config, get, hosts_map, tls_bundle};
 
 fn main() {

@@ -1,7 +1,7 @@
 //! What the controller pays to take in a listed object, beside what any
 //! client pays to parse it: TestScale's 10,000 pods as the API server sends
 //! them (with `managedFields`), parsed into kube's `DynamicObject` as the
-//! watcher does, then stored (`controller::watch::stored`: kind set,
+//! watcher does, then stored (`source::kubernetes::stored`: kind set,
 //! trimmed by what the gate library ignores, kept as JSON text). Prints
 //! figures; asserts nothing about time.
 //!
@@ -9,10 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use haptic::controller::watch::{stored, targets};
 use haptic::engine::{Engine, load_libraries};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
 use haptic::render::IngestTrim;
+use haptic::source::kubernetes::stored;
+use haptic::source::targets;
 use haptic::synthetic::{Cluster, ClusterSpec};
 use haptic::values::Values;
 use kube::api::{ApiResource, DynamicObject};

@@ -70,14 +70,14 @@ fn main() -> anyhow::Result<()> {
         let mut fresh = engine()?;
         let changes = objects(&fresh);
         let started = Instant::now();
-        fresh.render_checked(changes, |_| true)?;
+        fresh.finish_render(changes, |_| true)?;
         clean.push(started.elapsed());
 
         let mut fresh = engine()?;
         let mut changes = objects(&fresh);
         changes.push(hostile(round)?);
         let started = Instant::now();
-        let accepted = fresh.render_checked(changes, |_| true)?;
+        let accepted = fresh.finish_render(changes, |_| true)?;
         hostile_start.push(started.elapsed());
         let isolation = accepted
             .isolation
@@ -103,12 +103,12 @@ fn main() -> anyhow::Result<()> {
     // A running engine takes one hostile change at a time.
     let mut running = engine()?;
     let changes = objects(&running);
-    running.render_checked(changes, |_| true)?;
+    running.finish_render(changes, |_| true)?;
     let mut took = Vec::new();
     let mut probes = Vec::new();
     for round in 0..rounds {
         let started = Instant::now();
-        let accepted = running.render_checked(vec![hostile(round)?], |_| true)?;
+        let accepted = running.finish_render(vec![hostile(round)?], |_| true)?;
         took.push(started.elapsed());
         let isolation = accepted
             .isolation
@@ -120,7 +120,7 @@ fn main() -> anyhow::Result<()> {
         );
         probes.push(isolation.probes);
         // Its owner deletes it: the next render is clean again.
-        running.render_checked(vec![ClusterChange::Deleted(reference(round))], |_| true)?;
+        running.finish_render(vec![ClusterChange::Deleted(reference(round))], |_| true)?;
     }
     print_figures(
         "one hostile change to a running engine -> accepted without it",

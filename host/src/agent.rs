@@ -11,21 +11,22 @@
 //! an HAProxy restart starts from `current/` on disk, which only ever holds
 //! a validated bundle.
 //!
-//! - [`wire`]: the API's request and answer types (shared with the client).
+//! What the controller and the agent say to each other (the API's types,
+//! the apply plan, runtime commands, the client, the API's TLS) is
+//! [`crate::protocol`], which both import.
+//!
 //! - [`haproxy`]: the master CLI and the worker stats socket.
-//! - [`plan`]: runtime commands or a reload, from the running bundle to the next.
 //! - [`disk`]: the configuration directory, written atomically.
 //! - [`applier`]: one apply at a time; what each worker runs.
-//! - [`server`], [`tls`], [`metrics`]: the HTTP API, its TLS and its metrics.
-//! - [`client`]: the controller's client.
+//! - [`server`], [`metrics`]: the HTTP API and its metrics.
 //! - [`launch`]: `haptic haproxy`, HAProxy's own container entry point.
 //!
 //! # Certificates
 //!
 //! A bundle's certificate files (chain + key, flagged
-//! [`BundleFile::secret`]) are written 0600 in 0700 directories, and never
+//! [`crate::protocol::BundleFile::secret`]) are written 0600 in 0700 directories, and never
 //! appear in a log line, an error, Debug output, a metric or `/v1/state`
-//! ([`wire::holds_private_key`] is the one rule, applied whatever the
+//! ([`crate::protocol::wire::holds_private_key`] is the one rule, applied whatever the
 //! flag says). When a bundle changes only the content of certificate files
 //! the current worker loaded, they are replaced at runtime, in the same
 //! plan as server and map changes; a new certificate file or a changed
@@ -70,24 +71,15 @@
 //!   commit: `No ongoing transaction!`), and first aborts a leftover one
 //!   (listed by `show ssl cert` under `# transaction` as `*<name>`).
 
-pub mod api_tls;
 pub mod applier;
-pub mod client;
 pub mod disk;
 pub mod haproxy;
 pub mod launch;
 pub mod metrics;
-pub mod plan;
 pub mod server;
 pub mod stop;
-pub mod wire;
 
 pub use applier::{Applier, ApplyError, Limits};
-pub use client::{AgentClient, ClientError};
-pub use wire::{
-    ApplyMode, ApplyRequest, ApplyResponse, Bundle, BundleFile, FencingToken, PodState, WorkerRole,
-    WorkerState, holds_private_key,
-};
 
 use std::path::{Path, PathBuf};
 

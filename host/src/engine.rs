@@ -5,18 +5,22 @@
 //! included so their values keys stay valid), the values tree, and one
 //! [`Renderer`] over the libraries the values enable. It turns changes into
 //! a [`Rendered`] configuration, validates one with the real `haproxy -c`
-//! (each complaint naming the library that wrote the line), and tells the
-//! caller which object a library blamed when it failed.
+//! (each complaint naming the library that wrote the line), and finishes
+//! it ([`Engine::finish_render`]): every caller gets the same
+//! [`FinishedRender`], with the objects the libraries blamed, the owned
+//! objects to apply and the migration records already worked out.
 
+mod finish;
 mod isolate;
 
+pub use finish::{BlamedWarning, FinishedRender};
 pub use isolate::{Isolation, PROBE_BUDGET, WITHHELD_REASON, WithheldObject, display};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use thiserror::Error;
 
@@ -108,26 +112,6 @@ pub struct Engine {
     /// their changes are withheld from the libraries until they change
     /// again ([`isolate`]).
     withheld: BTreeMap<ObjectRef, String>,
-}
-
-/// A render the engine accepted: what every caller needs to deploy it.
-#[derive(Debug)]
-pub struct Accepted {
-    pub rendered: Rendered,
-    /// Whether `haproxy -c` read it (the caller may skip validation for a
-    /// change the agents apply at runtime, see [`Engine::render_checked`]).
-    pub validated: bool,
-    /// HAProxy's warnings about it (none when it was not validated).
-    pub haproxy_warnings: Vec<String>,
-    /// Every object whose change a render failed with, withheld: this
-    /// render's and earlier ones' (until they change again).
-    pub withheld: Vec<WithheldObject>,
-    /// When this render first failed and was isolated: the cost.
-    pub isolation: Option<Isolation>,
-    /// Time spent rendering (isolation's trials included).
-    pub render_time: Duration,
-    /// Time spent validating the accepted render, when it was.
-    pub validate_time: Option<Duration>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -224,20 +208,21 @@ impl Engine {
             })
     }
 
-    /// Applies `changes`, renders and, when `needs_check` says so (always
-    /// where nothing was accepted before), validates: the one way every
-    /// caller turns changes into a configuration to deploy.
+    /// Applies `changes`, renders, when `needs_check` says so (always where
+    /// nothing was accepted before) validates, and finishes the render
+    /// ([`finish`]): the one way every caller turns changes into a
+    /// configuration to deploy or show.
     ///
     /// A render that fails because of its content (a library's error, the
     /// policy, `haproxy -c`) is isolated ([`isolate`]): the changes of the
     /// namespaced objects it fails with are withheld and the rest is
     /// returned, validated. The error is returned only when no such objects exist;
     /// the caller then keeps its last good configuration.
-    pub fn render_checked(
+    pub fn finish_render(
         &mut self,
         changes: Vec<ClusterChange>,
         needs_check: impl FnOnce(&Rendered) -> bool,
-    ) -> Result<Accepted, EngineError> {
+    ) -> Result<FinishedRender, EngineError> {
         let started = Instant::now();
         let attempt = self.render(changes).and_then(|rendered| {
             let render_time = started.elapsed();
@@ -286,7 +271,7 @@ impl Engine {
             .map(|(reference, _)| reference)
             .collect();
         self.withheld.retain(|object, _| still.contains(object));
-        Ok(Accepted {
+        let checked = finish::Checked {
             rendered,
             validated,
             haproxy_warnings,
@@ -294,7 +279,8 @@ impl Engine {
             isolation,
             render_time,
             validate_time,
-        })
+        };
+        Ok(FinishedRender::new(self, checked))
     }
 
     /// The objects whose changes are withheld now, with their causes.

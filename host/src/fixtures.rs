@@ -491,7 +491,7 @@ fn check_owned(
             continue;
         };
         let manifest = &actual[index].manifest;
-        if !want.manifest.is_null() && !crate::controller::status::holds(&want.manifest, manifest) {
+        if !want.manifest.is_null() && !crate::status_writes::holds(&want.manifest, manifest) {
             failures.push(format!(
                 "owned {name} lacks fields the case expects (- expected, + applied manifest):\n{}",
                 diff(

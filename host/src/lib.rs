@@ -24,6 +24,9 @@
 //!   into the compile cache a process starts with.
 //! - [`fixtures`]: a library's fixture tests (`haptic test`).
 //! - [`scaffold`]: a new library project of one's own (`haptic new`).
+//! - [`protocol`]: what the controller and the agents say to each other
+//!   (bundles, the apply plan, runtime commands, the client), owned by
+//!   neither.
 //! - [`agent`]: `haptic agent` beside HAProxy in every proxy pod: applies
 //!   bundles, reports what every worker runs.
 //! - [`local`]: `haptic run`: the controller on a directory of manifests
@@ -31,6 +34,12 @@
 //! - [`crypt`]: password hashes checked the way HAProxy matches them.
 //! - [`tls`]: certificate checks and the default certificate for TLS
 //!   termination.
+//! - [`source`]: where the cluster's objects come from (what a watcher
+//!   covers, what a source tells the render loop; the Kubernetes API as
+//!   one source).
+//! - [`status_writes`]: the libraries' status patches written to whatever
+//!   holds the objects (the API server by server-side apply, `haptic run`'s
+//!   in-memory objects), skipping what already holds.
 //! - [`controller`]: the controller's side of the data plane (the fleet of
 //!   agents and deploys to it).
 //! - [`inspect`]: `haptic status` (why a rollout waits) and `haptic diff`
@@ -54,8 +63,11 @@ pub mod offline;
 pub mod owned;
 pub mod policy;
 pub mod precompiled;
+pub mod protocol;
 pub mod render;
 pub mod scaffold;
+pub mod source;
+pub mod status_writes;
 /// A deterministic synthetic cluster (Ingresses, Services, EndpointSlices, Pods) for benchmarks and tests.
 #[cfg(feature = "synthetic")]
 pub mod synthetic;

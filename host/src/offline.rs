@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::controller::watch::WatchTarget;
-use crate::engine::{self, Engine, EngineError, Isolation, WithheldObject};
+use crate::engine::{self, BlamedWarning, Engine, EngineError, Isolation, WithheldObject};
 use crate::library::{LibraryRuntime, LoadedLibrary};
 use crate::manifests::{self, Manifest, ManifestError};
 use crate::render::{ClusterChange, Rendered};
+use crate::source::WatchTarget;
 use crate::validate::Validator;
 use crate::values::Values;
 
@@ -36,7 +36,15 @@ pub struct Job {
 pub struct JobOutput {
     pub rendered: Rendered,
     /// HAProxy's warnings about an accepted configuration.
-    pub warnings: Vec<String>,
+    pub haproxy_warnings: Vec<String>,
+    /// The libraries' warnings that are problems, each with the object it
+    /// blames (see [`crate::engine::FinishedRender::warnings`]).
+    pub library_warnings: Vec<BlamedWarning>,
+    /// How many library warnings record an ingress-nginx annotation
+    /// honoured as ingress-nginx does.
+    pub migration_records: usize,
+    /// The ingress-nginx migration report (`haptic migrate report`).
+    pub migration: crate::migrate::Report,
     /// What validated it (`HAProxy 2.6.12 (/usr/sbin/haproxy -c)`); `None`
     /// when validation was skipped.
     pub validated_by: Option<String>,
@@ -47,7 +55,7 @@ pub struct JobOutput {
     /// get them (shown and written here, never applied).
     pub owned_objects: Vec<crate::owned::DesiredObject>,
     /// Objects the render failed with, left out of it (see
-    /// [`Engine::render_checked`]); the rest rendered.
+    /// [`Engine::finish_render`]); the rest rendered.
     pub withheld: Vec<WithheldManifest>,
     /// What finding them cost, when the render had to be isolated.
     pub isolation: Option<Isolation>,
@@ -146,7 +154,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let engine = Engine::new(libraries, job.values.clone())?;
-    let targets = crate::controller::watch::targets(
+    let targets = crate::source::targets(
         engine.watches().map(|(_, watch)| watch),
         &engine.ingest_trims(),
     );
@@ -160,18 +168,18 @@ fn finish(
     changes: Vec<ClusterChange>,
     manifests: &[Manifest],
 ) -> Result<JobOutput, JobError> {
-    let accepted = engine
-        .render_checked(changes, |_| job.validate)
+    let finished = engine
+        .finish_render(changes, |_| job.validate)
         .map_err(|error| JobError::Engine {
             source_hint: source_hint(&error, manifests),
             error: Box::new(error),
         })?;
-    let validated_by = if accepted.validated {
+    let validated_by = if finished.validated {
         Some(validator()?)
     } else {
         None
     };
-    let withheld = accepted
+    let withheld = finished
         .withheld
         .iter()
         .map(|withheld| WithheldManifest {
@@ -182,19 +190,20 @@ fn finish(
             withheld: withheld.clone(),
         })
         .collect();
-    let (rendered, warnings) = (accepted.rendered, accepted.haproxy_warnings);
-    let (owned_objects, mut problems) = crate::owned::desired_objects(&engine, &rendered);
-    if !problems.is_empty() {
-        return Err(problems.swap_remove(0).into());
+    if let Some(problem) = finished.owned_problems.into_iter().next() {
+        return Err(problem.into());
     }
     Ok(JobOutput {
-        owned_objects,
-        self_loops: loopback::self_loops(&rendered.config),
-        rendered,
-        warnings,
+        owned_objects: finished.owned.desired,
+        self_loops: loopback::self_loops(&finished.rendered.config),
+        rendered: finished.rendered,
+        haproxy_warnings: finished.haproxy_warnings,
+        library_warnings: finished.warnings,
+        migration_records: finished.migration_records,
+        migration: finished.migration,
         validated_by,
         withheld,
-        isolation: accepted.isolation,
+        isolation: finished.isolation,
     })
 }
 

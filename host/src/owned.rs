@@ -2,8 +2,9 @@
 //! applied in the cluster, such as a Service per Gateway, each owned by an
 //! object the library watches.
 //!
-//! This module turns a render's owned-object items into the exact manifests
-//! the host applies ([`desired_objects`]); `haptic render` shows and writes
+//! This module says how a render's owned-object items become the exact
+//! manifests the host applies ([`DesiredObject::new`]); the engine builds
+//! them when it finishes a render, `haptic render` shows and writes
 //! those, and the controller's [`OwnedApplier`](crate::controller::OwnedApplier)
 //! applies them. One builder for both, so what `render` shows is what the
 //! cluster gets.
@@ -24,8 +25,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
-use crate::engine::Engine;
-use crate::render::{ObjectRef, Rendered};
+use crate::render::ObjectRef;
 
 /// The field manager that applies every owned object.
 pub const FIELD_MANAGER: &str = "haptic-owned";
@@ -140,72 +140,29 @@ fn is_label_value(value: &str) -> bool {
         && edges(value.chars().next_back())
 }
 
-/// The manifests of every owned object of `rendered`, with the problems of
-/// those that cannot be applied (each names the library).
-pub fn desired_objects(
-    engine: &Engine,
-    rendered: &Rendered,
-) -> (Vec<DesiredObject>, Vec<OwnedError>) {
-    let mut desired = Vec::new();
-    let mut problems = Vec::new();
-    for (library, object) in &rendered.owned_objects {
-        let reference = ObjectRef {
-            api_version: object.api_version.clone(),
-            kind: object.kind.clone(),
-            namespace: object.owner.namespace.clone(),
-            name: object.name.clone(),
-        };
-        let kind = format!("{}/{}", object.api_version, object.kind);
-        if !engine.applies(library).any(|planned| planned == kind) {
-            problems.push(OwnedError::NotPlanned {
-                library: library.to_string(),
-                object: display(&reference),
-                kind,
-            });
-            continue;
-        }
-        let Some(owner) = engine.object_of(library, &object.owner) else {
-            problems.push(OwnedError::OwnerNotWatched {
-                library: library.to_string(),
-                object: display(&reference),
-                owner: object.owner.to_string(),
-            });
-            continue;
-        };
-        let uid = engine
-            .object(&owner)
-            .and_then(|stored| {
-                stored
-                    .value()
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
-        // The render's checks let only JSON objects through.
-        let body = serde_json::from_str(&object.manifest).unwrap_or(Value::Object(Map::new()));
-        let labels = body.pointer("/metadata/labels").and_then(Value::as_object);
-        if let Some((key, value)) = labels.into_iter().flatten().find_map(|(key, value)| {
-            let text = value.as_str().unwrap_or_default();
-            (!is_label_value(text)).then(|| (key.clone(), text.to_owned()))
-        }) {
-            problems.push(OwnedError::BadLabel {
-                library: library.to_string(),
-                object: display(&reference),
-                key,
-                value,
-            });
-            continue;
-        }
-        desired.push(DesiredObject::new(
-            library.clone(),
-            reference,
-            owner,
-            &uid,
-            body,
-        ));
-    }
-    (desired, problems)
+/// Why the API server would refuse `body`'s labels, if it would: the
+/// problem of the owned object `reference` that `library` asked for.
+pub fn label_problem(library: &str, reference: &ObjectRef, body: &Value) -> Option<OwnedError> {
+    let labels = body.pointer("/metadata/labels").and_then(Value::as_object);
+    let (key, value) = labels.into_iter().flatten().find_map(|(key, value)| {
+        let text = value.as_str().unwrap_or_default();
+        (!is_label_value(text)).then(|| (key.clone(), text.to_owned()))
+    })?;
+    Some(OwnedError::BadLabel {
+        library: library.to_owned(),
+        object: display(reference),
+        key,
+        value,
+    })
+}
+
+/// A render's owned objects as the host applies them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OwnedObjects {
+    pub desired: Vec<DesiredObject>,
+    /// `apiVersion/kind` of every kind some enabled library applies: the
+    /// kinds the controller prunes what it applied before of.
+    pub kinds: Vec<String>,
 }
 
 impl DesiredObject {

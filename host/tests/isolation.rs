@@ -225,7 +225,7 @@ fn a_bad_edit_keeps_the_accepted_version_and_the_next_edit_is_tried_again() {
         )
     };
     let first = engine
-        .render_checked(
+        .finish_render(
             vec![
                 map("tenant-a", "timeout server 7s", "1"),
                 map("tenant-b", "timeout server 1s", "1"),
@@ -237,7 +237,7 @@ fn a_bad_edit_keeps_the_accepted_version_and_the_next_edit_is_tried_again() {
 
     // tenant-a's edit is refused; tenant-b's edit in the same batch deploys.
     let second = engine
-        .render_checked(
+        .finish_render(
             vec![
                 map("tenant-a", "no-such-keyword", "2"),
                 map("tenant-b", "timeout server 2s", "2"),
@@ -261,7 +261,7 @@ fn a_bad_edit_keeps_the_accepted_version_and_the_next_edit_is_tried_again() {
 
     // Another tenant's later change: no isolation needed, still withheld.
     let third = engine
-        .render_checked(vec![map("tenant-b", "timeout server 3s", "3")], |_| true)
+        .finish_render(vec![map("tenant-b", "timeout server 3s", "3")], |_| true)
         .expect("renders");
     assert!(third.isolation.is_none());
     assert!(third.rendered.config.contains("timeout server 3s"));
@@ -270,7 +270,7 @@ fn a_bad_edit_keeps_the_accepted_version_and_the_next_edit_is_tried_again() {
 
     // Fixed by its owner: tried again and deployed, nothing withheld.
     let fourth = engine
-        .render_checked(vec![map("tenant-a", "timeout server 8s", "4")], |_| true)
+        .finish_render(vec![map("tenant-a", "timeout server 8s", "4")], |_| true)
         .expect("renders");
     assert!(fourth.rendered.config.contains("timeout server 8s"));
     assert!(fourth.withheld.is_empty());

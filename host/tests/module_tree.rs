@@ -426,8 +426,8 @@ fn the_modules_of_every_crate_form_a_tree() {
         .collect();
     assert!(
         circles.is_empty(),
-        "{}\n\nmove what both sides need into a module below them (see the README's \
-         architecture section)",
+        "{}\n\nmove what both sides need into a module below them (see docs/layout.md, \
+         inside host/src/)",
         circles.join("\n\n")
     );
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use haptic::agent::AgentClient;
+use haptic::protocol::AgentClient;
 
 const HTTP_PORT: u16 = 28080;
 const LISTEN: &str = "127.0.0.1:28451";

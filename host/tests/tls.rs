@@ -484,7 +484,7 @@ fn a_rotated_secret_is_served_at_runtime_by_the_same_worker() {
     )
     .expect("proxies.json is JSON");
     let token = std::fs::read_to_string(scratch.join("agent-token")).expect("agent token");
-    let agent = haptic::agent::AgentClient::new(
+    let agent = haptic::protocol::AgentClient::new(
         listing[0]["agent"]
             .as_str()
             .expect("agent endpoint")

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use haptic::agent::AgentClient;
+use haptic::protocol::AgentClient;
 
 /// HTTP ports count up from here (HTTPS 363 above), clear of `LISTEN` and
 /// of the Gateway listener ports (20000 up).

@@ -15,12 +15,11 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use super::disk::{AgentState, BOOTSTRAP_ID, ConfigDir, WorkerRecord};
-use super::haproxy::{
-    CliError, Haproxy, ProcList, ReloadAnswer, RuntimeCommand, RuntimeError, WorkerInfo,
-};
+use super::haproxy::{CliError, Haproxy, ProcList, ReloadAnswer, RuntimeError, WorkerInfo};
 use super::metrics::{ApplyLabels, Metrics, ModeLabels, ReasonLabels, RoleLabels};
-use super::plan::{Plan, ReloadReason, plan};
-use super::wire::{
+use crate::protocol::plan::{Plan, ReloadReason, plan};
+use crate::protocol::runtime_commands::RuntimeCommand;
+use crate::protocol::wire::{
     ApplyMode, ApplyRequest, ApplyResponse, Bundle, FencingToken, PodState, WorkerRole, WorkerState,
 };
 use crate::validate::{self, CONFIG_FILE, ValidationError, Validator};

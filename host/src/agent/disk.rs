@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{Bundle, BundleFile, BundleRef, FencingToken};
+use crate::protocol::wire::{Bundle, BundleFile, BundleRef, FencingToken};
 use crate::validate::CONFIG_FILE;
 
 /// The id of the configuration HAProxy starts with before any bundle came.

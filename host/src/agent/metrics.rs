@@ -13,11 +13,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::wire::ApplyMode;
+use crate::protocol::wire::ApplyMode;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApplyLabels {
-    /// [`super::wire::ApplyMode::as_str`].
+    /// [`crate::protocol::wire::ApplyMode::as_str`].
     pub mode: &'static str,
     /// `applied` or `failed`.
     pub result: &'static str,

@@ -23,9 +23,9 @@ use subtle::ConstantTimeEq as _;
 use thiserror::Error;
 use tokio::net::TcpListener;
 
-use super::api_tls::{self, TlsError};
 use super::applier::{Applier, ApplyError};
-use super::wire::{ApplyRequest, ErrorBody, holds_private_key};
+use crate::protocol::api_tls::{self, TlsError};
+use crate::protocol::wire::{ApplyRequest, ErrorBody, holds_private_key};
 
 /// How the API listens and whom it lets in.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::fleet::PodView;
-use crate::agent::WorkerRole;
+use crate::protocol::WorkerRole;
 use crate::render::ObjectRef;
 
 /// The longest-waiting gates kept for the report; the count covers all.

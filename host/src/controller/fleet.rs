@@ -16,8 +16,8 @@ use futures::StreamExt as _;
 use futures::future::join_all;
 use futures::stream::FuturesUnordered;
 
-use crate::agent::api_tls::ClientTls;
-use crate::agent::{
+use crate::protocol::api_tls::ClientTls;
+use crate::protocol::{
     AgentClient, ApplyMode, ApplyRequest, Bundle, ClientError, FencingToken, PodState, WorkerState,
 };
 

@@ -258,7 +258,7 @@ impl CertificateExpiry {
     }
 
     /// Replaces the figures with those of `bundle`'s certificate files.
-    pub fn set_bundle(&self, bundle: &crate::agent::Bundle) {
+    pub fn set_bundle(&self, bundle: &crate::protocol::Bundle) {
         let expiries: BTreeMap<&str, i64> = bundle
             .files
             .iter()

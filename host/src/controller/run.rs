@@ -49,12 +49,12 @@ use super::leader::{ElectionSettings, Elector};
 use super::metrics::Metrics;
 use super::proxies::{self, ProxySettings};
 use super::sinks::{ApiEvents, EventSink, FailureEvent};
-use super::status::StatusApplier;
-use super::watch::{self as source, SourceEvent, WatchTarget};
-use crate::agent::Bundle;
 use crate::engine::Engine;
 use crate::library::types::{StatusPatch, StatusVariant};
+use crate::protocol::Bundle;
 use crate::render::ObjectRef;
+use crate::source::{self, SourceEvent, WatchTarget, kubernetes};
+use crate::status_writes::StatusApplier;
 
 pub use http::StatusView;
 pub use render_loop::{bundle, needs_validation};
@@ -93,15 +93,7 @@ pub struct Candidate {
     pub gate_pending_since: HashMap<ObjectRef, Instant>,
     /// The owned objects this render asks for, applied with its `rendered`
     /// patches, and the kinds the enabled libraries apply.
-    pub owned: Arc<OwnedObjects>,
-}
-
-/// A render's owned objects (see [`crate::owned`]).
-#[derive(Debug, Default)]
-pub struct OwnedObjects {
-    pub desired: Vec<crate::owned::DesiredObject>,
-    /// `apiVersion/kind` of every kind some enabled library applies.
-    pub kinds: Vec<String>,
+    pub owned: Arc<crate::owned::OwnedObjects>,
 }
 
 /// What the controller exposes to its HTTP endpoints and tests.
@@ -160,7 +152,9 @@ impl Parts {
         let proxy_client = client.clone();
         let proxy_settings = settings.proxies.clone();
         Ok(Self {
-            source: Box::new(move |targets, events| source::spawn(source_client, targets, events)),
+            source: Box::new(move |targets, events| {
+                kubernetes::spawn(source_client, targets, events)
+            }),
             proxies: Box::new(move |out| {
                 tokio::spawn(proxies::discover(proxy_client, proxy_settings, out))
             }),

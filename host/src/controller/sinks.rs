@@ -1,7 +1,7 @@
 //! Where failure events go: Kubernetes Events in a cluster; `haptic run`
 //! brings its own sink (log lines) through the same render, deploy and
 //! status code. (Status
-//! writes have their own sink, [`StatusWriter`](super::status::StatusWriter).)
+//! writes have their own sink, [`StatusWriter`](crate::status_writes::StatusWriter).)
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;

@@ -4,17 +4,17 @@
 //!
 //! Both sides are rendered by the offline job (the controller's render
 //! core). How it would go in is the agents' own planning code
-//! ([`crate::agent::plan`]) from the old bundle to the new one, with the
+//! ([`crate::protocol::plan`]) from the old bundle to the new one, with the
 //! maps and certificates the old configuration reads taken as loaded (what
 //! a worker running it has loaded).
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
-use crate::agent::haproxy::RuntimeCommand;
-use crate::agent::plan::{self, Plan};
 use crate::controller::run::bundle;
 use crate::offline;
+use crate::protocol::plan::{self, Plan};
+use crate::protocol::runtime_commands::RuntimeCommand;
 use crate::render::Rendered;
 
 /// The difference between two renders.

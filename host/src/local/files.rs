@@ -31,11 +31,11 @@ use sha2::Digest as _;
 use tokio::sync::{Notify, mpsc};
 
 use crate::controller::run::StatusView;
-use crate::controller::status::{StatusWriteError, StatusWriter};
-use crate::controller::watch::{SourceEvent, WatchTarget};
 use crate::library::types::{Kind, StatusPatch};
 use crate::manifests;
 use crate::render::{ClusterChange, ClusterObject, ObjectRef};
+use crate::source::{SourceEvent, WatchTarget};
+use crate::status_writes::{StatusWriteError, StatusWriter};
 
 /// The status the controller wrote, by object, and a signal to reload.
 #[derive(Debug, Default)]

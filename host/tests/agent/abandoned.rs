@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use haptic::agent::{AgentClient, BundleFile};
+use haptic::protocol::{AgentClient, BundleFile};
 
 use crate::harness::{Backends, Pod, TOKEN, Tokens, bundle, config, get, hosts_map, web_bundle};
 
@@ -94,7 +94,7 @@ async fn an_apply_abandoned_by_its_requester_mid_reload_still_completes() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let state = loop {
         let state = pod.client.state().await.expect("GET /v1/state");
-        let id = |b: &Option<haptic::agent::wire::BundleRef>| b.as_ref().map(|b| b.id.clone());
+        let id = |b: &Option<haptic::protocol::wire::BundleRef>| b.as_ref().map(|b| b.id.clone());
         // The log line comes a moment after `last-good`: wait for both.
         if state.converged.as_deref() == Some(slow.id.as_str())
             && id(&state.applied).as_deref() == Some(slow.id.as_str())

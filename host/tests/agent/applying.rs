@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use haptic::agent::wire::WorkerRole;
-use haptic::agent::{ApplyMode, BundleFile};
+use haptic::protocol::wire::WorkerRole;
+use haptic::protocol::{ApplyMode, BundleFile};
 
 use crate::harness::{Backends, Pod, Tokens, bundle, config, get, hosts_map, web_bundle};
 

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use haptic::agent::ApplyMode;
+use haptic::protocol::ApplyMode;
 
 use crate::harness::{Backends, CertFile, Pod, Tokens, tls_bundle, tls_get};
 

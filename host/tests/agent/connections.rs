@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use haptic::agent::ApplyMode;
-use haptic::agent::wire::WorkerRole;
+use haptic::protocol::ApplyMode;
+use haptic::protocol::wire::WorkerRole;
 
 use crate::harness::{Backends, Connection, Pod, Tokens, bundle, config, hosts_map};
 

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic::agent::{ApplyMode, FencingToken};
 use haptic::controller::{Deployment, Fleet, FleetSettings, PodOutcome, ProxyPod};
+use haptic::protocol::{ApplyMode, FencingToken};
 
 use crate::harness::{Backends, Pod, TOKEN, bundle, config, free_port, get, hosts_map};
 

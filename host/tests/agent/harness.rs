@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
+use haptic::protocol::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
 pub const TOKEN: &str = "test-token-4f2a";
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use haptic::agent::ApplyMode;
+use haptic::protocol::ApplyMode;
 
 use crate::harness::{Backends, Connection, Pod, Tokens, get, pair_bundle, web_bundle};
 

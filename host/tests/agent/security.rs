@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use haptic::agent::api_tls::ClientTls;
-use haptic::agent::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
+use haptic::protocol::api_tls::ClientTls;
+use haptic::protocol::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
 
 use crate::harness::{
     Backends, CertFile, Pod, TOKEN, Tokens, client, get, hosts_map, issuer, leaf, post_json,

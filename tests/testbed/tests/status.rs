@@ -3,7 +3,7 @@
 //! `haptic-deployed`, which then owns that one entry of
 //! `status.conditions` and nothing else.
 
-use haptic::controller::StatusApplier;
+use haptic::status_writes::StatusApplier;
 use std::sync::Arc;
 
 use haptic::library::types::{ObjectRef, PatchStatus, StatusPatch, StatusVariant};

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::agent::WorkerState;
+use crate::protocol::WorkerState;
 
 const NEW: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaa";
 const OLD: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbb";

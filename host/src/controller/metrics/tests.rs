@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::agent::{Bundle, BundleFile};
+use crate::protocol::{Bundle, BundleFile};
 
 /// The sample lines of `metric` in the exposition text.
 fn samples<'a>(text: &'a str, metric: &str) -> Vec<&'a str> {

@@ -9,10 +9,10 @@ use tokio::sync::{mpsc, watch};
 
 use super::status_task::StatusInbox;
 use super::{Candidate, Failure, Settings, State};
-use crate::agent::FencingToken;
 use crate::controller::fleet::{Deployment, Fleet, PodOutcome, ProxyPod};
 use crate::controller::metrics::ModeLabels;
 use crate::library::types::StatusVariant;
+use crate::protocol::FencingToken;
 
 /// The deploy task's state.
 pub(super) struct Deployer {

@@ -12,16 +12,16 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::{Candidate, Failure, GATE_CONDITION, State};
-use crate::agent::haproxy::LoadedFiles;
-use crate::agent::plan::{self, Plan};
-use crate::agent::{Bundle, BundleFile};
 use crate::controller::metrics::{LibraryLabels, ResultLabels};
 use crate::controller::sinks::FailureEvent;
-use crate::controller::status::StatusMemory;
-use crate::controller::watch::SourceEvent;
-use crate::engine::{Accepted, Engine, EngineError, WithheldObject};
+use crate::engine::{BlamedWarning, Engine, EngineError, FinishedRender, WithheldObject};
 use crate::library::types::{StatusPatch, StatusVariant};
+use crate::protocol::plan::{self, Plan};
+use crate::protocol::runtime_commands::LoadedFiles;
+use crate::protocol::{Bundle, BundleFile};
 use crate::render::{ObjectRef, PlannedWarning, Rendered};
+use crate::source::SourceEvent;
+use crate::status_writes::StatusMemory;
 
 /// Whether `next` must pass `haproxy -c` before it is deployed, given the
 /// last configuration that did. Not when the agents' runtime plan covers
@@ -125,7 +125,7 @@ pub(super) async fn run(
         // that needed no isolation is the one asked about).
         let mut asked: Option<Arc<Bundle>> = None;
         let result = tokio::task::block_in_place(|| {
-            engine.render_checked(changes, |rendered| {
+            engine.finish_render(changes, |rendered| {
                 let next = Arc::new(bundle(rendered));
                 let needed = needs_validation(accepted.as_deref(), &next);
                 asked = Some(next);
@@ -158,12 +158,15 @@ pub(super) async fn run(
             }
         };
         report_withheld(&checked, &mut withheld_reported, &failures, &state);
-        let rendered = checked.rendered;
-        report_new_warnings(&engine, &rendered, &mut warned, &failures);
+        report_new_warnings(&checked.warnings, &mut warned, &failures);
+        for problem in &checked.owned_problems {
+            tracing::warn!(error = %problem, "owned object not applied");
+        }
         state
             .metrics
             .ingress_nginx_annotations
-            .set(&crate::migrate::Report::of(&rendered));
+            .set(&checked.migration);
+        let rendered = checked.rendered;
         // Built once and shared: the candidate, the fleet and the next
         // render's comparison all hold this one copy.
         let next = match asked {
@@ -186,7 +189,15 @@ pub(super) async fn run(
             .get_or_create(&ResultLabels { result: "ok" })
             .inc();
         sequence = sequence.max(clock_sequence()) + 1;
-        let candidate = candidate(&engine, &rendered, next, sequence, &memory, &mut gate_seen);
+        let candidate = candidate(
+            &engine,
+            &rendered,
+            checked.owned,
+            next,
+            sequence,
+            &memory,
+            &mut gate_seen,
+        );
         state
             .metrics
             .gates
@@ -274,7 +285,7 @@ fn report_failure(
 /// to, once while its change stays withheld (and again when its cause
 /// changes), and counts what isolation cost.
 fn report_withheld(
-    checked: &Accepted,
+    checked: &FinishedRender,
     reported: &mut HashSet<WithheldObject>,
     failures: &mpsc::UnboundedSender<Failure>,
     state: &State,
@@ -318,41 +329,32 @@ fn report_withheld(
 /// Logs and records as Events the library warnings that were not in the
 /// previous render: a warning lasts as long as its problem, and its owner
 /// hears of it once (and again if it changes), not on every render.
+/// Honoured annotations are records, not problems: the engine left them
+/// out (the metric and `haptic migrate report` show them).
 fn report_new_warnings(
-    engine: &Engine,
-    rendered: &Rendered,
+    warnings: &[BlamedWarning],
     warned: &mut HashSet<PlannedWarning>,
     failures: &mpsc::UnboundedSender<Failure>,
 ) {
-    let current: HashSet<PlannedWarning> = rendered.warnings.iter().cloned().collect();
-    for planned in rendered.warnings.iter().filter(|w| !warned.contains(*w)) {
-        let (library, _, warning) = planned;
-        // An honoured annotation is a record (the metric and `haptic
-        // migrate report` show it), not a problem to raise an Event for.
-        if crate::migrate::is_record(library, &warning.reason) {
-            tracing::debug!(library = %library, reason = %warning.reason, "{}", warning.message);
-            continue;
-        }
-        let object = warning
-            .object
-            .as_ref()
-            .and_then(|key| engine.object_of(library, key));
+    for blamed in warnings.iter().filter(|w| !warned.contains(&w.warning)) {
+        let (library, _, warning) = &blamed.warning;
         tracing::warn!(library = %library, reason = %warning.reason, "{}", warning.message);
         let _ = failures.send(Failure {
             event: FailureEvent {
                 reason: warning.reason.clone().into(),
                 note: warning.message.clone(),
-                object,
+                object: blamed.object.clone(),
             },
             patches: Vec::new(),
         });
     }
-    *warned = current;
+    *warned = warnings.iter().map(|w| w.warning.clone()).collect();
 }
 
 fn candidate(
     engine: &Engine,
     rendered: &Rendered,
+    owned: crate::owned::OwnedObjects,
     bundle: Arc<Bundle>,
     sequence: u64,
     memory: &StatusMemory,
@@ -392,26 +394,8 @@ fn candidate(
         bundle,
         patches,
         gate_pending_since,
-        owned: Arc::new(owned_objects(engine, rendered)),
+        owned: Arc::new(owned),
     }
-}
-
-/// The render's owned objects and every kind the enabled libraries apply.
-/// An object that cannot be applied (an owner the library does not watch,
-/// a kind its plan does not declare) is left out and logged.
-fn owned_objects(engine: &Engine, rendered: &Rendered) -> super::OwnedObjects {
-    let (desired, problems) = crate::owned::desired_objects(engine, rendered);
-    for problem in &problems {
-        tracing::warn!(error = %problem, "owned object not applied");
-    }
-    let mut kinds: Vec<String> = engine
-        .renderer()
-        .libraries()
-        .flat_map(|library| engine.applies(&library.name).map(str::to_owned))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    super::OwnedObjects { desired, kinds }
 }
 
 /// A Pod's patch that sets the readiness gate's condition, told by the
@@ -431,10 +415,9 @@ mod tests {
     #[test]
     fn a_warning_is_reported_when_it_appears_or_changes_not_on_every_render() {
         use crate::library::types::{ObjectKey, Warning};
-        let engine = Engine::new(Vec::new(), crate::values::Values::default())
-            .expect("an engine without libraries");
-        let warning = |message: &str| {
-            (
+        let warning = |message: &str| BlamedWarning {
+            object: None,
+            warning: (
                 Arc::<str>::from("ingress"),
                 "warning:TLSSecretMissing".to_owned(),
                 Arc::new(Warning {
@@ -446,16 +429,12 @@ mod tests {
                     reason: "TLSSecretMissing".into(),
                     message: message.into(),
                 }),
-            )
-        };
-        let rendered = |warnings: Vec<PlannedWarning>| Rendered {
-            warnings,
-            ..Rendered::default()
+            ),
         };
         let (sender, mut received) = mpsc::unbounded_channel();
         let mut warned = HashSet::new();
-        let mut reasons = |warnings: Vec<PlannedWarning>| {
-            report_new_warnings(&engine, &rendered(warnings), &mut warned, &sender);
+        let mut reasons = |warnings: Vec<BlamedWarning>| {
+            report_new_warnings(&warnings, &mut warned, &sender);
             let mut got = Vec::new();
             while let Ok(failure) = received.try_recv() {
                 got.push(format!("{}: {}", failure.event.reason, failure.event.note));

@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Candidate, Failure, OwnedObjects, State};
+use super::{Candidate, Failure, State};
 use crate::controller::owned::OwnedApplier;
 use crate::controller::sinks::EventSink;
-use crate::controller::status::StatusApplier;
 use crate::library::types::StatusVariant;
+use crate::owned::OwnedObjects;
+use crate::status_writes::StatusApplier;
 
 /// Work for the status task.
 pub(super) enum StatusJob {
@@ -187,8 +188,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::agent::Bundle;
     use crate::controller::sinks::FailureEvent;
+    use crate::protocol::Bundle;
 
     fn empty_candidate(sequence: u64) -> Arc<Candidate> {
         Arc::new(Candidate {

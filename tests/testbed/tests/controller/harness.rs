@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use haptic::agent::AgentClient;
 use haptic::controller::proxies::ProxySettings;
 use haptic::controller::{self, FleetSettings, State};
 use haptic::engine::{self, Engine};
 use haptic::library::{LibraryRuntime, RuntimeConfig};
+use haptic::protocol::AgentClient;
 use haptic::values::Values;
 pub use haptic_testbed::app::{GATE, ingress};
 use haptic_testbed::app::{WebApp, create_web_app};

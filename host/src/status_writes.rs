@@ -1,5 +1,10 @@
-//! The status applier: writes the libraries' status patches to the API
-//! server by server-side apply, one field manager per variant.
+//! Writing the libraries' status patches, wherever the objects live: a
+//! [`StatusWriter`] is the API server by server-side apply
+//! ([`ApiStatusWriter`]) for the controller, or `haptic run`'s in-memory
+//! objects; the [`StatusApplier`] writes through either, one field manager
+//! per variant, and remembers what it wrote ([`StatusMemory`]). (Not
+//! `haptic status`, which shows why a rollout waits, nor `haptic run`'s
+//! `/status` page, which shows what was written here.)
 //!
 //! Each variant's manager (`haptic-rendered`, `haptic-deployed`,
 //! `haptic-render-failed`, `haptic-deploy-failed`) owns exactly the fields

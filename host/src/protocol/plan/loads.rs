@@ -3,7 +3,7 @@
 //! HAProxy runs it. For predicting a plan without a running worker
 //! (`haptic diff`); the agent itself asks HAProxy.
 
-use super::super::haproxy::LoadedFiles;
+use super::super::runtime_commands::LoadedFiles;
 use super::super::wire::Bundle;
 use super::normal;
 use crate::haproxy_syntax::maps::MapReader;

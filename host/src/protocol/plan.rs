@@ -21,7 +21,7 @@ mod loads;
 
 use std::net::SocketAddr;
 
-use super::haproxy::{CertPayload, CertPayloadError, LoadedFiles, RuntimeCommand};
+use super::runtime_commands::{CertPayload, CertPayloadError, LoadedFiles, RuntimeCommand};
 use super::wire::{Bundle, BundleFile};
 
 pub use loads::{expected_loads, maps_judged_loadable};

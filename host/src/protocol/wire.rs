@@ -1,5 +1,5 @@
 //! The agent's API as data: what the controller sends and what the agent
-//! answers. Shared by the server ([`super::server`]) and the controller's
+//! answers. Shared by the agent's server and the controller's
 //! client ([`super::client`]), so both sides read one definition.
 //!
 //! Paths: `POST /v1/apply` takes an [`ApplyRequest`] and answers an

@@ -1,6 +1,6 @@
 use super::*;
-use crate::agent::haproxy::CertPayload;
-use crate::agent::wire::BundleFile;
+use crate::protocol::runtime_commands::CertPayload;
+use crate::protocol::wire::BundleFile;
 
 const CONFIG: &str = "global
     default-path config
