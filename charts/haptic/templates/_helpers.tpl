@@ -144,6 +144,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- $_ := set $libs "ingress" $ingressLib }}
 {{- end }}
+{{- /* HTTP/3 is advertised on the port clients reach: the Service's HTTPS port */}}
+{{- $base := get $libs "base" | default dict }}
+{{- if kindIs "map" $base }}
+{{- $http3 := get $base "http3" | default dict }}
+{{- if and (kindIs "map" $http3) (not (get $http3 "advertisedPort")) }}
+{{- $_ := set $http3 "advertisedPort" (int (.Values.haproxy.service.httpsPort | default 443)) }}
+{{- $_ := set $base "http3" $http3 }}
+{{- $_ := set $libs "base" $base }}
+{{- end }}
+{{- end }}
 {{- $gateway := get $libs "gatewayApi" | default dict }}
 {{- if and (kindIs "map" $gateway) $gateway.enabled }}
 {{- $service := get $gateway "service" | default dict }}
@@ -182,6 +192,12 @@ directivePolicy:
 
 {{- define "haptic.httpsPort" -}}
 {{- include "haptic.bindPort" (dict "bind" .Values.controller.templateLibraries.ingress.tls.bind "key" "ingress.tls.bind") }}
+{{- end }}
+
+{{/* "true" when the HTTPS port also serves HTTP/3 (UDP). */}}
+{{- define "haptic.http3Enabled" -}}
+{{- $http3 := (.Values.controller.templateLibraries.base | default dict).http3 | default dict -}}
+{{- if and (eq (include "haptic.tlsEnabled" .) "true") (ne (toString $http3.enabled) "false") -}}true{{- end -}}
 {{- end }}
 
 {{- define "haptic.httpPort" -}}

@@ -353,7 +353,7 @@ def defaults(t, chart):
 
     svc = objs.one("Service", "haptic-haproxy")
     t.equal(svc["spec"]["type"], "ClusterIP", "HAProxy Service type")
-    t.equal(svc["spec"]["ports"], [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}, {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}], "HAProxy Service ports")
+    t.equal(svc["spec"]["ports"], [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}, {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}, {"name": "https-quic", "port": 443, "targetPort": "https-quic", "protocol": "UDP"}], "HAProxy Service ports")
     t.check(selector_matches(",".join(f"{k}={v}" for k, v in svc["spec"]["selector"].items()), pod_labels), "HAProxy Service does not select the HAProxy pods")
 
     ic = objs.one("IngressClass", "haptic")
@@ -705,6 +705,28 @@ def binds_and_ports(t, chart):
     t.equal(hc["readinessProbe"].get("tcpSocket"), {"port": "http"}, "readiness without healthz")
     err = chart.render_error(sets=["controller.templateLibraries.base.frontends.http.bind=unix@/x.sock"])
     t.check("frontends.http.bind" in err, f"unclear error for a bind without a port:\n{err}")
+
+
+@case
+def http3_over_udp_on_the_https_port(t, chart):
+    """HTTP/3 listens on the HTTPS port over UDP: the HAProxy container and
+    its Service carry both protocols, and the libraries advertise the port
+    clients reach (the Service's), not the pod's."""
+    objs = chart.render(sets=["haproxy.service.httpsPort=443"])
+    hc = container(objs.one("Deployment", "haptic-haproxy"), "haproxy")
+    quic = [p for p in hc["ports"] if p["name"] == "https-quic"]
+    t.equal([(p["containerPort"], p["protocol"]) for p in quic], [(port_number(hc, "https"), "UDP")], "https-quic container port")
+    svc = objs.one("Service", "haptic-haproxy")
+    by_name = {p["name"]: p for p in svc["spec"]["ports"]}
+    t.equal((by_name.get("https-quic") or {}).get("protocol"), "UDP", "Service https-quic protocol")
+    t.equal((by_name.get("https-quic") or {}).get("port"), by_name["https"]["port"], "Service https-quic port")
+    t.equal(values_file(objs)["templateLibraries"]["base"]["http3"]["advertisedPort"], 443, "alt-svc advertises the Service port")
+    pinned = chart.render(sets=["controller.templateLibraries.base.http3.advertisedPort=8443"])
+    t.equal(values_file(pinned)["templateLibraries"]["base"]["http3"]["advertisedPort"], 8443, "an advertisedPort of the user's stays")
+    off = chart.render(sets=["controller.templateLibraries.base.http3.enabled=false"])
+    t.equal(port_number(container(off.one("Deployment", "haptic-haproxy"), "haproxy"), "https-quic"), None, "no UDP port with http3 off")
+    t.check(all(p["name"] != "https-quic" for p in off.one("Service", "haptic-haproxy")["spec"]["ports"]), "no UDP Service port with http3 off")
+    expect_error(t, chart, ["controller.templateLibraries.base.http3.advertisedPort=70000"], "advertisedPort")
 
 
 @case
