@@ -36,6 +36,7 @@
 //!   annotations are never applied. `unsupportedAnnotations: refuse`
 //!   leaves an Ingress with an annotation haptic does not honour unserved.
 
+pub mod annotations;
 pub mod catalogue;
 pub mod claims;
 pub mod lines;
@@ -69,7 +70,8 @@ use haptic_sdk::{
 use passthrough::PassthroughRoutes;
 use serde::Deserialize;
 
-use crate::policy::{Annotations, Policy};
+use crate::annotations::Annotations;
+use crate::policy::Policy;
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -1349,7 +1351,7 @@ fn custom_headers(
     };
     let mut headers = Vec::new();
     for (key, value) in found.value.data.iter().flatten() {
-        let checked = policy::header_name(key).and_then(|name| {
+        let checked = parse::header_name(key).and_then(|name| {
             if FRAMING_HEADERS.contains(&name.as_str()) {
                 Err(format!("{name} frames the answer; HAProxy sets it"))
             } else if value.chars().any(char::is_control) {

@@ -197,6 +197,32 @@ pub fn cookie_name(value: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
+/// An HTTP header name (RFC 7230 token), lowercased.
+pub fn header_name(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    // Without `#`: a comment outside quotes in haproxy.cfg.
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!$&*+-.^_|~".contains(&b);
+    if text.is_empty() || !text.bytes().all(token) {
+        return Err(format!("{text:?} is not a header name"));
+    }
+    Ok(text.to_ascii_lowercase())
+}
+
+/// One word of printable ASCII without quotes or backslashes.
+pub fn plain_word(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'\\' | b'{' | b'}'))
+    {
+        return Err(format!(
+            "{text:?} is not a single word without quotes, braces or backslashes"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,8 +25,8 @@ use std::fmt::Write as _;
 use haptic_sdk::haproxy::regex_escape;
 use haptic_sdk::names::quote;
 
+use crate::annotations::Annotations;
 use crate::parse::{self, log_format_literal};
-use crate::policy::Annotations;
 use crate::report::Status;
 
 /// One `<from> <to>` pair, both checked literal texts.
@@ -122,18 +122,16 @@ impl Rewrites {
     /// Reads the four annotations, recording a verdict for each.
     pub fn read(a: &mut Annotations<'_>) -> Self {
         let mut r = Self::default();
-        if let Some((key, rewrite)) = a.parsed("proxy-cookie-domain", cookie_domain) {
-            a.record(key, Status::Honoured(match &rewrite {
+        if let Some(rewrite) = a.honoured("proxy-cookie-domain", cookie_domain, |rewrite| match &rewrite {
                 Some(w) => format!("a Set-Cookie of the backend with Domain={} (any case, a leading dot kept) gets Domain={} (http-response replace-header)", w.from, w.to),
                 None => "off: the backend's cookies keep their Domain".to_owned(),
-            }));
+            }) {
             r.cookie_domain = rewrite;
         }
-        if let Some((key, rewrite)) = a.parsed("proxy-cookie-path", cookie_path) {
-            a.record(key, Status::Honoured(match &rewrite {
+        if let Some(rewrite) = a.honoured("proxy-cookie-path", cookie_path, |rewrite| match &rewrite {
                 Some(w) => format!("a Set-Cookie of the backend whose Path starts with {} gets that start replaced by {} (http-response replace-header)", w.from, w.to),
                 None => "off: the backend's cookies keep their Path".to_owned(),
-            }));
+            }) {
             r.cookie_path = rewrite;
         }
         let from = a.parsed("proxy-redirect-from", redirect_text);

@@ -4,8 +4,8 @@
 //! options and request rules). Values are typed here; the Secrets they name are read at render
 //! time through the SDK's [`trust_material`](haptic_sdk::ingress::tls::trust_material).
 
+use crate::annotations::Annotations;
 use crate::parse;
-use crate::policy::Annotations;
 use crate::report::Status;
 
 /// How HAProxy speaks to the pods (`backend-protocol`).
@@ -152,13 +152,7 @@ const PROXY_SSL_OTHERS: [&str; 6] = [
 /// of `namespace`.
 pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Option<BackendTls>) {
     let protocol = read_protocol(a);
-    let leave = |a: &mut Annotations<'_>, why: &str| {
-        for name in PROXY_SSL_OTHERS {
-            if let Some((key, _)) = a.take(name) {
-                a.record(key, Status::NotHonoured(why.to_owned()));
-            }
-        }
-    };
+    let leave = |a: &mut Annotations<'_>, why: &str| a.not_honoured(&PROXY_SSL_OTHERS, why);
     let Some((key, value)) = a.take("proxy-ssl-secret") else {
         leave(
             a,
@@ -245,13 +239,9 @@ pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Opti
         a.record(key, status);
         tls.versions = Some((low, high));
     }
-    if let Some((key, ciphers)) = a.parsed("proxy-ssl-ciphers", ciphers) {
-        a.record(
-            key,
-            Status::Honoured(format!(
-                "ciphers {ciphers} (TLS 1.2 and below; TLS 1.3 suites stay OpenSSL's, as in nginx)"
-            )),
-        );
+    if let Some(ciphers) = a.honoured("proxy-ssl-ciphers", ciphers, |ciphers| {
+        format!("ciphers {ciphers} (TLS 1.2 and below; TLS 1.3 suites stay OpenSSL's, as in nginx)")
+    }) {
         tls.ciphers = Some(ciphers);
     }
     (protocol, Some(tls))
@@ -604,13 +594,7 @@ const AUTH_TLS_OTHERS: [&str; 5] = [
 
 /// Reads the `auth-tls-*` annotations of an Ingress of `namespace`.
 pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<ClientAuth> {
-    let leave = |a: &mut Annotations<'_>, why: &str| {
-        for name in AUTH_TLS_OTHERS {
-            if let Some((key, _)) = a.take(name) {
-                a.record(key, Status::NotHonoured(why.to_owned()));
-            }
-        }
-    };
+    let leave = |a: &mut Annotations<'_>, why: &str| a.not_honoured(&AUTH_TLS_OTHERS, why);
     let Some((key, value)) = a.take("auth-tls-secret") else {
         leave(
             a,
@@ -675,8 +659,7 @@ pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<Clie
         a.record(key, status);
         auth.pass_certificate = pass;
     }
-    if let Some((key, pattern)) = a.parsed("auth-tls-match-cn", crate::regex::search_pattern) {
-        a.record(key, Status::Honoured("a request whose certificate's subject DN (RFC 2253, CN=...) does not match the PCRE2 pattern is answered 403".into()));
+    if let Some(pattern) = a.honoured("auth-tls-match-cn", crate::regex::search_pattern, |_| "a request whose certificate's subject DN (RFC 2253, CN=...) does not match the PCRE2 pattern is answered 403".into()) {
         auth.match_cn = Some(pattern);
     }
     Some(auth)
