@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 
+use haptic_sdk::extending::StickCounter;
 use haptic_sdk::haproxy;
 use haptic_sdk::ingress::matched_ingress_acl;
 use haptic_sdk::names::{quote, sanitize};
@@ -19,6 +20,13 @@ use crate::parse::log_format_literal;
 
 use super::Policy;
 use super::cors::{cors_headers, origin_regex};
+
+/// The stick counters of the limits: the ones the SDK's registry of shared
+/// resources lists for this library (a test holds the two together), so a
+/// library author reads there which are taken.
+const RPS_COUNTER: StickCounter = StickCounter::SC0;
+const RPM_COUNTER: StickCounter = StickCounter::SC1;
+const CONNECTIONS_COUNTER: StickCounter = StickCounter::SC2;
 
 /// ACME HTTP-01 challenges are never redirected (certificates must renew).
 const ACME: &str = "!{ path_beg /.well-known/acme-challenge/ }";
@@ -137,11 +145,18 @@ impl Policy {
             format!(" !{name}")
         };
         for (counter, kind, limit, fetch) in [
-            (0, "rps", self.limits.rps, "sc_http_req_rate(0)"),
-            (1, "rpm", self.limits.rpm, "sc_http_req_rate(1)"),
-            (2, "conn", self.limits.connections, "sc_conn_cur(2)"),
+            (RPS_COUNTER, "rps", self.limits.rps, "sc_http_req_rate"),
+            (RPM_COUNTER, "rpm", self.limits.rpm, "sc_http_req_rate"),
+            (
+                CONNECTIONS_COUNTER,
+                "conn",
+                self.limits.connections,
+                "sc_conn_cur",
+            ),
         ] {
             if let Some(limit) = limit {
+                let counter = counter.index();
+                let fetch = format!("{fetch}({counter})");
                 line(format!(
                     "http-request track-sc{counter} src table {} if {acl}{exempt}",
                     table(kind)
@@ -298,4 +313,16 @@ fn limit_table(id: &str, kind: &str) -> String {
         "ingress-nginx.limit.{}.{kind}",
         sanitize(&id.replace('/', "."))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counters_are_the_ones_the_registry_lists() {
+        let listed: Vec<StickCounter> =
+            haptic_sdk::extending::stick_counters_of("ingress-nginx").collect();
+        assert_eq!(listed, [RPS_COUNTER, RPM_COUNTER, CONNECTIONS_COUNTER]);
+    }
 }
