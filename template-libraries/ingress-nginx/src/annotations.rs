@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalogue;
+use crate::parse::Invalid;
 use crate::report::{Finding, Status};
 
 /// An Ingress's annotations under the prefix, taken one by one as the
@@ -50,13 +51,13 @@ impl<'a> Annotations<'a> {
     pub(crate) fn parsed<T>(
         &mut self,
         name: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
+        parse: impl FnOnce(&str) -> Result<T, Invalid>,
     ) -> Option<(String, T)> {
         let (key, value) = self.take(name)?;
         match parse(value) {
             Ok(parsed) => Some((key, parsed)),
             Err(why) => {
-                self.record(key, Status::Invalid(why));
+                self.record(key, Status::Invalid(why.into_reason()));
                 None
             }
         }
@@ -87,7 +88,7 @@ impl<'a> Annotations<'a> {
     pub(crate) fn honoured<T>(
         &mut self,
         name: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
+        parse: impl FnOnce(&str) -> Result<T, Invalid>,
         honoured: impl FnOnce(&T) -> String,
     ) -> Option<T> {
         let (key, value) = self.parsed(name, parse)?;

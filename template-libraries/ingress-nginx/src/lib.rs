@@ -68,7 +68,9 @@ use passthrough::PassthroughRoutes;
 use crate::annotations::Annotations;
 use crate::policy::Policy;
 use crate::routing::Routing;
-pub use crate::values::{NginxTlsValues, NginxValues, SslPassthroughValues, Unsupported, defaults};
+pub use crate::values::{
+    NginxTlsValues, NginxValues, SslPassthroughValues, Unsupported, ValuesError, defaults,
+};
 
 /// Watch names.
 pub const INGRESSES: &str = "ingresses";
@@ -136,11 +138,10 @@ impl Library for IngressNginx {
 
     fn plan(&mut self, values: &Values) -> Result<Plan> {
         self.values = values.get()?;
-        self.values.tls.check().map_err(haptic_sdk::Error::msg)?;
-        self.values
-            .ssl_passthrough
-            .check()
-            .map_err(haptic_sdk::Error::msg)?;
+        // The WIT boundary carries the refusal as text.
+        let refused = |error: ValuesError| haptic_sdk::Error::msg(error.to_string());
+        self.values.tls.check().map_err(refused)?;
+        self.values.ssl_passthrough.check().map_err(refused)?;
         self.https = HttpsBind::from_values(values);
         self.claims = values.host_claims()?;
         self.publishing = Publishing::new(

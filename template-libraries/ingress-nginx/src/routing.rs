@@ -152,7 +152,7 @@ impl Routing {
                     let regex = match regex::path_regex(path_text) {
                         Ok(regex) => regex,
                         Err(why) => {
-                            skipped(out, ingress, id, path_text, &host, &why)?;
+                            skipped(out, ingress, id, path_text, &host, why.as_str())?;
                             continue;
                         }
                     };

@@ -63,15 +63,12 @@ pub struct SslPassthroughValues {
 }
 
 impl SslPassthroughValues {
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self) -> std::result::Result<(), ValuesError> {
         if self.enabled
             && (self.internal_bind.trim().is_empty()
                 || self.internal_bind.contains(char::is_whitespace))
         {
-            return Err(format!(
-                "templateLibraries.ingressNginx.sslPassthrough.internalBind is {:?}; write one address such as \"127.0.0.1:10443\"",
-                self.internal_bind
-            ));
+            return Err(ValuesError::InternalBind(self.internal_bind.clone()));
         }
         Ok(())
     }
@@ -93,28 +90,56 @@ pub struct NginxTlsValues {
 
 impl NginxTlsValues {
     /// Refuses values that would write broken configuration lines.
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self) -> std::result::Result<(), ValuesError> {
         if !self.enabled {
             return Ok(());
         }
         if self.bind.trim().is_empty() || self.bind.contains(['\n', '\r']) {
-            return Err(
-                "templateLibraries.ingressNginx.tls.bind must be one address such as \":8443\""
-                    .to_owned(),
-            );
+            return Err(ValuesError::TlsBind);
         }
         if !self.default_certificate.is_empty()
             && parse_reference(&self.default_certificate).is_none()
         {
-            return Err(format!(
-                "templateLibraries.ingressNginx.tls.defaultCertificate is {:?}; write it as \
-                 namespace/name",
-                self.default_certificate
+            return Err(ValuesError::DefaultCertificate(
+                self.default_certificate.clone(),
             ));
         }
         Ok(())
     }
 }
+
+/// Values that would write broken configuration lines; the render is
+/// refused with this text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValuesError {
+    /// `tls.bind` is empty or spans lines.
+    TlsBind,
+    /// `tls.defaultCertificate` is not `namespace/name`.
+    DefaultCertificate(String),
+    /// `sslPassthrough.internalBind` is empty or holds whitespace.
+    InternalBind(String),
+}
+
+impl std::fmt::Display for ValuesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TlsBind => f.write_str(
+                "templateLibraries.ingressNginx.tls.bind must be one address such as \":8443\"",
+            ),
+            Self::DefaultCertificate(value) => write!(
+                f,
+                "templateLibraries.ingressNginx.tls.defaultCertificate is {value:?}; write it as \
+                 namespace/name"
+            ),
+            Self::InternalBind(value) => write!(
+                f,
+                "templateLibraries.ingressNginx.sslPassthrough.internalBind is {value:?}; write one address such as \"127.0.0.1:10443\""
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ValuesError {}
 
 /// Default values (the library itself is off unless enabled).
 pub fn defaults() -> serde_json::Value {

@@ -2,6 +2,7 @@
 //! Secret of the Ingress's namespace.
 
 use crate::annotations::Annotations;
+use crate::invalid;
 use crate::report::Status;
 
 use super::{BasicAuth, Policy};
@@ -19,7 +20,7 @@ impl Policy {
                     if good {
                         Ok(name.to_owned())
                     } else {
-                        Err(format!("{name:?} is not the name of a Secret in the Ingress's namespace (haptic reads no Secret of another namespace)"))
+                        Err(invalid!("{name:?} is not the name of a Secret in the Ingress's namespace (haptic reads no Secret of another namespace)"))
                     }
                 });
                 let Some((secret_key, secret)) = secret else {

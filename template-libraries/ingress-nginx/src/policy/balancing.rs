@@ -5,7 +5,9 @@
 //! ([`crate::routing`]).
 
 use crate::annotations::Annotations;
+use crate::invalid;
 use crate::parse;
+use crate::parse::Invalid;
 use crate::report::Status;
 
 use super::{Affinity, Policy};
@@ -50,7 +52,7 @@ impl Policy {
                     "session-cookie-samesite",
                     |v| match v.trim() {
                         "None" | "Lax" | "Strict" => Ok(v.trim().to_owned()),
-                        other => Err(format!("{other:?} is not None, Lax or Strict")),
+                        other => Err(invalid!("{other:?} is not None, Lax or Strict")),
                     },
                     |same_site| format!("the cookie's SameSite is {same_site}"),
                 ) {
@@ -162,7 +164,7 @@ impl Policy {
 
 /// `proxy-next-upstream`'s conditions as HAProxy's `retry-on` words, and
 /// the ones HAProxy 2.6 cannot retry on.
-fn retry_on(value: &str) -> Result<(String, Vec<String>), String> {
+fn retry_on(value: &str) -> Result<(String, Vec<String>), Invalid> {
     let mut words: Vec<&str> = Vec::new();
     let mut dropped = Vec::new();
     for condition in value.split_whitespace() {
@@ -182,7 +184,7 @@ fn retry_on(value: &str) -> Result<(String, Vec<String>), String> {
                 &[]
             }
             other => {
-                return Err(format!(
+                return Err(invalid!(
                     "{other:?} is not one of error, timeout, invalid_header, http_403, http_404, http_429, http_500, http_502, http_503, http_504, non_idempotent, off"
                 ));
             }
@@ -197,13 +199,15 @@ fn retry_on(value: &str) -> Result<(String, Vec<String>), String> {
         words = vec!["none"];
     }
     if words.is_empty() {
-        return Err(format!("{value:?} names no condition HAProxy can retry on"));
+        return Err(invalid!(
+            "{value:?} names no condition HAProxy can retry on"
+        ));
     }
     Ok((words.join(" "), dropped))
 }
 
 /// `upstream-hash-by`'s nginx variable as a `balance` algorithm.
-fn upstream_hash(value: &str) -> Result<String, String> {
+fn upstream_hash(value: &str) -> Result<String, Invalid> {
     let text = value.trim();
     let named = |prefix: &str| {
         text.strip_prefix(prefix)
@@ -220,7 +224,7 @@ fn upstream_hash(value: &str) -> Result<String, String> {
             } else if let Some(arg) = named("$arg_") {
                 format!("url_param {arg}")
             } else {
-                return Err(format!(
+                return Err(invalid!(
                     "{text:?}: haptic hashes by $request_uri, $uri, $remote_addr, $host, $http_<header> or $arg_<name>"
                 ));
             }

@@ -3,7 +3,9 @@
 //! [`super::rules`] writes.
 
 use crate::annotations::Annotations;
+use crate::invalid;
 use crate::parse;
+use crate::parse::Invalid;
 use crate::report::Status;
 
 use super::{Cors, Policy};
@@ -108,7 +110,7 @@ pub(super) fn cors_headers(c: &Cors) -> String {
 
 /// `cors-allow-origin`: `*` (any: `None`) or a comma-separated list of
 /// `scheme://host[:port]` origins, `*.` standing for one label.
-fn origins(value: &str) -> Result<Option<Vec<String>>, String> {
+fn origins(value: &str) -> Result<Option<Vec<String>>, Invalid> {
     let list: Vec<&str> = value
         .split([',', ' '])
         .map(str::trim)
@@ -121,7 +123,7 @@ fn origins(value: &str) -> Result<Option<Vec<String>>, String> {
         let rest = origin
             .strip_prefix("https://")
             .or_else(|| origin.strip_prefix("http://"))
-            .ok_or_else(|| format!("{origin:?} is not an origin (scheme://host[:port])"))?;
+            .ok_or_else(|| invalid!("{origin:?} is not an origin (scheme://host[:port])"))?;
         let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
         parse::host(host, true)?;
         if !port.is_empty() {
@@ -151,7 +153,7 @@ pub(super) fn origin_regex(origins: &[String]) -> String {
 
 /// A comma-separated list of tokens (methods: letters only), normalized to
 /// `A, B`.
-fn token_list(value: &str, methods: bool) -> Result<String, String> {
+fn token_list(value: &str, methods: bool) -> Result<String, Invalid> {
     let items: Vec<&str> = value
         .split(',')
         .map(str::trim)
@@ -166,7 +168,7 @@ fn token_list(value: &str, methods: bool) -> Result<String, String> {
         }
     };
     if items.is_empty() || !items.iter().all(good) {
-        return Err(format!(
+        return Err(invalid!(
             "{value:?} is not a comma-separated list of {}",
             if methods { "methods" } else { "header names" }
         ));

@@ -27,7 +27,7 @@ impl Policy {
                     self.rewrite = Some(replacement);
                     a.record(key, Status::Honoured("the path is rewritten by HAProxy's replace-path in the Service's backend, capture groups as \\1, the query kept; the paths are regexes (implied, as in ingress-nginx)".into()));
                 }
-                Err(why) => a.record(key, Status::Invalid(why)),
+                Err(why) => a.record(key, Status::Invalid(why.into_reason())),
             }
         }
     }

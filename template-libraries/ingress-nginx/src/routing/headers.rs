@@ -6,7 +6,9 @@ use haptic_sdk::k8s::api::networking::v1::Ingress;
 use haptic_sdk::{Context, Entry, Output, Result};
 
 use crate::CONFIG_MAPS;
+use crate::invalid;
 use crate::parse;
+use crate::parse::Invalid;
 
 /// Headers that frame or route the answer: set from a ConfigMap they would
 /// break it (a wrong length, a second transfer coding), so never.
@@ -47,9 +49,9 @@ pub(super) fn custom_headers(
     for (key, value) in found.value.data.iter().flatten() {
         let checked = parse::header_name(key).and_then(|name| {
             if FRAMING_HEADERS.contains(&name.as_str()) {
-                Err(format!("{name} frames the answer; HAProxy sets it"))
+                Err(invalid!("{name} frames the answer; HAProxy sets it"))
             } else if value.chars().any(char::is_control) {
-                Err("its value holds a control character".to_owned())
+                Err(Invalid::from("its value holds a control character"))
             } else {
                 Ok(name)
             }
