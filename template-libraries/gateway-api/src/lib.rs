@@ -261,7 +261,10 @@ fn check_values(v: &GatewayValues) -> Result<()> {
             "templateLibraries.gatewayApi.bindAddress holds whitespace; give one address such as 127.0.0.1",
         ));
     }
-    v.ports.check().map_err(Error::msg)?;
+    // The WIT boundary carries the refusal as text.
+    v.ports
+        .check()
+        .map_err(|error| Error::msg(error.to_string()))?;
     Ok(())
 }
 
