@@ -479,7 +479,9 @@ fn every_workspace_member_is_checked() {
     let repo = repo();
     let members = workspace_members(&repo);
     assert!(
-        members.iter().any(|m| m.ends_with("template-libraries/ingress-nginx")),
+        members
+            .iter()
+            .any(|m| m.ends_with("template-libraries/ingress-nginx")),
         "{members:?}"
     );
     for member in &members {
