@@ -344,7 +344,9 @@ impl Collector<'_> {
                     ..
                 }) = &meta.value
             {
-                return (self.source_dir.join(path.value()), false);
+                // rustc gives a `#[path]` file its directory, as if it were
+                // a `mod.rs`: its children live beside it.
+                return (self.source_dir.join(path.value()), true);
             }
         }
         let flat = self.children_dir.join(format!("{name}.rs"));
@@ -403,19 +405,56 @@ fn repo() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
-/// The crate roots of the host, the test bed, the selectors and the guest
-/// SDK.
-fn crate_roots() -> Vec<PathBuf> {
-    let repo = repo();
-    let mut roots = vec![
-        repo.join("host/src/lib.rs"),
-        repo.join("host/src/main.rs"),
-        repo.join("tests/testbed/src/lib.rs"),
-        repo.join("selectors/src/lib.rs"),
-        repo.join("template-libraries/sdk/src/lib.rs"),
-    ];
+/// The workspace's members, read from the root `Cargo.toml`'s
+/// `members = [...]` list (a plain text scan: the list is one string a
+/// line, and the test needs no TOML parser for that).
+fn workspace_members(repo: &Path) -> Vec<PathBuf> {
+    let manifest = std::fs::read_to_string(repo.join("Cargo.toml"))
+        .unwrap_or_else(|error| panic!("reading the workspace's Cargo.toml: {error}"));
+    let list = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("the workspace's Cargo.toml lists its members");
+    list.lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .map(|line| line.trim_end_matches(',').trim_matches('"'))
+        .filter(|member| !member.is_empty())
+        .map(|member| repo.join(member))
+        .collect()
+}
+
+/// Every crate root of one package: its library, binaries, integration
+/// tests and benches (each target is a crate of its own, with its own
+/// module tree; a test's `mod support;` is parsed as part of it).
+fn package_roots(package: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![package.join("src/lib.rs"), package.join("src/main.rs")];
+    for dir in ["src/bin", "tests", "benches", "examples"] {
+        let Ok(entries) = std::fs::read_dir(package.join(dir)) else {
+            continue;
+        };
+        let mut entries: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+        entries.sort();
+        for entry in entries {
+            if entry.extension().is_some_and(|ext| ext == "rs") {
+                roots.push(entry);
+            } else if entry.join("main.rs").exists() {
+                roots.push(entry.join("main.rs"));
+            }
+        }
+    }
     roots.retain(|root| root.exists());
     roots
+}
+
+/// The crate roots of every workspace member: the host, the test bed, the
+/// selectors, the guest SDK, every template library and every example
+/// library.
+fn crate_roots() -> Vec<PathBuf> {
+    workspace_members(&repo())
+        .iter()
+        .flat_map(|package| package_roots(package))
+        .collect()
 }
 
 #[test]
@@ -430,6 +469,28 @@ fn the_modules_of_every_crate_form_a_tree() {
          inside host/src/)",
         circles.join("\n\n")
     );
+}
+
+/// The check covers every member: a member the scan misses (a new list
+/// layout in `Cargo.toml`, a crate without `src/lib.rs` or `src/main.rs`)
+/// would pass unchecked.
+#[test]
+fn every_workspace_member_is_checked() {
+    let repo = repo();
+    let members = workspace_members(&repo);
+    assert!(
+        members
+            .iter()
+            .any(|m| m.ends_with("template-libraries/ingress-nginx")),
+        "{members:?}"
+    );
+    for member in &members {
+        assert!(
+            member.join("src/lib.rs").exists() || member.join("src/main.rs").exists(),
+            "{} has no crate root the check parses",
+            member.display()
+        );
+    }
 }
 
 #[test]

@@ -16,6 +16,25 @@ use crate::api::{HeaderModifier, HttpFilter, PathModifier, RequestRedirect, UrlR
 use crate::hostnames;
 use crate::listeners::Protocol;
 
+/// Why a rule's filters (or its timeouts) cannot be served: the text of its
+/// route's `Accepted`/`ResolvedRefs` condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError(pub String);
+
+impl std::fmt::Display for FilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+impl From<&str> for FilterError {
+    fn from(why: &str) -> Self {
+        Self(why.to_owned())
+    }
+}
+
 /// The lines one rule adds to its frontend.
 #[derive(Debug, Default, Clone)]
 pub struct RuleActions {
@@ -66,7 +85,7 @@ pub fn compile(
     filters: &[HttpFilter],
     listener: Listener,
     prefix: Option<&str>,
-) -> Result<RuleActions, String> {
+) -> Result<RuleActions, FilterError> {
     let mut actions = RuleActions::default();
     for filter in filters {
         match filter.type_.as_str() {
@@ -74,21 +93,25 @@ pub fn compile(
                 let m = filter
                     .request_header_modifier
                     .as_ref()
-                    .ok_or("RequestHeaderModifier without requestHeaderModifier")?;
+                    .ok_or(FilterError::from(
+                        "RequestHeaderModifier without requestHeaderModifier",
+                    ))?;
                 header_actions("http-request", m, &mut actions.request)?;
             }
             "ResponseHeaderModifier" => {
                 let m = filter
                     .response_header_modifier
                     .as_ref()
-                    .ok_or("ResponseHeaderModifier without responseHeaderModifier")?;
+                    .ok_or(FilterError::from(
+                        "ResponseHeaderModifier without responseHeaderModifier",
+                    ))?;
                 header_actions("http-response", m, &mut actions.response)?;
             }
             "RequestRedirect" => {
                 let r = filter
                     .request_redirect
                     .as_ref()
-                    .ok_or("RequestRedirect without requestRedirect")?;
+                    .ok_or(FilterError::from("RequestRedirect without requestRedirect"))?;
                 redirect(r, listener, prefix, &mut actions.request)?;
                 actions.redirects = true;
             }
@@ -96,21 +119,25 @@ pub fn compile(
                 let r = filter
                     .url_rewrite
                     .as_ref()
-                    .ok_or("URLRewrite without urlRewrite")?;
+                    .ok_or(FilterError::from("URLRewrite without urlRewrite"))?;
                 rewrite(r, prefix, &mut actions.request)?;
             }
             other => {
-                return Err(format!(
+                return Err(FilterError(format!(
                     "filter type {other:?} is not supported (haptic serves {})",
                     SUPPORTED.join(", ")
-                ));
+                )));
             }
         }
     }
     Ok(actions)
 }
 
-fn header_actions(keyword: &str, m: &HeaderModifier, out: &mut Vec<Action>) -> Result<(), String> {
+fn header_actions(
+    keyword: &str,
+    m: &HeaderModifier,
+    out: &mut Vec<Action>,
+) -> Result<(), FilterError> {
     for header in &m.set {
         check_header_name(&header.name)?;
         out.push(Action::new(format!(
@@ -150,7 +177,7 @@ fn header_actions(keyword: &str, m: &HeaderModifier, out: &mut Vec<Action>) -> R
     Ok(())
 }
 
-fn check_header_name(name: &str) -> Result<(), String> {
+fn check_header_name(name: &str) -> Result<(), FilterError> {
     if !name.is_empty()
         && name
             .bytes()
@@ -158,28 +185,30 @@ fn check_header_name(name: &str) -> Result<(), String> {
     {
         Ok(())
     } else {
-        Err(format!(
+        Err(FilterError(format!(
             "header name {name:?} is not served (letters, digits, -, _ and . only)"
-        ))
+        )))
     }
 }
 
 /// A literal as a quoted log-format string.
-fn log_format(text: &str) -> Result<String, String> {
+fn log_format(text: &str) -> Result<String, FilterError> {
     if text.chars().any(char::is_control) {
-        return Err(format!("value {text:?} holds control characters"));
+        return Err(FilterError(format!(
+            "value {text:?} holds control characters"
+        )));
     }
     Ok(quote(&text.replace('%', "%%")))
 }
 
 /// A path or hostname the route gives: what the API server accepts.
-fn literal_path(path: &str) -> Result<&str, String> {
+fn literal_path(path: &str) -> Result<&str, FilterError> {
     if path.starts_with('/') && !path.chars().any(|c| c.is_control() || c.is_whitespace()) {
         Ok(path)
     } else {
-        Err(format!(
+        Err(FilterError(format!(
             "path {path:?} is not an absolute path without spaces"
-        ))
+        )))
     }
 }
 
@@ -197,8 +226,10 @@ fn prefix_replacement(
     prefix: Option<&str>,
     line: impl Fn(&str) -> String,
     out: &mut Vec<Action>,
-) -> Result<(), String> {
-    let prefix = prefix.ok_or("ReplacePrefixMatch needs a PathPrefix match")?;
+) -> Result<(), FilterError> {
+    let prefix = prefix.ok_or(FilterError::from(
+        "ReplacePrefixMatch needs a PathPrefix match",
+    ))?;
     let replacement = literal_path(replacement)?.trim_end_matches('/');
     let (head, skip) = if replacement.is_empty() {
         ("/", prefix.len() + 1)
@@ -217,16 +248,24 @@ fn redirect(
     listener: Listener,
     prefix: Option<&str>,
     out: &mut Vec<Action>,
-) -> Result<(), String> {
+) -> Result<(), FilterError> {
     let scheme = match r.scheme.as_deref() {
         None => listener.protocol.scheme(),
         Some("http") => "http",
         Some("https") => "https",
-        Some(other) => return Err(format!("redirect scheme {other:?} is not http or https")),
+        Some(other) => {
+            return Err(FilterError(format!(
+                "redirect scheme {other:?} is not http or https"
+            )));
+        }
     };
     let host = match r.hostname.as_deref() {
         Some(h) if hostnames::is_valid(h) && !h.starts_with('*') => h.to_ascii_lowercase(),
-        Some(h) => return Err(format!("redirect hostname {h:?} is not a DNS name")),
+        Some(h) => {
+            return Err(FilterError(format!(
+                "redirect hostname {h:?} is not a DNS name"
+            )));
+        }
         None => "%[var(txn.gw_host)]".to_owned(),
     };
     // No port: the scheme's own when the scheme changes, else the
@@ -244,9 +283,9 @@ fn redirect(
     let code = match r.status_code.unwrap_or(302) {
         code @ (301 | 302 | 303 | 307 | 308) => code,
         other => {
-            return Err(format!(
+            return Err(FilterError(format!(
                 "redirect status code {other} is not 301, 302, 303, 307 or 308"
-            ));
+            )));
         }
     };
     match r.path.as_ref() {
@@ -292,7 +331,7 @@ fn redirect(
                         &mut paths,
                     )?;
                 }
-                other => return Err(format!("redirect path type {other:?}")),
+                other => return Err(FilterError(format!("redirect path type {other:?}"))),
             }
             for path in paths {
                 for (line, query) in with_query(&path.line) {
@@ -310,10 +349,12 @@ fn redirect(
     Ok(())
 }
 
-fn rewrite(r: &UrlRewrite, prefix: Option<&str>, out: &mut Vec<Action>) -> Result<(), String> {
+fn rewrite(r: &UrlRewrite, prefix: Option<&str>, out: &mut Vec<Action>) -> Result<(), FilterError> {
     if let Some(host) = &r.hostname {
         if !hostnames::is_valid(host) || host.starts_with('*') {
-            return Err(format!("rewrite hostname {host:?} is not a DNS name"));
+            return Err(FilterError(format!(
+                "rewrite hostname {host:?} is not a DNS name"
+            )));
         }
         out.push(Action::new(format!("http-request set-header host {host}")));
     }
@@ -337,7 +378,7 @@ fn rewrite(r: &UrlRewrite, prefix: Option<&str>, out: &mut Vec<Action>) -> Resul
                 |fmt| format!("http-request set-path {}", quote(fmt)),
                 out,
             )?,
-            other => return Err(format!("rewrite path type {other:?}")),
+            other => return Err(FilterError(format!("rewrite path type {other:?}"))),
         }
     }
     Ok(())
@@ -417,7 +458,7 @@ mod tests {
         let filters: Vec<HttpFilter> =
             serde_json::from_value(json!([{"type": "RequestMirror"}])).unwrap();
         let err = compile(&filters, HTTP, None).unwrap_err();
-        assert!(err.contains("RequestMirror"), "{err}");
+        assert!(err.0.contains("RequestMirror"), "{err}");
     }
 }
 
@@ -455,14 +496,19 @@ pub fn duration_ms(text: &str) -> Option<u64> {
 
 /// The server timeout of a rule: the shorter of `request` and
 /// `backendRequest` (HAProxy times the server's answer; `0s` means none).
-pub fn rule_timeout(timeouts: Option<&crate::api::HttpTimeouts>) -> Result<Option<u64>, String> {
+pub fn rule_timeout(
+    timeouts: Option<&crate::api::HttpTimeouts>,
+) -> Result<Option<u64>, FilterError> {
     let Some(t) = timeouts else {
         return Ok(None);
     };
     let mut shortest: Option<u64> = None;
     for value in [&t.request, &t.backend_request].into_iter().flatten() {
-        let ms = duration_ms(value)
-            .ok_or_else(|| format!("timeout {value:?} is not a duration such as 10s or 500ms"))?;
+        let ms = duration_ms(value).ok_or_else(|| {
+            FilterError(format!(
+                "timeout {value:?} is not a duration such as 10s or 500ms"
+            ))
+        })?;
         if ms > 0 {
             shortest = Some(shortest.map_or(ms, |s| s.min(ms)));
         }

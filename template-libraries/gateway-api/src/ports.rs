@@ -49,14 +49,33 @@ impl Default for PortRange {
     }
 }
 
+/// A port range with no port (`from` 0, or `to` below `from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmptyRange {
+    pub from: u16,
+    pub to: u16,
+}
+
+impl std::fmt::Display for EmptyRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "templateLibraries.gatewayApi.ports is {}-{}; give 1 <= from <= to, e.g. from: 20000, to: 29999",
+            self.from, self.to
+        )
+    }
+}
+
+impl std::error::Error for EmptyRange {}
+
 impl PortRange {
     /// A usable range.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), EmptyRange> {
         if self.from == 0 || self.to < self.from {
-            return Err(format!(
-                "templateLibraries.gatewayApi.ports is {}-{}; give 1 <= from <= to, e.g. from: 20000, to: 29999",
-                self.from, self.to
-            ));
+            return Err(EmptyRange {
+                from: self.from,
+                to: self.to,
+            });
         }
         Ok(())
     }

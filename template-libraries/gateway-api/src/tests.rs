@@ -1,4 +1,7 @@
+use haptic_sdk::SectionKind;
+
 use super::*;
+use crate::routes::INTERNAL_ERROR_BACKEND;
 use haptic_sdk::testing::Harness;
 
 #[test]

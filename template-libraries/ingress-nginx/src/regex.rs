@@ -12,21 +12,24 @@
 //! `haproxy -c` compiles what is accepted, with the real PCRE2, before any
 //! render is deployed.
 
+use crate::invalid;
+use crate::parse::Invalid;
+
 /// A path regex as written in the Ingress, checked; its leading `^` (which
 /// ingress-nginx adds itself) removed. The result is a group, `(?:...)`,
 /// so an alternation in it (`/a|victim\.com/`) stays behind the host and
 /// the `^` its callers put in front: bare, the second branch of a `|` was
 /// matched anywhere in any host's key.
-pub fn path_regex(path: &str) -> Result<String, String> {
+pub fn path_regex(path: &str) -> Result<String, Invalid> {
     let body = path.strip_prefix('^').unwrap_or(path);
     if !body.starts_with('/') {
-        return Err(format!("{path:?} does not start with /"));
+        return Err(invalid!("{path:?} does not start with /"));
     }
     if body
         .chars()
         .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '#'))
     {
-        return Err(format!(
+        return Err(invalid!(
             "{path:?} holds whitespace, a quote or #, which haptic does not write into a regex"
         ));
     }
@@ -36,22 +39,22 @@ pub fn path_regex(path: &str) -> Result<String, String> {
 
 /// `regex` checked by the SDK's regex writer (what PCRE2, HAProxy's
 /// engine, accepts with the meaning Rust gives it).
-fn checked(what: &str, regex: &str) -> Result<(), String> {
+fn checked(what: &str, regex: &str) -> Result<(), Invalid> {
     haptic_sdk::haproxy::check_regex(regex)
         .map(|_| ())
-        .map_err(|error| format!("{what:?} {error}; haptic does not write it"))
+        .map_err(|error| invalid!("{what:?} {error}; haptic does not write it"))
 }
 
 /// A regex matched against a header value (`canary-by-header-pattern`):
 /// checked as a path regex is, without the leading `/`; anchored at both
 /// ends, as nginx's whole-value match.
-pub fn pattern(value: &str) -> Result<String, String> {
+pub fn pattern(value: &str) -> Result<String, Invalid> {
     if value.is_empty()
         || value.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '#' | '{' | '}')
         })
     {
-        return Err(format!(
+        return Err(invalid!(
             "{value:?} holds whitespace, a quote, a brace or #, which haptic does not write into a regex"
         ));
     }
@@ -61,7 +64,7 @@ pub fn pattern(value: &str) -> Result<String, String> {
 
 /// A regex searched for anywhere in a value, as nginx's `~` does
 /// (`auth-tls-match-cn`): checked as [`pattern`] is, not anchored.
-pub fn search_pattern(value: &str) -> Result<String, String> {
+pub fn search_pattern(value: &str) -> Result<String, Invalid> {
     pattern(value).map(|_| value.to_owned())
 }
 
@@ -77,13 +80,13 @@ pub fn capture_groups(regex: &str) -> usize {
 /// replacement: `$n` becomes `\n`, `%` is doubled (the replacement is a
 /// log-format string). `$` must be followed by a group number no larger
 /// than `groups`; nginx variables (`$host`) are refused.
-pub fn rewrite_target(target: &str, groups: usize) -> Result<String, String> {
+pub fn rewrite_target(target: &str, groups: usize) -> Result<String, Invalid> {
     if target.is_empty()
         || target
             .bytes()
             .any(|b| !b.is_ascii_graphic() || matches!(b, b'\'' | b'"' | b'\\'))
     {
-        return Err(format!(
+        return Err(invalid!(
             "{target:?} is not a path haptic can write (no spaces, quotes or backslashes)"
         ));
     }
@@ -101,7 +104,7 @@ pub fn rewrite_target(target: &str, groups: usize) -> Result<String, String> {
                     format!("{target:?}: only capture groups ($1, $2, ...) can follow $; nginx variables are not available")
                 })?;
                 if group > groups.min(9) {
-                    return Err(format!(
+                    return Err(invalid!(
                         "{target:?} names group ${group}, but the path has {groups} capture group(s)"
                     ));
                 }

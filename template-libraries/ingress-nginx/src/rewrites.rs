@@ -25,8 +25,10 @@ use std::fmt::Write as _;
 use haptic_sdk::haproxy::regex_escape;
 use haptic_sdk::names::quote;
 
+use crate::annotations::Annotations;
+use crate::invalid;
+use crate::parse::Invalid;
 use crate::parse::{self, log_format_literal};
-use crate::policy::Annotations;
 use crate::report::Status;
 
 /// One `<from> <to>` pair, both checked literal texts.
@@ -46,14 +48,14 @@ pub struct Rewrites {
 
 /// A text nginx would read as a regex or a variable, or that haptic does
 /// not write into a config word.
-fn literal(text: &str, what: &str) -> Result<String, String> {
+fn literal(text: &str, what: &str) -> Result<String, Invalid> {
     if text.starts_with('~') {
-        return Err(format!(
+        return Err(invalid!(
             "{text:?}: nginx's regex form (~) is not supported, only a literal {what}"
         ));
     }
     if text.contains('$') {
-        return Err(format!(
+        return Err(invalid!(
             "{text:?}: nginx variables ($...) are not supported, only a literal {what}"
         ));
     }
@@ -62,7 +64,7 @@ fn literal(text: &str, what: &str) -> Result<String, String> {
             .bytes()
             .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'\\'))
     {
-        return Err(format!(
+        return Err(invalid!(
             "{text:?} is not a {what} haptic can write (no spaces, quotes or backslashes)"
         ));
     }
@@ -70,12 +72,12 @@ fn literal(text: &str, what: &str) -> Result<String, String> {
 }
 
 /// `"<from> <to>"`, or `off` (`None`).
-fn pair(value: &str) -> Result<Option<(String, String)>, String> {
+fn pair(value: &str) -> Result<Option<(String, String)>, Invalid> {
     let words: Vec<&str> = value.split_whitespace().collect();
     match words.as_slice() {
         ["off"] => Ok(None),
         [from, to] => Ok(Some(((*from).to_owned(), (*to).to_owned()))),
-        _ => Err(format!(
+        _ => Err(invalid!(
             "{value:?} is not \"<from> <to>\" (two words) or \"off\""
         )),
     }
@@ -83,11 +85,11 @@ fn pair(value: &str) -> Result<Option<(String, String)>, String> {
 
 /// `proxy-cookie-domain`: two domain names (a leading dot ignored, as
 /// nginx ignores it).
-pub fn cookie_domain(value: &str) -> Result<Option<Rewrite>, String> {
+pub fn cookie_domain(value: &str) -> Result<Option<Rewrite>, Invalid> {
     let Some((from, to)) = pair(value)? else {
         return Ok(None);
     };
-    let domain = |text: &str| -> Result<String, String> {
+    let domain = |text: &str| -> Result<String, Invalid> {
         let text = literal(text, "domain")?;
         parse::host(text.trim_start_matches('.'), false)
     };
@@ -98,7 +100,7 @@ pub fn cookie_domain(value: &str) -> Result<Option<Rewrite>, String> {
 }
 
 /// `proxy-cookie-path`: two paths starting with `/`.
-pub fn cookie_path(value: &str) -> Result<Option<Rewrite>, String> {
+pub fn cookie_path(value: &str) -> Result<Option<Rewrite>, Invalid> {
     let Some((from, to)) = pair(value)? else {
         return Ok(None);
     };
@@ -110,10 +112,10 @@ pub fn cookie_path(value: &str) -> Result<Option<Rewrite>, String> {
 }
 
 /// A `proxy-redirect-from` or `-to` value: one word, a URL or a path.
-fn redirect_text(value: &str) -> Result<String, String> {
+fn redirect_text(value: &str) -> Result<String, Invalid> {
     let text = value.trim();
     if text.split_whitespace().count() != 1 {
-        return Err(format!("{value:?} is not one word"));
+        return Err(invalid!("{value:?} is not one word"));
     }
     literal(text, "URL or path")
 }
@@ -122,18 +124,16 @@ impl Rewrites {
     /// Reads the four annotations, recording a verdict for each.
     pub fn read(a: &mut Annotations<'_>) -> Self {
         let mut r = Self::default();
-        if let Some((key, rewrite)) = a.parsed("proxy-cookie-domain", cookie_domain) {
-            a.record(key, Status::Honoured(match &rewrite {
+        if let Some(rewrite) = a.honoured("proxy-cookie-domain", cookie_domain, |rewrite| match &rewrite {
                 Some(w) => format!("a Set-Cookie of the backend with Domain={} (any case, a leading dot kept) gets Domain={} (http-response replace-header)", w.from, w.to),
                 None => "off: the backend's cookies keep their Domain".to_owned(),
-            }));
+            }) {
             r.cookie_domain = rewrite;
         }
-        if let Some((key, rewrite)) = a.parsed("proxy-cookie-path", cookie_path) {
-            a.record(key, Status::Honoured(match &rewrite {
+        if let Some(rewrite) = a.honoured("proxy-cookie-path", cookie_path, |rewrite| match &rewrite {
                 Some(w) => format!("a Set-Cookie of the backend whose Path starts with {} gets that start replaced by {} (http-response replace-header)", w.from, w.to),
                 None => "off: the backend's cookies keep their Path".to_owned(),
-            }));
+            }) {
             r.cookie_path = rewrite;
         }
         let from = a.parsed("proxy-redirect-from", redirect_text);

@@ -3,8 +3,9 @@
 //! other than "unknown"), and the ones the table says are never applied are
 //! the library's snippets.
 
+use crate::annotations::Annotations;
 use crate::catalogue::SNIPPETS;
-use crate::policy::{Annotations, Policy};
+use crate::policy::Policy;
 use crate::report::Status;
 
 const DOCS: &str = include_str!("../../../docs/ingress-nginx.md");

@@ -4,8 +4,10 @@
 //! options and request rules). Values are typed here; the Secrets they name are read at render
 //! time through the SDK's [`trust_material`](haptic_sdk::ingress::tls::trust_material).
 
+use crate::annotations::Annotations;
+use crate::invalid;
 use crate::parse;
-use crate::policy::Annotations;
+use crate::parse::Invalid;
 use crate::report::Status;
 
 /// How HAProxy speaks to the pods (`backend-protocol`).
@@ -152,13 +154,7 @@ const PROXY_SSL_OTHERS: [&str; 6] = [
 /// of `namespace`.
 pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Option<BackendTls>) {
     let protocol = read_protocol(a);
-    let leave = |a: &mut Annotations<'_>, why: &str| {
-        for name in PROXY_SSL_OTHERS {
-            if let Some((key, _)) = a.take(name) {
-                a.record(key, Status::NotHonoured(why.to_owned()));
-            }
-        }
-    };
+    let leave = |a: &mut Annotations<'_>, why: &str| a.not_honoured(&PROXY_SSL_OTHERS, why);
     let Some((key, value)) = a.take("proxy-ssl-secret") else {
         leave(
             a,
@@ -175,7 +171,7 @@ pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Opti
     let (secret_namespace, name) = match secret_reference(value) {
         Ok(parts) => parts,
         Err(why) => {
-            a.record(key, Status::Invalid(why));
+            a.record(key, Status::Invalid(why.into_reason()));
             leave(a, "proxy-ssl-secret is invalid");
             return (protocol, None);
         }
@@ -245,13 +241,9 @@ pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Opti
         a.record(key, status);
         tls.versions = Some((low, high));
     }
-    if let Some((key, ciphers)) = a.parsed("proxy-ssl-ciphers", ciphers) {
-        a.record(
-            key,
-            Status::Honoured(format!(
-                "ciphers {ciphers} (TLS 1.2 and below; TLS 1.3 suites stay OpenSSL's, as in nginx)"
-            )),
-        );
+    if let Some(ciphers) = a.honoured("proxy-ssl-ciphers", ciphers, |ciphers| {
+        format!("ciphers {ciphers} (TLS 1.2 and below; TLS 1.3 suites stay OpenSSL's, as in nginx)")
+    }) {
         tls.ciphers = Some(ciphers);
     }
     (protocol, Some(tls))
@@ -290,27 +282,27 @@ fn read_protocol(a: &mut Annotations<'_>) -> Protocol {
 }
 
 /// `on` / `off`, as ingress-nginx's `proxy-ssl-verify` takes them.
-pub fn on_off(value: &str) -> Result<bool, String> {
+pub fn on_off(value: &str) -> Result<bool, Invalid> {
     match value.trim() {
         "on" => Ok(true),
         "off" => Ok(false),
-        other => Err(format!("{other:?} is not \"on\" or \"off\"")),
+        other => Err(invalid!("{other:?} is not \"on\" or \"off\"")),
     }
 }
 
 /// `namespace/name` of a Secret, as ingress-nginx's TLS annotations name one.
-pub fn secret_reference(value: &str) -> Result<(String, String), String> {
+pub fn secret_reference(value: &str) -> Result<(String, String), Invalid> {
     let text = value.trim();
     haptic_sdk::ingress::tls::parse_reference(text)
         .filter(|(_, name)| name.len() <= 253)
         .map(|(namespace, name)| (namespace.to_owned(), name.to_owned()))
-        .ok_or_else(|| format!("{text:?} is not namespace/name of a Secret"))
+        .ok_or_else(|| invalid!("{text:?} is not namespace/name of a Secret"))
 }
 
 /// `proxy-ssl-protocols`: nginx's version names, space separated, as the
 /// lowest and highest TLS version and the versions in between the list
 /// left out. SSLv2 and SSLv3 are refused (HAProxy's OpenSSL has neither).
-fn protocols(value: &str) -> Result<(TlsVersion, TlsVersion, Vec<&'static str>), String> {
+fn protocols(value: &str) -> Result<(TlsVersion, TlsVersion, Vec<&'static str>), Invalid> {
     let mut versions = Vec::new();
     for word in value.split_whitespace() {
         versions.push(match word {
@@ -319,19 +311,19 @@ fn protocols(value: &str) -> Result<(TlsVersion, TlsVersion, Vec<&'static str>),
             "TLSv1.2" => TlsVersion::Tls12,
             "TLSv1.3" => TlsVersion::Tls13,
             "SSLv2" | "SSLv3" => {
-                return Err(format!(
+                return Err(invalid!(
                     "{word}: HAProxy's OpenSSL speaks TLSv1 to TLSv1.3 only"
                 ));
             }
             other => {
-                return Err(format!(
+                return Err(invalid!(
                     "{other:?} is not one of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3"
                 ));
             }
         });
     }
     let (Some(low), Some(high)) = (versions.iter().min(), versions.iter().max()) else {
-        return Err("no protocol version".to_owned());
+        return Err(Invalid::from("no protocol version"));
     };
     let all = [
         (TlsVersion::Tls10, "TLSv1"),
@@ -455,7 +447,7 @@ fn cipher_name(name: &str) -> bool {
 /// `@STRENGTH`), normalized to `:` between. At least one item must select
 /// ciphers and none may remove `ALL` or `DEFAULT`: an empty list makes
 /// HAProxy refuse the whole configuration.
-fn ciphers(value: &str) -> Result<String, String> {
+fn ciphers(value: &str) -> Result<String, Invalid> {
     let items: Vec<&str> = value
         .split([':', ',', ' '])
         .filter(|s| !s.is_empty())
@@ -471,12 +463,12 @@ fn ciphers(value: &str) -> Result<String, String> {
         };
         let known = |part: &str| CIPHER_KEYWORDS.contains(&part) || cipher_name(part);
         if body.is_empty() || !body.split('+').all(known) {
-            return Err(format!(
+            return Err(invalid!(
                 "{item:?} is not an OpenSSL cipher name or keyword (such as ECDHE-RSA-AES128-GCM-SHA256, HIGH, !aNULL)"
             ));
         }
         if removes && matches!(body, "ALL" | "DEFAULT" | "HIGH" | "COMPLEMENTOFDEFAULT") {
-            return Err(format!(
+            return Err(invalid!(
                 "{item:?} removes too much: the list must leave ciphers to speak"
             ));
         }
@@ -485,7 +477,7 @@ fn ciphers(value: &str) -> Result<String, String> {
         }
     }
     if !selects {
-        return Err(format!(
+        return Err(invalid!(
             "{value:?} selects no cipher by name or by DEFAULT, ALL, HIGH or MEDIUM"
         ));
     }
@@ -604,13 +596,7 @@ const AUTH_TLS_OTHERS: [&str; 5] = [
 
 /// Reads the `auth-tls-*` annotations of an Ingress of `namespace`.
 pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<ClientAuth> {
-    let leave = |a: &mut Annotations<'_>, why: &str| {
-        for name in AUTH_TLS_OTHERS {
-            if let Some((key, _)) = a.take(name) {
-                a.record(key, Status::NotHonoured(why.to_owned()));
-            }
-        }
-    };
+    let leave = |a: &mut Annotations<'_>, why: &str| a.not_honoured(&AUTH_TLS_OTHERS, why);
     let Some((key, value)) = a.take("auth-tls-secret") else {
         leave(
             a,
@@ -621,7 +607,7 @@ pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<Clie
     let (secret_namespace, name) = match secret_reference(value) {
         Ok(parts) => parts,
         Err(why) => {
-            a.record(key, Status::Invalid(why));
+            a.record(key, Status::Invalid(why.into_reason()));
             leave(a, "auth-tls-secret is invalid");
             return None;
         }
@@ -675,8 +661,7 @@ pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<Clie
         a.record(key, status);
         auth.pass_certificate = pass;
     }
-    if let Some((key, pattern)) = a.parsed("auth-tls-match-cn", crate::regex::search_pattern) {
-        a.record(key, Status::Honoured("a request whose certificate's subject DN (RFC 2253, CN=...) does not match the PCRE2 pattern is answered 403".into()));
+    if let Some(pattern) = a.honoured("auth-tls-match-cn", crate::regex::search_pattern, |_| "a request whose certificate's subject DN (RFC 2253, CN=...) does not match the PCRE2 pattern is answered 403".into()) {
         auth.match_cn = Some(pattern);
     }
     Some(auth)

@@ -26,8 +26,29 @@
 //!       lines, unless [`Output::snippet_keyed`](crate::Output::snippet_keyed)
 //!       names one).
 //!
-//! Each line of a snippet becomes a line of the section, indented by four
-//! spaces unless it already starts with whitespace; blank lines are dropped.
+//! # How a body is written
+//!
+//! A section body and a snippet are text, one HAProxy line per line; the
+//! same rules hold for both:
+//!
+//! - **Indentation**: each line becomes a line of the section, indented by
+//!   four spaces unless it already starts with whitespace (write
+//!   `"    http-request ...\n"` or `"http-request ...\n"`: the same line).
+//!   Trailing whitespace is trimmed; blank lines are dropped, so a body
+//!   cannot hold an empty line to separate its parts.
+//! - **Line breaks**: a line ends at `\n`; every value you put into a line
+//!   must hold none (an annotation value with a newline would start a
+//!   directive of its own), which is why the SDK's writers
+//!   ([`haproxy::argument`](crate::haproxy::argument),
+//!   [`names::quote`](crate::names::quote)) refuse or escape them.
+//! - **Comments**: HAProxy reads `#` outside quotes as the start of a
+//!   comment to the end of the line, so a whole-line comment
+//!   (`# why this rule`) is kept as written, and a `#` in an unquoted value
+//!   cuts the line there (its `if` condition with it): quote values that may
+//!   hold one. The host's policy checks read the words as HAProxy does, so
+//!   a comment is never judged, and text after one is never run.
+//! - **One owner**: the body comes first and is the owner's alone; add to
+//!   another library's section only through snippets.
 //!
 //! HAProxy evaluates `http-request` rules in file order and the
 //! `use_backend` rules only after all of them, first match wins; the slots
@@ -100,6 +121,30 @@
 //! into a section that no enabled library defines fails the render, naming
 //! both (enable `base`, or define the section yourself).
 //!
+//! # Shared HAProxy resources
+//!
+//! Some things HAProxy has few of, and two libraries using the same one on
+//! the same request would silently share or lose it. The SDK keeps the
+//! registry of which bundled library holds which ([`SHARED_RESOURCES`]):
+//! read it before you take one, and prefer one no bundled library holds.
+//!
+//! - **Stick counters** (`track-sc0` to `track-sc2`, `sc_*(<n>)` fetches):
+//!   HAProxy 2.6 tracks at most three per request ([`STICK_COUNTERS`]),
+//!   and a counter already tracked on a request ignores a second
+//!   `track-sc<n>`. `ingress-nginx` holds all three, on the requests of an
+//!   Ingress with a `limit-rps` (sc0), `limit-rpm` (sc1) or
+//!   `limit-connections` (sc2) annotation only ([`StickCounter`]). A library
+//!   that tracks a counter must do so only on requests those Ingresses do
+//!   not route (`!{ var(txn.haptic_ingress) -m found }` or its own frontend),
+//!   or accept that the first tracker wins; the lowest counter no enabled
+//!   bundled library uses is free for everything else.
+//! - **Stick tables** are named sections, so their names are the resource:
+//!   `ingress-nginx.limit.*` are `ingress-nginx`'s; name yours after your
+//!   library.
+//! - **Variables**: `txn.haptic_*` are `ingress`'s, `txn.ingress_nginx_*`
+//!   `ingress-nginx`'s and `txn.gw_*` `gateway-api`'s (read the ones in the
+//!   table above, never set them); name yours `txn.<your library>_*`.
+//!
 //! # Versioning
 //!
 //! The slots, the order rule and the names in the table are public: a
@@ -143,4 +188,118 @@ pub fn server_options(
         SERVER_OPTIONS_PRIORITY,
         format!("    default-server {options}\n"),
     )
+}
+
+/// HAProxy 2.6's stick counters per request: `sc0` to `sc2` (its
+/// `MAX_SESS_STKCTR`; `tune.stick-counters` arrived in 2.8).
+pub const STICK_COUNTERS: u8 = 3;
+
+/// One of HAProxy's stick counters (`sc0` .. `sc2`): what a
+/// `track-sc<n>` action and the `sc_*(<n>)` fetches name. Only the ones
+/// HAProxy 2.6 has can be made ([`StickCounter::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StickCounter(u8);
+
+impl StickCounter {
+    pub const SC0: Self = Self(0);
+    pub const SC1: Self = Self(1);
+    pub const SC2: Self = Self(2);
+
+    /// Counter `index`, if HAProxy 2.6 has it.
+    pub const fn new(index: u8) -> Option<Self> {
+        if index < STICK_COUNTERS {
+            Some(Self(index))
+        } else {
+            None
+        }
+    }
+
+    /// Its number, as in `track-sc<n>` and `sc_http_req_rate(<n>)`.
+    pub const fn index(self) -> u8 {
+        self.0
+    }
+}
+
+/// A shared HAProxy resource a bundled library holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedResource {
+    StickCounter(StickCounter),
+}
+
+/// Who holds a [`SharedResource`], and on which requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    pub resource: SharedResource,
+    /// The bundled library's name ([`Info::name`](crate::Info)).
+    pub library: &'static str,
+    /// On which requests it holds the resource, and what for.
+    pub scope: &'static str,
+}
+
+/// The registry of the shared resources the bundled libraries hold (see
+/// [Shared HAProxy resources](#shared-haproxy-resources)). A bundled
+/// library takes only what it is listed for here; its tests check that.
+pub const SHARED_RESOURCES: &[Holding] = &[
+    Holding {
+        resource: SharedResource::StickCounter(StickCounter::SC0),
+        library: "ingress-nginx",
+        scope: "requests of an Ingress with limit-rps: requests per second per client address",
+    },
+    Holding {
+        resource: SharedResource::StickCounter(StickCounter::SC1),
+        library: "ingress-nginx",
+        scope: "requests of an Ingress with limit-rpm: requests per minute per client address",
+    },
+    Holding {
+        resource: SharedResource::StickCounter(StickCounter::SC2),
+        library: "ingress-nginx",
+        scope: "requests of an Ingress with limit-connections: connections per client address",
+    },
+];
+
+/// The stick counters `library` holds, in order.
+pub fn stick_counters_of(library: &str) -> impl Iterator<Item = StickCounter> + '_ {
+    SHARED_RESOURCES
+        .iter()
+        .filter(move |holding| holding.library == library)
+        .map(|holding| match holding.resource {
+            SharedResource::StickCounter(counter) => counter,
+        })
+}
+
+/// The stick counters no bundled library holds.
+pub fn free_stick_counters() -> impl Iterator<Item = StickCounter> {
+    (0..STICK_COUNTERS)
+        .filter_map(StickCounter::new)
+        .filter(|counter| {
+            !SHARED_RESOURCES
+                .iter()
+                .any(|holding| holding.resource == SharedResource::StickCounter(*counter))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_resource_is_held_twice() {
+        for (i, a) in SHARED_RESOURCES.iter().enumerate() {
+            for b in &SHARED_RESOURCES[i + 1..] {
+                assert_ne!(a.resource, b.resource, "{a:?} and {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_haproxys_counters_exist() {
+        assert_eq!(StickCounter::new(2), Some(StickCounter::SC2));
+        assert_eq!(StickCounter::new(STICK_COUNTERS), None);
+        // ingress-nginx holds all three today: none is free.
+        assert_eq!(free_stick_counters().count(), 0);
+        assert_eq!(
+            stick_counters_of("ingress-nginx").collect::<Vec<_>>(),
+            [StickCounter::SC0, StickCounter::SC1, StickCounter::SC2]
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! The host-claim policy reserves `victim.example.com` for namespace
 //! `victim`; a shared Gateway of `infra` takes routes from all namespaces.
 
+use haptic_sdk::SectionKind;
 use haptic_sdk::testing::Harness;
 use serde_json::{Value, json};
 

@@ -1,0 +1,77 @@
+//! Who may send what: source ranges (`*list-source-range`), request limits
+//! (`limit-*`) and the body size (`proxy-body-size`).
+
+use crate::annotations::Annotations;
+use crate::parse;
+use crate::report::Status;
+
+use super::Policy;
+
+impl Policy {
+    pub(super) fn read_access(&mut self, a: &mut Annotations<'_>) {
+        for name in ["whitelist-source-range", "allowlist-source-range"] {
+            if let Some(list) = a.honoured(name, parse::cidrs, |list| {
+                format!("requests from outside {} are answered 403", list.join(", "))
+            }) {
+                self.allow.get_or_insert_with(Vec::new).extend(list);
+            }
+        }
+        if let Some(list) = a.honoured("denylist-source-range", parse::cidrs, |list| {
+            format!("requests from {} are answered 403", list.join(", "))
+        }) {
+            self.deny = Some(list);
+        }
+        let window = "HAProxy counts each client's requests over a sliding window and answers 503 above the limit, with no burst allowance (nginx admits bursts of limit-burst-multiplier, default 5, times the rate); the count is per HAProxy pod, as nginx's is per nginx pod";
+        if let Some((key, n)) = a.parsed("limit-rps", |v| parse::number(v, 1..=1_000_000)) {
+            a.record(
+                key,
+                Status::Differs(format!(
+                    "at most {n} requests per second per client address: {window}"
+                )),
+            );
+            self.limits.rps = Some(n);
+        }
+        if let Some((key, n)) = a.parsed("limit-rpm", |v| parse::number(v, 1..=60_000_000)) {
+            a.record(
+                key,
+                Status::Differs(format!(
+                    "at most {n} requests per minute per client address: {window}"
+                )),
+            );
+            self.limits.rpm = Some(n);
+        }
+        if let Some(n) = a.honoured(
+            "limit-connections",
+            |v| parse::number(v, 1..=1_000_000),
+            |n| {
+                format!(
+                    "a client address with {n} connections open is answered 503 on a new request"
+                )
+            },
+        ) {
+            self.limits.connections = Some(n);
+        }
+        if let Some(list) = a.honoured("limit-whitelist", parse::cidrs, |list| {
+            format!("{} are never rate limited", list.join(", "))
+        }) {
+            self.limits.exempt = list;
+        }
+        if let Some((key, size)) = a.parsed("proxy-body-size", parse::size) {
+            let text = match size {
+                Some(bytes) => format!(
+                    "a request whose Content-Length exceeds {bytes} bytes is answered 413; a chunked body without Content-Length is not counted (HAProxy would have to buffer it)"
+                ),
+                None => "no body size limit".to_owned(),
+            };
+            a.record(
+                key,
+                if size.is_some() {
+                    Status::Differs(text)
+                } else {
+                    Status::Honoured(text)
+                },
+            );
+            self.body_size = size;
+        }
+    }
+}
