@@ -33,6 +33,7 @@
 
 use std::fmt::Write as _;
 
+use haptic_sdk::http3::Quic;
 use haptic_sdk::names::sanitize;
 
 use crate::filters::RuleActions;
@@ -178,6 +179,10 @@ pub struct Frontend {
     pub protocol: Protocol,
     /// The crt-list of an HTTPS port.
     pub crt_list: Option<String>,
+    /// HTTP/3 on an HTTPS port: QUIC on the same address over UDP,
+    /// advertised with the listener's port (what clients reach through the
+    /// Gateway's Service).
+    pub quic: Option<(Quic, u16)>,
     /// A GRPCRoute is attached: an HTTPS bind offers HTTP/2 (ALPN `h2`);
     /// a clear one takes HTTP/2 by its preface anyway.
     pub h2: bool,
@@ -235,6 +240,12 @@ impl Frontend {
                     "    bind {} ssl crt-list {list} alpn {alpn}",
                     self.bind
                 );
+                if let Some((quic, port)) = &self.quic
+                    && let Some(address) = quic.bind_address(&self.bind)
+                {
+                    let _ = writeln!(out, "    bind {address} ssl crt-list {list} alpn h3");
+                    out.push_str(&quic.alt_svc_rule_on(*port));
+                }
             }
             None => {
                 let _ = writeln!(out, "    bind {}", self.bind);

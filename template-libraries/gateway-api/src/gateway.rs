@@ -36,7 +36,7 @@ pub(crate) fn haproxy_endpoints(
 ) -> Value {
     let ports: Vec<Value> = service_ports
         .iter()
-        .map(|p| json!({"name": p["name"], "port": p["targetPort"], "protocol": "TCP"}))
+        .map(|p| json!({"name": p["name"], "port": p["targetPort"], "protocol": p["protocol"]}))
         .collect();
     let mut endpoints: Vec<(String, Value)> = pods
         .iter()

@@ -39,6 +39,7 @@ pub mod tls;
 use std::collections::BTreeMap;
 
 use haptic_sdk::claims::HostClaims;
+use haptic_sdk::http3::Http3;
 use haptic_sdk::ingress::tls::CertificateCache;
 use haptic_sdk::{Context, Error, Info, Library, Output, Plan, Result, Values, Watch};
 use serde::Deserialize;
@@ -147,6 +148,9 @@ pub struct GatewayApi {
     certificates: CertificateCache,
     /// The admin's host-claim policy (`templateLibraries.base.hostClaims`).
     claims: HostClaims,
+    /// HTTP/3 beside HTTPS listeners (`templateLibraries.base.http3` and
+    /// the host's HAProxy).
+    http3: Http3,
 }
 
 impl Default for GatewayApi {
@@ -155,6 +159,7 @@ impl Default for GatewayApi {
             values: GatewayValues::default(),
             certificates: tls::certificate_cache(),
             claims: HostClaims::default(),
+            http3: Http3::Off,
         }
     }
 }
@@ -171,6 +176,7 @@ impl Library for GatewayApi {
         check_values(&parsed)?;
         self.values = parsed;
         self.claims = values.host_claims()?;
+        self.http3 = Http3::from_values(values);
         let pods = &self.values.service;
         let pod_watch = (!pods.pod_namespace.is_empty()).then(|| {
             let selector: Vec<String> = pods
@@ -244,7 +250,14 @@ impl Library for GatewayApi {
     }
 
     fn render(&mut self, ctx: &Context<'_>, out: &mut Output) -> Result<()> {
-        render::render(&self.values, &self.claims, &mut self.certificates, ctx, out)
+        render::render(
+            &self.values,
+            &self.claims,
+            &self.http3,
+            &mut self.certificates,
+            ctx,
+            out,
+        )
     }
 }
 

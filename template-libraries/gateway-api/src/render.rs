@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use haptic_sdk::claims::HostClaims;
+use haptic_sdk::http3::{self, Http3};
 use haptic_sdk::ingress::tls::CertificateCache;
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{Context, ObjectKey, Output, Result, SectionKind, Slot, StatusVariant};
@@ -33,6 +34,7 @@ use crate::rules::{RouteView, add_route};
 pub(crate) fn render(
     v: &GatewayValues,
     policy: &HostClaims,
+    http3: &Http3,
     cache: &mut CertificateCache,
     ctx: &Context<'_>,
     out: &mut Output,
@@ -191,6 +193,12 @@ pub(crate) fn render(
                 protocol,
                 crt_list: (protocol == Protocol::Https)
                     .then(|| format!("certs/gateway/{}.crt-list", sanitize(&name))),
+                quic: match http3 {
+                    Http3::On(quic) if protocol == Protocol::Https => {
+                        u16::try_from(l.port).ok().map(|port| (quic.clone(), port))
+                    }
+                    _ => None,
+                },
                 name,
                 h2: false,
                 listeners: Vec::new(),
@@ -202,6 +210,12 @@ pub(crate) fn render(
                 hostname: l.hostname.clone(),
             });
         }
+    }
+
+    if let Http3::Unavailable(why) = http3
+        && frontends.values().any(|f| f.crt_list.is_some())
+    {
+        out.warning(None, http3::UNAVAILABLE_REASON, why.clone())?;
     }
 
     // Routes, HTTP and gRPC, oldest first (older routes win ties).
@@ -402,9 +416,21 @@ pub(crate) fn render(
             .map(|l| l.port)
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .filter_map(|port| {
-                let target = allocation.get(&(id.clone(), port))?;
-                Some(json!({"name": format!("port-{port}"), "port": port, "targetPort": target, "protocol": "TCP"}))
+            .flat_map(|port| {
+                let target = allocation.get(&(id.clone(), port));
+                // An HTTPS port serves HTTP/3 on UDP too: the Service
+                // carries both protocols (a mixed-protocol Service).
+                let https = g
+                    .listeners
+                    .iter()
+                    .any(|l| l.valid && l.port == port && l.protocol == Some(Protocol::Https));
+                let tcp = target.map(|target| {
+                    json!({"name": format!("port-{port}"), "port": port, "targetPort": target, "protocol": "TCP"})
+                });
+                let udp = target.filter(|_| https && matches!(http3, Http3::On(_))).map(|target| {
+                    json!({"name": format!("port-{port}-quic"), "port": port, "targetPort": target, "protocol": "UDP"})
+                });
+                tcp.into_iter().chain(udp)
             })
             .collect();
         let selectorless = !v.service.pod_namespace.is_empty();

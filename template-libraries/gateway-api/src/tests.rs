@@ -291,3 +291,52 @@ fn only_configmap_data_reaches_the_library() {
         );
     }
 }
+
+/// An HTTPS frontend serves HTTP/3 when QUIC is on: a QUIC bind beside
+/// the TCP one with the same crt-list, alt-svc naming the listener's port
+/// (what clients reach through the Gateway's Service). The Service's UDP
+/// port and the warning without QUIC need a checked certificate, so the
+/// fixture `https-listeners` shows them through the host.
+#[test]
+fn an_https_frontend_with_quic_binds_it_beside_tcp() {
+    let quic = match haptic_sdk::http3::Http3::from_values(
+        &haptic_sdk::Values::new(
+            json!({"_haproxy": {"version": "3.0.11", "quic": true, "quicOpensslCompat": true}}),
+            "gateway-api",
+            &json!({}),
+        )
+        .unwrap(),
+    ) {
+        haptic_sdk::http3::Http3::On(quic) => quic,
+        other => panic!("{other:?}"),
+    };
+    let frontend = |quic: Option<(haptic_sdk::http3::Quic, u16)>| {
+        crate::frontend::Frontend {
+            name: "gateway.ns.gw.443".to_owned(),
+            bind: ":20000".to_owned(),
+            protocol: crate::listeners::Protocol::Https,
+            crt_list: Some("certs/gateway/gw.crt-list".to_owned()),
+            quic,
+            h2: false,
+            listeners: Vec::new(),
+            entries: Vec::new(),
+            rules: std::collections::BTreeMap::new(),
+        }
+        .render()
+        .body
+    };
+    let body = frontend(Some((quic, 443)));
+    assert!(
+        body.contains("    bind :20000 ssl crt-list certs/gateway/gw.crt-list alpn http/1.1\n    bind quic4@:20000 ssl crt-list certs/gateway/gw.crt-list alpn h3\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("alt-svc \"h3=\\\":443\\\"; ma=86400\""),
+        "{body}"
+    );
+    let tcp_only = frontend(None);
+    assert!(
+        !tcp_only.contains("quic") && !tcp_only.contains("alt-svc"),
+        "{tcp_only}"
+    );
+}

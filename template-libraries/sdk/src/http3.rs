@@ -149,6 +149,16 @@ impl Quic {
         let port = self
             .advertised_port
             .map_or_else(|| "%[dst_port]".to_owned(), |port| port.to_string());
+        self.alt_svc_rule_for(&port)
+    }
+
+    /// [`Self::alt_svc_rule`] for a port the library knows clients reach
+    /// (a Gateway listener's port, which its Service maps).
+    pub fn alt_svc_rule_on(&self, port: u16) -> String {
+        self.alt_svc_rule_for(&port.to_string())
+    }
+
+    fn alt_svc_rule_for(&self, port: &str) -> String {
         format!(
             "    http-response set-header alt-svc \"h3=\\\":{port}\\\"; ma={}\" if {{ ssl_fc }}\n",
             self.max_age
