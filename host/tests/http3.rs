@@ -62,7 +62,7 @@ defaults
 frontend web
   bind 127.0.0.1:{port} ssl {certificates} alpn h2,http/1.1
 {quic_bind}  use_backend echo if {{ path_beg /echo }}
-  http-request return status 200 content-type text/plain hdr x-http-major \"%[fc_http_major]\" hdr x-sni \"%[ssl_fc_sni]\" lf-string \"hello over HTTP/%[fc_http_major]\"
+  http-request return status 200 content-type text/plain hdr x-http-major \"%[fc_http_major]\" hdr x-sni \"%[ssl_fc_sni]\" lf-string \"hello over HTTP/%[fc_http_major]\" unless {{ path_beg /echo }}
 
 backend echo
   server echo 127.0.0.1:{echo_port}
