@@ -6,12 +6,13 @@
 //! headers, body, the endpoint that answered, what the backend received,
 //! and which certificate HAProxy chose for the SNI sent.
 //!
-//! Broken on purpose once: with the `quic4@` bind removed from
-//! [`config`] the first test fails with every HTTP/3 check reporting
-//! "request 1 failed: send.http3: no QUIC answer from 127.0.0.1:<port>
-//! (UDP) within 5s: HAProxy may lack a QUIC bind on port <port> (`bind
-//! quic4@:<port> ssl crt <pem> alpn h3`), or `limited-quic` in its global
-//! section ...", while the HTTP/2 check over the TCP bind still passed; the
+//! Broken on purpose once: with the `quic4@` bind left out of [`config`]
+//! (`run(false, right)` in the first test) that test failed, each HTTP/3
+//! check with "request 1 failed: send.http3: no QUIC answer from
+//! 127.0.0.1:25137 (UDP) within 5s: HAProxy may lack a QUIC bind on port
+//! 25137 (`bind quic4@:25137 ssl crt <pem> alpn h3`), or `limited-quic` in
+//! its global section (HAProxy built on an OpenSSL without QUIC support
+//! needs it)", while the HTTP/2 check over the TCP bind still passed; the
 //! second test keeps that failure checked.
 
 mod support;
