@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use self::expect::{Expectations, ExpectedOwned, ExpectedPatch, FORMAT, Pattern};
-pub use self::traffic::{TrafficCheck, check_traffic_on_loopback};
+pub use self::traffic::{Http3Answer, TrafficCheck, check_traffic_on_loopback, http3_get};
 use crate::library::LibraryRuntime;
 use crate::library::types::StatusVariant;
 use crate::offline::{self, Job, JobOutput};

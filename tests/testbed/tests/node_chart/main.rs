@@ -148,6 +148,7 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     // picked routes, and the load below would meet the other one (two 503s
     // in a CI run): every HAProxy pod is asked at its own address too.
     wait_routed(&client, HOST, &[lb]).await?;
+    http3_through_the_load_balancer(lb).await?;
 
     // The rollout under load, with one request held across it.
     let load = Load::start(lb, HOST, 2);
@@ -193,6 +194,47 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
     );
 
     stop_bed(bed).await
+}
+
+/// HTTP/3 as a browser reaches it: QUIC over UDP to the HAProxy Service's
+/// LoadBalancer address on its HTTPS port (the chart's mixed-protocol
+/// `https-quic` port, kube-proxy's UDP rules, the image's HAProxy 3.0 with
+/// `limited-quic`), answered by the app's pod, and the TCP answers
+/// advertising it on the Service's port. Without the chart's UDP Service
+/// port (or with `templateLibraries.base.http3.enabled=false`) the QUIC
+/// handshake gets no answer and this fails naming the missing bind.
+async fn http3_through_the_load_balancer(lb: SocketAddr) -> anyhow::Result<()> {
+    let quic = SocketAddr::new(lb.ip(), 443);
+    // The first QUIC packets after the rollout of the app can race the
+    // reload that routes it: a few tries, each a fresh connection.
+    let mut last = String::new();
+    for _ in 0..10 {
+        match haptic::fixtures::http3_get(quic, HOST, "/").await {
+            Ok(answer) if answer.status == 200 && answer.body.contains("pod=web-") => {
+                eprintln!(
+                    "HTTP/3 through the LoadBalancer address {quic} (UDP): 200, certificate {:?}",
+                    answer.certificate
+                );
+                let tcp = http::get(
+                    SocketAddr::new(lb.ip(), 80),
+                    Some(HOST),
+                    "/",
+                    &[],
+                    Duration::from_secs(10),
+                )
+                .await?;
+                ensure!(
+                    tcp.header("alt-svc").is_none(),
+                    "plain HTTP advertised HTTP/3: {tcp:?}"
+                );
+                return Ok(());
+            }
+            Ok(answer) => last = format!("status {} {:?}", answer.status, answer.headers),
+            Err(error) => last = error,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    anyhow::bail!("no HTTP/3 answer through {quic}: {last}")
 }
 
 /// A real node with haptic's image imported; fails at once, saying what to
