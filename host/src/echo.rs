@@ -238,6 +238,7 @@ pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
 /// | `x-haptic-echo-delay-ms: 3000` | answers after that many milliseconds (at most [`MAX_DELAY`]) |
 /// | `x-haptic-echo-set-cookie: a=1; Path=/x` | adds `Set-Cookie: a=1; Path=/x` (once per occurrence) |
 /// | `x-haptic-echo-location: http://a.test/x` | adds `Location: http://a.test/x` |
+/// | `x-haptic-echo-body-bytes: 1048576` | pads the body with that many more bytes (at most [`MAX_PADDING`]): a response whose transfer rate a check measures |
 ///
 /// A value that does not parse (a status that is no HTTP status, a delay
 /// that is no number) is ignored: the backend answers as without it.
@@ -247,7 +248,14 @@ pub struct Controls {
     pub delay: std::time::Duration,
     pub set_cookies: Vec<hyper::header::HeaderValue>,
     pub location: Option<hyper::header::HeaderValue>,
+    /// Bytes of padding after the echo report.
+    pub padding: usize,
 }
+
+/// The most padding a request may ask for (`x-haptic-echo-body-bytes`).
+pub const MAX_PADDING: usize = 16 << 20;
+/// See [`Controls`].
+pub const BODY_BYTES_HEADER: &str = "x-haptic-echo-body-bytes";
 
 /// See [`Controls`].
 pub const FAIL_HEADER: &str = "x-haptic-echo-fail";
@@ -283,6 +291,9 @@ impl Controls {
             delay,
             set_cookies: headers.get_all(SET_COOKIE_HEADER).iter().cloned().collect(),
             location: headers.get(LOCATION_HEADER).cloned(),
+            padding: text(BODY_BYTES_HEADER)
+                .and_then(|bytes| bytes.trim().parse::<usize>().ok())
+                .map_or(0, |bytes| bytes.min(MAX_PADDING)),
         }
     }
 }
@@ -332,7 +343,10 @@ fn answer(
         let value = String::from_utf8_lossy(value.as_bytes());
         body.push_str(&format!("header.{name}={}\n", value.replace('\n', " ")));
     }
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+    // The echo report first, so a padded answer still reads back.
+    let mut bytes = body.into_bytes();
+    bytes.resize(bytes.len() + controls.padding, b'.');
+    let mut response = Response::new(Full::new(Bytes::from(bytes)));
     *response.status_mut() = controls.status.unwrap_or(StatusCode::OK);
     if let Ok(value) = local.parse() {
         response.headers_mut().insert(BACKEND_HEADER, value);
