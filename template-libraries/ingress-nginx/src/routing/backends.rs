@@ -75,7 +75,7 @@ impl Routing {
         let checked = if namespace == ingress.key.namespace {
             read_trust(ctx, namespace, name, tls_secrets)?
         } else {
-            Err("it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets".to_owned())
+            Err(TrustProblem::OtherNamespace)
         };
         let files = checked.and_then(|material| {
             let mut files = tls::TrustFiles::default();
@@ -90,7 +90,10 @@ impl Routing {
                 files.client = Some(path);
             }
             match settings.unmet(&files) {
-                Some(why) => Err(format!("Secret {namespace}/{name}: {why}")),
+                Some(why) => Err(TrustProblem::Unmet {
+                    secret: format!("{namespace}/{name}"),
+                    why,
+                }),
                 None => Ok(files),
             }
         });
@@ -143,14 +146,14 @@ impl Routing {
         let acl =
             haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
         let ca = if !tls_enabled {
-            Err("templateLibraries.ingressNginx.tls.enabled is false, so this library has no HTTPS bind to ask for client certificates on".to_owned())
+            Err(TrustProblem::NoHttpsBind)
         } else if namespace != ingress.key.namespace {
-            Err("it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets".to_owned())
+            Err(TrustProblem::OtherNamespace)
         } else {
             read_trust(ctx, namespace, name, tls_enabled)?.and_then(|material| {
-                material
-                    .ca
-                    .ok_or_else(|| format!("Secret {namespace}/{name} has no `ca.crt`"))
+                material.ca.ok_or_else(|| TrustProblem::NoCa {
+                    secret: format!("{namespace}/{name}"),
+                })
             })
         };
         let rules = match ca {
@@ -221,6 +224,47 @@ impl Routing {
     }
 }
 
+/// Why the Secret of a `proxy-ssl-secret` or `auth-tls-secret` cannot
+/// serve: the warning names the Ingress and the Secret with this text, and
+/// the Ingress's requests are answered 503.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TrustProblem {
+    /// `tls.enabled` is false: no HTTPS bind to ask for client
+    /// certificates on.
+    NoHttpsBind,
+    /// The Secret is in another namespace than the Ingress.
+    OtherNamespace,
+    /// No Secret `secret` (`namespace/name`) of a type this library reads.
+    Missing { secret: String, types: &'static str },
+    /// Its data did not pass the SDK's checks (the SDK's text).
+    Unusable { secret: String, problem: String },
+    /// It lacks what the annotations ask for.
+    Unmet { secret: String, why: &'static str },
+    /// `auth-tls-secret` without `ca.crt`.
+    NoCa { secret: String },
+}
+
+impl std::fmt::Display for TrustProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoHttpsBind => f.write_str(
+                "templateLibraries.ingressNginx.tls.enabled is false, so this library has no HTTPS bind to ask for client certificates on",
+            ),
+            Self::OtherNamespace => f.write_str(
+                "it is in another namespace, and haptic reads only the Ingress's own namespace's Secrets",
+            ),
+            Self::Missing { secret, types } => {
+                write!(f, "Secret {secret} does not exist or is not of type {types}")
+            }
+            Self::Unusable { secret, problem } => {
+                write!(f, "Secret {secret} is unusable: {problem}")
+            }
+            Self::Unmet { secret, why } => write!(f, "Secret {secret}: {why}"),
+            Self::NoCa { secret } => write!(f, "Secret {secret} has no `ca.crt`"),
+        }
+    }
+}
+
 /// The CA and client certificate of Secret `namespace/name`, read from the
 /// Opaque Secrets, else (when watched) the `kubernetes.io/tls` ones, and
 /// checked by the SDK; or why they cannot be used, naming the Secret.
@@ -229,7 +273,7 @@ fn read_trust(
     namespace: &str,
     name: &str,
     tls_secrets: bool,
-) -> Result<std::result::Result<TrustMaterial, String>> {
+) -> Result<std::result::Result<TrustMaterial, TrustProblem>> {
     let checked = if let Some(secret) = ctx.get::<Secret>(SECRETS, namespace, name)? {
         let data = secret.value.data.as_ref();
         trust_material(|key| Ok(data.and_then(|d| d.get(key)).map(|bytes| bytes.0.clone())))
@@ -245,11 +289,15 @@ fn read_trust(
         } else {
             "Opaque (kubernetes.io/tls Secrets are read only with tls.enabled)"
         };
-        return Ok(Err(format!(
-            "Secret {namespace}/{name} does not exist or is not of type {types}"
-        )));
+        return Ok(Err(TrustProblem::Missing {
+            secret: format!("{namespace}/{name}"),
+            types,
+        }));
     };
-    Ok(checked.map_err(|problem| format!("Secret {namespace}/{name} is unusable: {problem}")))
+    Ok(checked.map_err(|problem| TrustProblem::Unusable {
+        secret: format!("{namespace}/{name}"),
+        problem,
+    }))
 }
 
 /// A host a crt-list line can name.
