@@ -37,7 +37,7 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "auth-keepalive-timeout"
         | "auth-always-set-cookie"
         | "enable-global-auth" => {
-            "external authentication needs a subrequest per request, which HAProxy 2.6 cannot make without Lua (refused by haptic's directive policy)"
+            "external authentication needs a subrequest per request, which HAProxy makes only through Lua (refused by haptic's directive policy) or an SPOE agent (not yet in haptic's agent)"
         }
         "upstream-hash-by-subset" | "upstream-hash-by-subset-size" => {
             "HAProxy hashes to one server, not to a subset of them; upstream-hash-by alone is honoured"
@@ -46,13 +46,13 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
             "HAProxy bounds retries by count (proxy-next-upstream-tries), not by time"
         }
         "custom-http-errors" => {
-            "HAProxy 2.6 cannot send a request on to another backend once its answer's status is known (nginx's internal redirect to the error-page backend); the backend's own answer is returned"
+            "HAProxy (3.0 too) cannot send a request on to another backend once its answer's status is known (nginx's internal redirect to the error-page backend); the backend's own answer is returned"
         }
         "disable-proxy-intercept-errors" => {
             "it turns off custom-http-errors, which is not honoured"
         }
-        "limit-rate" | "limit-rate-after" => {
-            "HAProxy 2.6 has no per-connection bandwidth limit for responses"
+        "limit-rate-after" => {
+            "HAProxy's bandwidth limit (bwlim-out) has no initial allowance: with limit-rate, an answer is limited from its first byte"
         }
         "limit-burst-multiplier" => {
             "HAProxy counts requests over a sliding window; there is no burst allowance to size"
@@ -88,7 +88,7 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "enable-opentelemetry"
         | "opentelemetry-trust-incoming-span"
         | "opentelemetry-operation-name" => {
-            "tracing is not built into HAProxy 2.6 without modules haptic does not load"
+            "HAProxy 3.0 as Debian builds it has an OpenTracing filter, but haptic configures no tracer for it"
         }
         "enable-influxdb"
         | "influxdb-measurement"
@@ -96,10 +96,10 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "influxdb-host"
         | "influxdb-server-name" => "use haptic's Prometheus metrics instead",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
-            "ModSecurity is an nginx module; HAProxy 2.6 would need an SPOE agent"
+            "ModSecurity is an nginx module; HAProxy would need an SPOE agent (not yet in haptic's agent)"
         }
         "mirror-request-body" | "mirror-target" | "mirror-host" => {
-            "request mirroring needs an SPOE agent in HAProxy 2.6"
+            "request mirroring needs an SPOE agent in HAProxy (not yet in haptic's agent)"
         }
         "satisfy" => "it combines auth-url with source ranges; auth-url is not honoured",
         "add-base-url"

@@ -16,6 +16,8 @@ mod redirects;
 mod rules;
 mod upstream;
 
+pub use rules::BANDWIDTH_FILTER_LINE;
+
 use crate::annotations::Annotations;
 use crate::parse;
 use crate::report::Status;
@@ -99,6 +101,8 @@ pub struct Policy {
     pub deny: Option<Vec<String>>,
     /// Largest request body in bytes.
     pub body_size: Option<u64>,
+    /// Bytes per second an answer is sent at (`limit-rate`).
+    pub rate_limit: Option<u64>,
     /// `timeout server` for the Ingress's requests, seconds.
     pub server_timeout: Option<u64>,
     pub forwarded_prefix: Option<String>,

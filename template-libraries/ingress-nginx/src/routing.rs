@@ -68,6 +68,8 @@ pub(crate) struct Routing {
     cluster_ip_backends: BTreeMap<String, String>,
     /// `canaryAcrossNamespaces`.
     canary_across_namespaces: bool,
+    /// Some Ingress has a `limit-rate`: the frontend needs its filter.
+    bandwidth_limited: bool,
 }
 
 impl Routing {
@@ -235,6 +237,9 @@ impl Routing {
             .filter(|h| parse::host(h, true).is_ok())
             .collect();
         let rules = policy.frontend_rules(id, &tls_hosts, &hosts);
+        // The frontend's bwlim-out filter, declared once (in `write`)
+        // however many Ingresses limit their answers.
+        self.bandwidth_limited |= policy.rate_limit.is_some();
         if !rules.is_empty() {
             out.snippet_keyed(
                 format!("ingress-nginx-rules:{id}"),
@@ -405,6 +410,15 @@ impl Routing {
         }
         let routing = routes::routing_rules_with(&NGINX_MAPS, Some(REGEX_MAP));
         out.snippet(SectionKind::Frontend, frontend, Slot::Routing, 0, routing)?;
+        if self.bandwidth_limited {
+            out.snippet(
+                SectionKind::Frontend,
+                frontend,
+                Slot::Other,
+                0,
+                crate::policy::BANDWIDTH_FILTER_LINE,
+            )?;
+        }
         if let Some(backend) = self.default_backend {
             out.snippet(
                 SectionKind::Frontend,

@@ -200,7 +200,7 @@ pub fn read_backend(a: &mut Annotations<'_>, namespace: &str) -> (Protocol, Opti
         tls.verify = verify;
     }
     if let Some((key, depth)) = a.parsed("proxy-ssl-verify-depth", |v| parse::number(v, 0..=100)) {
-        a.record(key, Status::Differs(format!("{depth}: HAProxy 2.6 has no verify depth for server certificates; a chain of any length to ca.crt is accepted")));
+        a.record(key, Status::Differs(format!("{depth}: HAProxy (3.0 too) has no verify depth for server certificates; a chain of any length to ca.crt is accepted")));
     }
     if let Some((key, name)) = a.parsed("proxy-ssl-name", |v| parse::host(v, false)) {
         let text = if tls.verify {
@@ -270,7 +270,7 @@ fn read_protocol(a: &mut Annotations<'_>) -> Protocol {
         ),
         "AUTO_HTTP" | "FCGI" | "AJP" => (
             Protocol::Http,
-            Status::NotHonoured(format!("{value}: HAProxy 2.6 backends here speak HTTP/1.1, HTTP/2 (h2c) or either over TLS; the pods get HTTP/1.1")),
+            Status::NotHonoured(format!("{value}: HAProxy backends here speak HTTP/1.1, HTTP/2 (h2c) or either over TLS; the pods get HTTP/1.1")),
         ),
         _ => (
             Protocol::Http,
@@ -639,7 +639,7 @@ pub fn read_client_auth(a: &mut Annotations<'_>, namespace: &str) -> Option<Clie
         }
     }
     if let Some((key, depth)) = a.parsed("auth-tls-verify-depth", |v| parse::number(v, 1..=100)) {
-        a.record(key, Status::Differs(format!("{depth}: HAProxy 2.6 has no verify depth on a crt-list line; a chain of any length to ca.crt is accepted")));
+        a.record(key, Status::Differs(format!("{depth}: HAProxy (3.0 too) has no verify depth on a crt-list line; a chain of any length to ca.crt is accepted")));
     }
     if let Some((key, page)) = a.parsed("auth-tls-error-page", parse::url) {
         let status = if auth.verify == VerifyClient::On {

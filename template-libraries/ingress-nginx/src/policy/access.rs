@@ -51,6 +51,22 @@ impl Policy {
         ) {
             self.limits.connections = Some(n);
         }
+        // nginx's `limit_rate`, in KB per second: HAProxy 3.0's bwlim-out
+        // filter per answer. 0 is nginx's "no limit".
+        if let Some((key, kib)) = a.parsed("limit-rate", |v| parse::number(v, 0..=(1 << 30))) {
+            if kib == 0 {
+                a.record(key, Status::Honoured("no bandwidth limit (0)".to_owned()));
+            } else {
+                a.record(
+                    key,
+                    Status::Honoured(format!(
+                        "each answer to the Ingress's requests is sent at most {kib} KB ({} bytes) per second (HAProxy's bwlim-out filter, per request as nginx's limit_rate is per connection)",
+                        kib * 1024
+                    )),
+                );
+                self.rate_limit = Some(kib * 1024);
+            }
+        }
         if let Some(list) = a.honoured("limit-whitelist", parse::cidrs, |list| {
             format!("{} are never rate limited", list.join(", "))
         }) {

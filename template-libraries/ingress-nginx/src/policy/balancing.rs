@@ -113,7 +113,7 @@ impl Policy {
                     Status::Honoured(text)
                 } else {
                     Status::Differs(format!(
-                        "{text}; HAProxy 2.6 cannot retry on {}",
+                        "{text}; HAProxy cannot retry on {}",
                         dropped.join(", ")
                     ))
                 },
@@ -163,7 +163,7 @@ impl Policy {
 }
 
 /// `proxy-next-upstream`'s conditions as HAProxy's `retry-on` words, and
-/// the ones HAProxy 2.6 cannot retry on.
+/// the ones HAProxy cannot retry on.
 fn retry_on(value: &str) -> Result<(String, Vec<String>), Invalid> {
     let mut words: Vec<&str> = Vec::new();
     let mut dropped = Vec::new();
@@ -179,7 +179,9 @@ fn retry_on(value: &str) -> Result<(String, Vec<String>), Invalid> {
             "http_502" => &["502"],
             "http_503" => &["503"],
             "http_504" => &["504"],
-            "http_429" | "non_idempotent" => {
+            // HAProxy 3.0 retries on 429 (2.6 could not).
+            "http_429" => &["429"],
+            "non_idempotent" => {
                 dropped.push(condition.to_owned());
                 &[]
             }

@@ -28,6 +28,17 @@ const RPS_COUNTER: StickCounter = StickCounter::SC0;
 const RPM_COUNTER: StickCounter = StickCounter::SC1;
 const CONNECTIONS_COUNTER: StickCounter = StickCounter::SC2;
 
+/// The frontend's bwlim-out filter `limit-rate` sets per answer
+/// ([`BANDWIDTH_FILTER_LINE`]); it limits only the requests a
+/// `set-bandwidth-limit` rule names.
+pub const BANDWIDTH_FILTER: &str = "haptic_limit_rate";
+
+/// The filter's declaration, once per frontend that has a `limit-rate`:
+/// per-stream limits (each answer its own), whose defaults the rules
+/// replace.
+pub const BANDWIDTH_FILTER_LINE: &str =
+    "    filter bwlim-out haptic_limit_rate default-limit 1m default-period 1s\n";
+
 /// ACME HTTP-01 challenges are never redirected (certificates must renew).
 const ACME: &str = "!{ path_beg /.well-known/acme-challenge/ }";
 
@@ -187,6 +198,11 @@ impl Policy {
         if let Some(bytes) = self.body_size {
             line(format!(
                 "http-request deny deny_status 413 if {acl} {{ req.hdr_val(content-length) gt {bytes} }}"
+            ));
+        }
+        if let Some(bytes) = self.rate_limit {
+            line(format!(
+                "http-request set-bandwidth-limit {BANDWIDTH_FILTER} limit {bytes} period 1s if {acl}"
             ));
         }
         if let Some(c) = &self.cors {
