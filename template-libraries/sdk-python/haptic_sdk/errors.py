@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .objects import ObjectKey
+    from .keys import ObjectKey
 
 
 class RenderError(Exception):

@@ -9,27 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Union
 
 from .errors import RenderError
-from .library import Plan, Watch
+from .keys import ObjectKey  # noqa: F401 - haptic_sdk.objects.ObjectKey stays importable
 from .values import Values
+from .watch import Plan, Watch
 
 #: A Kubernetes object as parsed JSON.
 Object = dict[str, Any]
-
-
-@dataclass(frozen=True, order=True)
-class ObjectKey:
-    """Identifies one watched object."""
-
-    #: The watch the object belongs to.
-    watch: str
-    #: Empty for cluster-scoped objects.
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        if not self.namespace:
-            return f"{self.watch} {self.name}"
-        return f"{self.watch} {self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .errors import RenderError
 
 if TYPE_CHECKING:
-    from .objects import ObjectKey
+    from .keys import ObjectKey
 
 
 class SectionKind(str, enum.Enum):
