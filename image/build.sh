@@ -32,9 +32,8 @@ repo="$(dirname "$here")"
 version="${3:-$("$haptic_bin" --version | awk '{print $2}')}"
 
 image_name="${IMAGE_NAME:-localhost/haptic}"
-suite="${IMAGE_SUITE:-trixie}"
-mirror="${IMAGE_MIRROR:-http://deb.debian.org/debian}"
-security_mirror="${IMAGE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+# shellcheck source=image/userland.sh
+source "$here/userland.sh"
 uid=65532
 cache=/usr/lib/haptic/cache   # image/rootfs.sh fills it
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}"
@@ -55,17 +54,7 @@ root="$work/rootfs"   # the image's root filesystem
 step() { printf '==> %s\n' "$*" >&2; }
 
 step "mmdebstrap $suite (minbase, haproxy, ca-certificates) from $mirror"
-mmdebstrap --variant=minbase --include=haproxy,ca-certificates \
-    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-    --aptopt='APT::Install-Recommends "false"' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    "$suite" "$base" \
-    "deb $mirror $suite main" \
-    "deb $mirror $suite-updates main" \
-    "deb $security_mirror $suite-security main" >"$work/mmdebstrap.log" 2>&1 ||
+debian_userland "$base" "$work/mmdebstrap.log" haproxy,ca-certificates ||
     { cat "$work/mmdebstrap.log" >&2; echo "$0: mmdebstrap failed (log above)" >&2; exit 1; }
 
 install -D -m 0755 "$haptic_bin" "$base/usr/local/bin/haptic"

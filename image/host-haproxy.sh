@@ -29,9 +29,9 @@
 # sudo is at hand); root, or a user mmdebstrap's unshare mode works for.
 set -euo pipefail
 
-suite="${HAPTIC_HAPROXY_SUITE:-trixie}"
-mirror="${IMAGE_MIRROR:-http://deb.debian.org/debian}"
-security_mirror="${IMAGE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=image/userland.sh
+source "$here/userland.sh"
 cache="${HAPTIC_HAPROXY_CACHE:-$HOME/.cache/haptic/haproxy}"
 current="$cache/current/haproxy"
 
@@ -59,16 +59,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/haptic-haproxy.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 base="$work/base"
 step "mmdebstrap $suite (minbase, haproxy) from $mirror: about a minute, once"
-mmdebstrap --variant=minbase --include=haproxy \
-    --aptopt='APT::Install-Recommends "false"' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    "$suite" "$base" \
-    "deb $mirror $suite main" \
-    "deb $mirror $suite-updates main" \
-    "deb $security_mirror $suite-security main" >"$work/mmdebstrap.log" 2>&1 ||
+debian_userland "$base" "$work/mmdebstrap.log" haproxy ||
     { cat "$work/mmdebstrap.log" >&2; fail "mmdebstrap failed (log above); set HAPTIC_HAPROXY to a HAProxy 3.0 or newer instead"; }
 
 loader="$base/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
