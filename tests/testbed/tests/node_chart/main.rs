@@ -192,6 +192,8 @@ async fn e2e_the_chart_on_the_real_node_rolls_haproxy_under_load_without_a_faile
         held.status == 200 && held.body.contains("pod=web-"),
         "the request held across the rollout: {held:?}"
     );
+    // The rolled HAProxy pods serve HTTP/3 as the first ones did.
+    http3_through_the_load_balancer(lb).await?;
 
     stop_bed(bed).await
 }
