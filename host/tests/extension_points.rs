@@ -72,7 +72,12 @@ fn frontend_http_follows_the_documented_order() {
         .collect();
     // Each anchor: the start of a line, and the library that must write it.
     // The lines must come in exactly this order.
-    let documented = [
+    // HTTP/3 lines come where the HAProxy in use serves QUIC (3.0 with
+    // QUIC, as make setup and the image provide).
+    let quic = haptic::validate::Validator::from_env()
+        .and_then(|validator| validator.facts())
+        .is_ok_and(|facts| facts.quic);
+    let mut documented = vec![
         ("frontend http", "base"),
         ("bind :8080", "base"),
         ("default_backend haptic.not-found", "base"),
@@ -91,6 +96,8 @@ fn frontend_http_follows_the_documented_order() {
         ("http-request set-header X-Forwarded-Proto https", "ingress"),
         ("http-request set-var(txn.haptic_tls) ", "ingress"),
         ("http-request redirect scheme https ", "ingress"),
+        // Response rules: HTTP/3's advertisement on HTTPS answers.
+        ("http-response set-header alt-svc ", "ingress"),
         // Routing at 0, then an Ingress's default backend at 1000.
         (
             "use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)]",
@@ -101,9 +108,14 @@ fn frontend_http_follows_the_documented_order() {
             "ingress",
         ),
         ("use_backend shop_web_80", "ingress"),
-        // Other: the HTTPS bind (a bind may stand anywhere in a frontend).
+        // Other: the HTTPS bind (a bind may stand anywhere in a frontend),
+        // then its QUIC twin.
         ("bind :8443 ssl crt certs/default.pem", "ingress"),
+        ("bind quic4@:8443 ssl crt certs/default.pem", "ingress"),
     ];
+    if !quic {
+        documented.retain(|(anchor, _)| !anchor.contains("alt-svc") && !anchor.contains("quic4@"));
+    }
     let mut previous: Option<usize> = None;
     for (anchor, library) in documented {
         let Some(&(line, _)) = section
@@ -123,11 +135,14 @@ fn frontend_http_follows_the_documented_order() {
         );
         previous = Some(line);
     }
+    let last = if quic {
+        "bind quic4@:8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list alpn h3"
+    } else {
+        "bind :8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list alpn h2,http/1.1"
+    };
     assert_eq!(
         section.last().map(|(_, text)| text.trim()),
-        Some(
-            "bind :8443 ssl crt certs/default.pem crt-list certs/ingress.crt-list alpn h2,http/1.1"
-        ),
-        "the HTTPS bind (slot Other) is the section's last line:\n{config}"
+        Some(last),
+        "the HTTPS binds (slot Other) are the section's last lines:\n{config}"
     );
 }

@@ -67,11 +67,14 @@
 //!     http-request set-header X-Forwarded-Proto ...   ingress: RequestRules, 5 (TLS: two lines)
 //!     http-request set-var(txn.haptic_tls) ...        ingress: RequestRules, 10 (txn.haptic_tls and
 //!                                                      the HTTPS redirect)
+//!     http-response set-header alt-svc ...            ingress: ResponseRules, 0 (HTTP/3 served)
 //!     use_backend %[var(txn.haptic_key_host),map_str(maps/ingress-exact.map)] if ...
 //!                                                     ingress: Routing, 0 (six map lookups)
 //!     use_backend yours if ...                        yours: Routing, 500
 //!     use_backend default_web_80                      ingress: Routing, 1000 (spec.defaultBackend)
 //!     bind :8443 ssl crt certs/default.pem crt-list ... ingress: Other, 0 (with TLS enabled)
+//!     bind quic4@:8443 ssl crt ... alpn h3            ingress: Other, 0 (HTTP/3, where the HAProxy
+//!                                                      serves QUIC: haptic_sdk::http3)
 //! ```
 //!
 //! So a request rule that reads a `txn.haptic_*` variable needs a priority
