@@ -94,21 +94,19 @@ pub enum Error {
         /// The archives not found.
         missing: String,
     },
-    /// Too little free disk for the node: the kubelet would evict the
-    /// test's pods, and every scenario would fail for a reason not its own.
+    /// Too little free memory for the node's tmpfs: its files would push
+    /// the host into swapping or the OOM killer, and every scenario would
+    /// fail for a reason not its own.
     #[error(
-        "the test bed's node needs {needed_mib} MiB free on the filesystem of {} \
-         ({free_mib} MiB free of {size_mib} MiB): under 1 % free the kubelet evicts \
-         the pods it runs; free some space (old cargo target dirs are the usual \
-         cause) and run again",
+        "the test bed's node keeps its files on a tmpfs at {} and needs {needed_mib} MiB \
+         of memory for them ({available_mib} MiB available): stop what uses the memory \
+         and run again",
         host::NODE_DIR
     )]
-    DiskFull {
-        /// What is free now.
-        free_mib: u64,
-        /// The filesystem's size.
-        size_mib: u64,
-        /// The kubelet's eviction threshold plus what a run writes.
+    MemoryShort {
+        /// MemAvailable now.
+        available_mib: u64,
+        /// What a run writes.
         needed_mib: u64,
     },
     /// A part did not come up in time.
@@ -173,7 +171,7 @@ impl NodeBed {
         // The Ingress suite's echoserver when it was built (`make ingress-conformance`).
         archives.extend(images::ingress_archives().unwrap_or_default());
         cleanup::sweep();
-        host::check_free_space()?;
+        host::mount_node_dir()?;
         let started = Self::start_parts(&bin_dir, &archives).await;
         let (processes, control_plane) = match started {
             Ok(parts) => parts,

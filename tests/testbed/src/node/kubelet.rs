@@ -22,8 +22,9 @@ pub(crate) const NODE_USER: &str = "system:node:testbed-node";
 /// its root, pod logs and volume plugins under the node's directory, its
 /// ports on the bridge address or loopback. Its API (logs, exec) takes the
 /// apiserver's calls without a client certificate: it listens only on the
-/// bed's bridge, which nothing outside the machine reaches. Eviction thresholds are tiny so
-/// a full disk elsewhere on a CI machine does not evict the test's pods.
+/// bed's bridge, which nothing outside the machine reaches. Its node and image filesystems are
+/// the node's own tmpfs (`host::mount_node_dir`), so a full disk elsewhere on a CI machine
+/// does not evict the test's pods; the thresholds are tiny besides.
 fn config() -> String {
     let socket = containerd::socket();
     let pod_logs = node_path("pod-logs");
