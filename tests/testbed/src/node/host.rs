@@ -43,7 +43,13 @@ pub(crate) fn mount_node_dir() -> Result<(), Error> {
     let available_mib = meminfo
         .lines()
         .find_map(|line| line.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .map_or(0, |kib| kib / 1024);
     if available_mib < RUN_WRITES_MIB {
         return Err(Error::MemoryShort {
@@ -55,7 +61,14 @@ pub(crate) fn mount_node_dir() -> Result<(), Error> {
     let options = format!("size={NODE_TMPFS_MIB}m,mode=0755");
     run(
         "mount",
-        &["-t", "tmpfs", "-o", &options, "haptic-testbed-node", NODE_DIR],
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            &options,
+            "haptic-testbed-node",
+            NODE_DIR,
+        ],
     )?;
     Ok(())
 }
