@@ -12,6 +12,8 @@
 
 mod finish;
 mod isolate;
+#[cfg(test)]
+mod tests;
 
 pub use finish::{BlamedWarning, FinishedRender};
 pub use isolate::{Isolation, PROBE_BUDGET, WITHHELD_REASON, WithheldObject, display};
@@ -27,7 +29,9 @@ use thiserror::Error;
 use crate::library::types::{Kind, ObjectKey, Watch};
 use crate::library::{LibraryError, LibraryRuntime, LoadedLibrary};
 use crate::policy::{Policy, PolicyError};
-use crate::render::{ClusterChange, ClusterObject, ObjectRef, RenderError, Rendered, Renderer};
+use crate::render::{
+    ClusterChange, ClusterObject, LineOrigins, ObjectRef, RenderError, Rendered, Renderer,
+};
 use crate::validate::{self, ValidationError};
 use crate::values::{Values, ValuesError};
 
@@ -433,15 +437,14 @@ fn haproxy_check(
     }
 }
 
-/// Line `line` (1-based) of the configuration as it may be shown.
-fn shown_line(rendered: &Rendered, line: usize) -> String {
-    let text = rendered
-        .config
+/// Line `line` (1-based) of `config` as it may be shown.
+fn shown_line(config: &str, origins: &LineOrigins, line: usize) -> String {
+    let text = config
         .lines()
         .nth(line.saturating_sub(1))
         .unwrap_or("")
         .trim();
-    if rendered.is_secret_line(line) {
+    if origins.is_secret_line(line) {
         crate::render::redact_line(text)
     } else {
         text.to_owned()
@@ -450,21 +453,55 @@ fn shown_line(rendered: &Rendered, line: usize) -> String {
 
 /// HAProxy's message with the line and library it is about.
 fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option<String>) {
+    annotate_line(&rendered.config, &rendered.origins(), message)
+}
+
+/// HAProxy's message with the line and library it is about, for a
+/// configuration and the origins of its lines.
+fn annotate_line(
+    config: &str,
+    origins: &LineOrigins,
+    message: &validate::Message,
+) -> (String, Option<String>) {
     // Line numbers in messages about map or certificate files are theirs.
-    let about_config = message.file.as_deref() == Some(validate::CONFIG_FILE);
-    match message.line.filter(|_| about_config).and_then(|line| {
-        rendered
-            .library_at_line(line)
-            .map(|library| (line, library))
-    }) {
+    // `haproxy -c` names the file as run from its scratch directory, a
+    // master's reload by its path in the agent's directory.
+    let about_config = message.file.as_deref().is_some_and(|file| {
+        std::path::Path::new(file).file_name() == Some(std::ffi::OsStr::new(validate::CONFIG_FILE))
+    });
+    match message
+        .line
+        .filter(|_| about_config)
+        .and_then(|line| origins.library_at_line(line).map(|library| (line, library)))
+    {
         Some((line, library)) => (
             format!(
                 "{} (line {line}: `{}`, written by library `{library}`)",
                 message,
-                shown_line(rendered, line)
+                shown_line(config, origins, line)
             ),
             Some(library.to_owned()),
         ),
         None => (message.to_string(), None),
+    }
+}
+
+/// An agent's report of a configuration HAProxy would not start (an address
+/// or a QUIC port someone else holds: `haproxy -c` does not bind), with the
+/// line and library each of HAProxy's alerts in it is about. The report is
+/// kept whole; what HAProxy's alerts point at follows it.
+pub fn blame_start_up_failure(config: &str, origins: &LineOrigins, report: &str) -> String {
+    let blamed: Vec<String> = validate::parse_messages(report)
+        .iter()
+        .filter(|message| message.level == validate::Level::Alert)
+        .filter_map(|message| match annotate_line(config, origins, message) {
+            (text, Some(_)) => Some(text),
+            (_, None) => None,
+        })
+        .collect();
+    if blamed.is_empty() {
+        report.to_owned()
+    } else {
+        format!("{report}\nwhich is about: {}", blamed.join("; "))
     }
 }

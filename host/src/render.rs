@@ -11,8 +11,8 @@ mod merge;
 mod store;
 
 pub use merge::{
-    Changed, LibraryItems, MergeCache, MergeError, PlannedObject, PlannedPatch, PlannedWarning,
-    Rendered, merge, redact_line,
+    Changed, LibraryItems, LineOrigins, MergeCache, MergeError, PlannedObject, PlannedPatch,
+    PlannedWarning, Rendered, merge, redact_line,
 };
 pub use store::{ClusterChange, ClusterObject, IngestTrim, ObjectRef, WatchFilter, ingest_trims};
 

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use output::{Level, Message};
+pub use output::{Level, Message, parse as parse_messages};
 
 /// The configuration's file name inside the scratch directory.
 pub const CONFIG_FILE: &str = "haproxy.cfg";

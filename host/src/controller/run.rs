@@ -94,6 +94,9 @@ pub struct Candidate {
     /// The owned objects this render asks for, applied with its `rendered`
     /// patches, and the kinds the enabled libraries apply.
     pub owned: Arc<crate::owned::OwnedObjects>,
+    /// Which library wrote which lines of the bundle's configuration: a
+    /// reload HAProxy refuses at start-up names its library by them.
+    pub origins: Arc<crate::render::LineOrigins>,
 }
 
 /// What the controller exposes to its HTTP endpoints and tests.

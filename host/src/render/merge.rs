@@ -20,7 +20,9 @@ use std::sync::Arc;
 use thiserror::Error;
 
 mod rendered;
-pub use rendered::{PlannedObject, PlannedPatch, PlannedWarning, Rendered, redact_line};
+pub use rendered::{
+    LineOrigins, PlannedObject, PlannedPatch, PlannedWarning, Rendered, redact_line,
+};
 
 use crate::library::types::{
     AuxFile, Item, OwnedObject, Section, SectionKind, Slot, Snippet, StatusPatch, StatusVariant,

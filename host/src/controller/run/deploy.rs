@@ -11,6 +11,7 @@ use super::status_task::StatusInbox;
 use super::{Candidate, Failure, Settings, State};
 use crate::controller::fleet::{Deployment, Fleet, PodOutcome, ProxyPod};
 use crate::controller::metrics::ModeLabels;
+use crate::engine::blame_start_up_failure;
 use crate::library::types::StatusVariant;
 use crate::protocol::FencingToken;
 
@@ -147,7 +148,11 @@ impl Deployer {
                 .pods
                 .iter()
                 .filter_map(|pod| match &pod.outcome {
-                    PodOutcome::Failed(error) => Some(format!("{}: {error}", pod.pod)),
+                    PodOutcome::Failed(error) => Some(format!(
+                        "{}: {}",
+                        pod.pod,
+                        blame_start_up_failure(&candidate.bundle.config, &candidate.origins, error)
+                    )),
                     _ => None,
                 })
                 .collect();

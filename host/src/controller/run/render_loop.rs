@@ -395,6 +395,7 @@ fn candidate(
         patches,
         gate_pending_since,
         owned: Arc::new(owned),
+        origins: Arc::new(rendered.origins()),
     }
 }
 

@@ -198,6 +198,7 @@ mod tests {
             patches: BTreeMap::new(),
             gate_pending_since: HashMap::new(),
             owned: Arc::default(),
+            origins: Arc::default(),
         })
     }
 

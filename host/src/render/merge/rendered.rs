@@ -75,13 +75,17 @@ impl std::fmt::Debug for Rendered {
 impl Rendered {
     /// The library that wrote `line` (1-based) of the configuration.
     pub fn library_at_line(&self, line: usize) -> Option<&str> {
-        let index = self
-            .line_origins
-            .partition_point(|(range, _)| range.end <= line);
-        self.line_origins
-            .get(index)
-            .filter(|(range, _)| range.contains(&line))
-            .map(|(_, library)| &**library)
+        library_at(&self.line_origins, line)
+    }
+
+    /// Which library wrote which lines and which lines are secret, apart
+    /// from the render: what a deployed configuration keeps so that
+    /// HAProxy's start-up alert about a line can still name its library.
+    pub fn origins(&self) -> LineOrigins {
+        LineOrigins {
+            by_library: self.line_origins.clone(),
+            secret: self.secret_lines.clone(),
+        }
     }
 
     /// The configuration holds secret text (a library marked it).
@@ -91,10 +95,7 @@ impl Rendered {
 
     /// Line `line` (1-based) of the configuration is secret text.
     pub fn is_secret_line(&self, line: usize) -> bool {
-        let index = self.secret_lines.partition_point(|range| range.end <= line);
-        self.secret_lines
-            .get(index)
-            .is_some_and(|range| range.contains(&line))
+        in_ranges(&self.secret_lines, line)
     }
 
     /// The configuration as it may be shown: each secret line cut to its
@@ -114,6 +115,41 @@ impl Rendered {
         }
         std::borrow::Cow::Owned(shown)
     }
+}
+
+/// Which library wrote which lines of a configuration (1-based, end
+/// exclusive, in order) and which of its lines hold secret text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineOrigins {
+    /// Line ranges with the library that wrote them.
+    pub by_library: Vec<(Range<usize>, Arc<str>)>,
+    /// Line ranges that hold secret text (shown redacted).
+    pub secret: Vec<Range<usize>>,
+}
+
+impl LineOrigins {
+    /// The library that wrote `line` (1-based).
+    pub fn library_at_line(&self, line: usize) -> Option<&str> {
+        library_at(&self.by_library, line)
+    }
+
+    /// Line `line` (1-based) holds secret text.
+    pub fn is_secret_line(&self, line: usize) -> bool {
+        in_ranges(&self.secret, line)
+    }
+}
+
+fn library_at(origins: &[(Range<usize>, Arc<str>)], line: usize) -> Option<&str> {
+    let index = origins.partition_point(|(range, _)| range.end <= line);
+    origins
+        .get(index)
+        .filter(|(range, _)| range.contains(&line))
+        .map(|(_, library)| &**library)
+}
+
+fn in_ranges(ranges: &[Range<usize>], line: usize) -> bool {
+    let index = ranges.partition_point(|range| range.end <= line);
+    ranges.get(index).is_some_and(|range| range.contains(&line))
 }
 
 /// A secret line as it may be shown: its indentation, its first word (a
