@@ -47,8 +47,12 @@ run: setup build
 
 # Clippy checks in a target directory of its own: its check-mode artifacts
 # are never shared with a build anyway, and `make test` runs it beside the
-# end-to-end tests, whose cargo steps must not wait on its build lock.
-LINT_CARGO := env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/lint $(CARGO)
+# end-to-end tests, whose cargo steps must not wait on its build lock. The
+# bundled libraries' wasm build (host/build.rs, plain rustc even under
+# clippy) is the build's own: the lint reuses it instead of building every
+# guest a second time (minutes of a cold CI run).
+LINT_CARGO := env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/lint \
+	HAPTIC_GUEST_TARGET_DIR=$(abspath $(TARGET_DIR))/guests $(CARGO)
 lint:
 	$(CARGO) fmt --all -- --check
 	$(LINT_CARGO) clippy --workspace --all-targets -- -D warnings
