@@ -408,17 +408,22 @@ fn haproxy_check(
         .map(|(path, content)| (path.clone(), content.clone()))
         .collect();
     match checker.validate(&rendered.config, &files) {
-        Ok(validation) => Ok(validation
-            .warnings
-            .iter()
-            .map(|message| annotate(rendered, message).0)
-            .collect()),
+        Ok(validation) if validation.warnings.is_empty() => Ok(Vec::new()),
+        Ok(validation) => {
+            let origins = rendered.origins();
+            Ok(validation
+                .warnings
+                .iter()
+                .map(|message| annotate_line(&rendered.config, &origins, message).0)
+                .collect())
+        }
         Err(error @ ValidationError::Refused { .. }) => {
             let mut report = String::new();
             let mut libraries = Vec::new();
             if let ValidationError::Refused { messages, .. } = &error {
+                let origins = rendered.origins();
                 for message in messages {
-                    let (text, library) = annotate(rendered, message);
+                    let (text, library) = annotate_line(&rendered.config, &origins, message);
                     let _ = writeln!(report, "  {text}");
                     if let Some(library) = library
                         && !libraries.contains(&library)
@@ -449,11 +454,6 @@ fn shown_line(config: &str, origins: &LineOrigins, line: usize) -> String {
     } else {
         text.to_owned()
     }
-}
-
-/// HAProxy's message with the line and library it is about.
-fn annotate(rendered: &Rendered, message: &validate::Message) -> (String, Option<String>) {
-    annotate_line(&rendered.config, &rendered.origins(), message)
 }
 
 /// HAProxy's message with the line and library it is about, for a

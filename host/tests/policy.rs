@@ -321,7 +321,15 @@ fn the_controller_refuses_lua_load_before_any_agent_sees_it() {
         "{log}"
     );
     // The agent's HAProxy directory holds no trace of it: not the line, not
-    // the Lua file, and HAProxy serves nothing (its bootstrap bundle).
+    // the Lua file, and HAProxy serves nothing (its bootstrap bundle). The
+    // agent writes its bootstrap files as it starts, which on a loaded
+    // machine can come after the controller's refusal (seen once with a
+    // cold build beside the suite).
+    wait_for(
+        "the agent's bootstrap files",
+        || !run.agent_files().is_empty(),
+        || run.log(),
+    );
     let files = run.agent_files();
     assert!(!files.is_empty(), "the agent's directory is missing");
     for (path, text) in &files {

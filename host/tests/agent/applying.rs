@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use haptic::protocol::wire::WorkerRole;
-use haptic::protocol::{ApplyMode, BundleFile};
+use haptic::protocol::{ApplyMode, Bundle, BundleFile, PodState};
 
 use crate::harness::{Backends, CertFile, Pod, Tokens, bundle, config, get, hosts_map, web_bundle};
 
@@ -271,49 +271,25 @@ async fn a_bundle_haproxy_refuses_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reload_that_fails_at_start_up_restores_the_last_good_files() {
-    let pod = Pod::start();
-    let backends = Backends::start(&["one"]);
-    let server = backends.addresses[0];
-    let mut tokens = Tokens::default();
-    let good = web_bundle(pod.http_port, server, "");
-    pod.client
-        .apply(&tokens.request(&good))
-        .await
-        .expect("good");
-
     // `haproxy -c` does not bind, so it accepts a port someone else holds;
     // the reload then fails in the master.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("address").port();
-    let clash = web_bundle(
-        pod.http_port,
-        server,
-        &format!("    bind 127.0.0.1:{port}\n"),
-    );
-    let error = pod
-        .client
-        .apply(&tokens.request(&clash))
-        .await
-        .expect_err("reload fails");
-    assert_eq!(error.code(), Some("reload-failed"), "{error}");
+    let (said, state, good) = a_refused_reload_keeps_the_good_bundle(|http_port, server| {
+        web_bundle(http_port, server, &format!("    bind 127.0.0.1:{port}\n"))
+    })
+    .await;
     // HAProxy's own words from the master's reload answer (3.0), naming
     // the address it could not take.
-    let said = error.to_string();
     assert!(
         said.contains("cannot bind socket") && said.contains(&format!("127.0.0.1:{port}")),
         "{said}"
     );
-    let state = pod.client.state().await.expect("state");
     assert_eq!(state.failed_reloads, 1);
-    assert_eq!(state.converged.as_deref(), Some(good.id.as_str()));
     assert_eq!(
         state.applied.map(|a| a.id).as_deref(),
         Some(good.id.as_str()),
         "current/ restored"
-    );
-    assert_eq!(
-        get(pod.http_port, "web.test", "/").expect("request").body,
-        "one"
     );
     drop(taken);
 }
@@ -328,6 +304,42 @@ async fn a_reload_that_fails_at_start_up_restores_the_last_good_files() {
 /// address failed with only "HAProxy said:" and nothing after it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_quic_port_someone_holds_fails_the_reload_naming_the_port() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("address").port();
+    let certificate = CertFile::new("quic-ca", "web.test");
+    let (said, _, _) = a_refused_reload_keeps_the_good_bundle(|http_port, server| {
+        bundle(
+            config(
+                http_port,
+                &[("web", vec![("one", server, true)])],
+                &format!("    bind quic4@127.0.0.1:{port} ssl crt certs/web.pem alpn h3\n"),
+            )
+            // Debian's OpenSSL has no QUIC API: HAProxy's compatibility layer.
+            .replacen("global\n", "global\n    limited-quic\n", 1),
+            vec![
+                hosts_map(&["web"]),
+                BundleFile::new("certs/web.pem", certificate.pem.clone()),
+            ],
+        )
+    })
+    .await;
+    assert!(
+        said.contains("quic4")
+            && said.contains("frontend http")
+            && said.contains(&format!("127.0.0.1:{port}")),
+        "{said}"
+    );
+    drop(taken);
+}
+
+/// A pod converged on the good web bundle is sent `clash` (made from the
+/// pod's HTTP port and its one backend), which HAProxy refuses at start-up:
+/// the apply fails with `reload-failed`, the good bundle stays converged
+/// and keeps answering. Returns the error's text, the pod's state and the
+/// good bundle, for what each case asserts of its own.
+async fn a_refused_reload_keeps_the_good_bundle(
+    clash: impl FnOnce(u16, std::net::SocketAddr) -> Bundle,
+) -> (String, PodState, Bundle) {
     let pod = Pod::start();
     let backends = Backends::start(&["one"]);
     let server = backends.addresses[0];
@@ -338,42 +350,19 @@ async fn a_quic_port_someone_holds_fails_the_reload_naming_the_port() {
         .await
         .expect("good");
 
-    let taken = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let port = taken.local_addr().expect("address").port();
-    let certificate = CertFile::new("quic-ca", "web.test");
-    let quic = bundle(
-        config(
-            pod.http_port,
-            &[("web", vec![("one", server, true)])],
-            &format!("    bind quic4@127.0.0.1:{port} ssl crt certs/web.pem alpn h3\n"),
-        )
-        // Debian's OpenSSL has no QUIC API: HAProxy's compatibility layer.
-        .replacen("global\n", "global\n    limited-quic\n", 1),
-        vec![
-            hosts_map(&["web"]),
-            BundleFile::new("certs/web.pem", certificate.pem.clone()),
-        ],
-    );
     let error = pod
         .client
-        .apply(&tokens.request(&quic))
+        .apply(&tokens.request(&clash(pod.http_port, server)))
         .await
         .expect_err("reload fails");
     assert_eq!(error.code(), Some("reload-failed"), "{error}");
-    let said = error.to_string();
-    assert!(
-        said.contains("quic4")
-            && said.contains("frontend http")
-            && said.contains(&format!("127.0.0.1:{port}")),
-        "{said}"
-    );
     let state = pod.client.state().await.expect("state");
     assert_eq!(state.converged.as_deref(), Some(good.id.as_str()));
     assert_eq!(
         get(pod.http_port, "web.test", "/").expect("request").body,
         "one"
     );
-    drop(taken);
+    (error.to_string(), state, good)
 }
 
 #[tokio::test(flavor = "multi_thread")]
