@@ -28,7 +28,7 @@ async fn reload_then_runtime_flip_then_structural_reload() {
         .await
         .expect("first apply");
     assert_eq!(applied.mode, ApplyMode::Reload, "from the bootstrap config");
-    assert_eq!(applied.state.converged.as_deref(), Some(first.id.as_str()));
+    pod.settle(&first.id).await;
     for _ in 0..4 {
         assert_eq!(
             get(pod.http_port, "web.test", "/").expect("request").body,
@@ -142,6 +142,7 @@ async fn map_entries_change_at_runtime() {
         .apply(&tokens.request(&first))
         .await
         .expect("first");
+    pod.settle(&first.id).await;
     assert_eq!(
         get(pod.http_port, "api.test", "/").expect("request").status,
         404
@@ -193,6 +194,7 @@ async fn a_map_larger_than_the_cli_buffer_changes_at_runtime() {
         .apply(&tokens.request(&first))
         .await
         .expect("first");
+    pod.settle(&first.id).await;
     assert_eq!(
         get(pod.http_port, "last.test", "/").expect("request").body,
         "web"
@@ -237,6 +239,7 @@ async fn a_bundle_haproxy_refuses_changes_nothing() {
         .apply(&tokens.request(&good))
         .await
         .expect("good");
+    pod.settle(&good.id).await;
 
     let bad = web_bundle(pod.http_port, server, "    http-request frobnicate\n");
     let before = pod.disk_snapshot();
@@ -349,6 +352,7 @@ async fn a_refused_reload_keeps_the_good_bundle(
         .apply(&tokens.request(&good))
         .await
         .expect("good");
+    pod.settle(&good.id).await;
 
     let error = pod
         .client

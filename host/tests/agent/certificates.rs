@@ -82,6 +82,7 @@ async fn a_rotated_certificate_is_served_without_a_reload() {
         .apply(&tokens.request(&first))
         .await
         .expect("first apply");
+    pod.settle(&first.id).await;
     assert_eq!(applied.mode, ApplyMode::Reload, "from the bootstrap config");
     let worker = applied.state.current_worker().expect("a worker").pid;
     let reloads = applied.state.reloads;
@@ -172,6 +173,7 @@ async fn a_refused_rotation_keeps_the_old_certificate_serving() {
         .apply(&tokens.request(&good))
         .await
         .expect("good");
+    pod.settle(&good.id).await;
     let worker = applied.state.current_worker().expect("a worker").pid;
     let within = Duration::from_secs(1);
     served_within(https_port, "web.test", &serving, within);

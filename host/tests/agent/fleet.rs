@@ -63,7 +63,14 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
             .iter()
             .all(|p| p.outcome == PodOutcome::Applied(ApplyMode::Reload))
     );
-    assert!(fleet.converged_on(&first.id));
+    // A reload answers once the new worker serves; the bootstrap worker may
+    // still be leaving on a loaded machine, so convergence is awaited, as
+    // the controller does, not read off the apply's answer.
+    assert!(
+        fleet
+            .await_convergence(&first.id, Duration::from_secs(10))
+            .await
+    );
     assert_eq!(get(port, "web.test", "/").expect("request").body, "one");
 
     // Nothing changed: every agent confirms, nobody is pushed to.
@@ -154,7 +161,11 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
             .map(|p| p.outcome.clone())
     };
     assert_eq!(outcome("c"), Some(PodOutcome::Applied(ApplyMode::Reload)));
-    assert!(fleet.converged_on(&next.id));
+    assert!(
+        fleet
+            .await_convergence(&next.id, Duration::from_secs(10))
+            .await
+    );
 
     // A deposed leader (older epoch) is refused by every agent.
     let mut deposed = Fleet::new(settings(TOKEN));

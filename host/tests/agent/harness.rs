@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use haptic::protocol::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken};
+use haptic::protocol::{AgentClient, ApplyRequest, Bundle, BundleFile, FencingToken, PodState};
 
 pub const TOKEN: &str = "test-token-4f2a";
 
@@ -112,6 +112,24 @@ impl Pod {
             .expect("haptic agent starts");
         self.agent = Some(Process(child));
         wait_for_port(self.agent_port);
+    }
+
+    /// Waits until every worker runs `id` and returns that state. A reload
+    /// answers once the new worker serves; on a loaded machine the worker it
+    /// replaced may still be leaving, so a test that later reads
+    /// `converged` settles first instead of racing the old worker's exit.
+    pub async fn settle(&self, id: &str) -> PodState {
+        let state = self
+            .client
+            .wait_converged(id, Duration::from_secs(10))
+            .await
+            .expect("the agent answers");
+        assert_eq!(
+            state.converged.as_deref(),
+            Some(id),
+            "every worker runs {id} within 10 s: {state:?}"
+        );
+        state
     }
 
     /// `kill -9` of the agent.

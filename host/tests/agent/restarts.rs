@@ -90,6 +90,7 @@ async fn agent_restarts_never_touch_haproxy_and_keep_runtime_state() {
         .apply(&tokens.request(&first))
         .await
         .expect("first");
+    pod.settle(&first.id).await;
     // A runtime change, which only the agent's record knows about.
     let flipped = render(false, true);
     let applied = pod
@@ -192,6 +193,7 @@ async fn haproxy_never_starts_from_refused_files() {
         .apply(&tokens.request(&good))
         .await
         .expect("good");
+    pod.settle(&good.id).await;
 
     // What `current/` holds for a moment while the master refuses a bundle.
     let bad = web_bundle(pod.http_port, server, "    frobnicate\n");
