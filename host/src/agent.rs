@@ -77,6 +77,7 @@ pub mod haproxy;
 pub mod launch;
 pub mod metrics;
 pub mod server;
+pub mod spoa;
 pub mod stop;
 
 pub use applier::{Applier, ApplyError, Limits};

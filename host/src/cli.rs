@@ -158,6 +158,10 @@ pub struct LibraryArgs {
     /// `render` and `run`; one generated in memory for `controller`.
     #[arg(long, env = "HAPTIC_DEFAULT_CERTIFICATE", value_name = "FILE")]
     pub default_certificate: Option<PathBuf>,
+    /// Where HAProxy reaches the agent's SPOP listener (the agents'
+    /// `--spoa-listen`), as libraries get it from the `agent` import.
+    #[arg(long, env = "HAPTIC_SPOA_ADDRESS", default_value = haptic::library::DEFAULT_SPOA_ADDRESS)]
+    pub spoa_address: String,
 }
 
 impl LibraryArgs {
@@ -190,16 +194,19 @@ impl LibraryArgs {
             Some(path) => Some(DefaultCertificate::load_or_create(&path)?.pem),
             None => None,
         };
-        runtime_with(default_certificate)
+        runtime_with(default_certificate, self.spoa_address.clone())
     }
 }
 
 /// The library runtime with a default certificate generated in memory.
 pub fn runtime() -> Result<LibraryRuntime> {
-    runtime_with(None)
+    runtime_with(None, haptic::library::DEFAULT_SPOA_ADDRESS.to_owned())
 }
 
-fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime> {
+fn runtime_with(
+    default_certificate: Option<SecretPem>,
+    spoa_address: String,
+) -> Result<LibraryRuntime> {
     let cache_dir = std::env::var_os("HAPTIC_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/haptic")));
@@ -218,6 +225,7 @@ fn runtime_with(default_certificate: Option<SecretPem>) -> Result<LibraryRuntime
     LibraryRuntime::new(RuntimeConfig {
         cache_dir,
         default_certificate,
+        spoa_address,
         ..RuntimeConfig::default()
     })
     .context("starting the template library runtime")

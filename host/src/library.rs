@@ -60,7 +60,14 @@ pub struct RuntimeConfig {
     /// The certificate (PEM bundle) libraries get from the `tls` import's
     /// `default-certificate`; `None` generates one per runtime.
     pub default_certificate: Option<crate::tls::SecretPem>,
+    /// Where HAProxy reaches the agent's SPOP listener, as libraries get it
+    /// from the `agent` import's `spoa-address` (contract 0.4.0).
+    pub spoa_address: String,
 }
+
+/// The agent's SPOP listener unless the operator chooses another: loopback
+/// inside the HAProxy pod, where only HAProxy and the agent run.
+pub const DEFAULT_SPOA_ADDRESS: &str = "127.0.0.1:12346";
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -69,6 +76,7 @@ impl Default for RuntimeConfig {
             memory_limit_bytes: 512 << 20,
             cache_dir: None,
             default_certificate: None,
+            spoa_address: DEFAULT_SPOA_ADDRESS.to_owned(),
         }
     }
 }

@@ -154,6 +154,9 @@ pub struct Applier {
     /// waits for an apply: probes and convergence polls stay fast during a
     /// long reload.
     state: std::sync::Mutex<AgentState>,
+    /// The bundle the last successful apply installed (at start: `current/`),
+    /// for what reads the bundle's files beside HAProxy (the SPOA).
+    applied: tokio::sync::watch::Sender<Option<String>>,
     pub metrics: Metrics,
 }
 
@@ -175,7 +178,9 @@ impl Applier {
         let state = dir
             .load_state()
             .map_err(|source| disk_error(&dir, source))?;
+        let applied = tokio::sync::watch::Sender::new(dir.current().map(|c| c.id));
         Ok(Self {
+            applied,
             haproxy,
             dir,
             validator,
@@ -186,6 +191,16 @@ impl Applier {
             state: std::sync::Mutex::new(state),
             metrics: Metrics::with_refusal_reasons(&ApplyError::CODES),
         })
+    }
+
+    /// Names each bundle an apply installs, from the one installed now.
+    pub fn applied(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.applied.subscribe()
+    }
+
+    /// The configuration directory the agent writes bundles into.
+    pub fn config_dir(&self) -> &ConfigDir {
+        &self.dir
     }
 
     /// The pod's state, learned from HAProxy.
@@ -229,6 +244,7 @@ impl Applier {
         let result = self.apply_inner(request).instrument(span).await;
         match &result {
             Ok(response) => {
+                self.applied.send_replace(Some(response.id.clone()));
                 self.metrics
                     .applies
                     .get_or_create(&ApplyLabels {

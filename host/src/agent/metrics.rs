@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::spoa::SpoaMetrics;
 use crate::protocol::wire::ApplyMode;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -47,11 +48,15 @@ pub struct Metrics {
     pub apply_seconds: Family<ModeLabels, Histogram>,
     pub refused: Family<ReasonLabels, Counter>,
     pub workers: Family<RoleLabels, Gauge>,
+    /// The SPOA's, `haptic_spoa_*`.
+    pub spoa: SpoaMetrics,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("haptic_agent");
+        let mut root = Registry::default();
+        let spoa = SpoaMetrics::register(root.sub_registry_with_prefix("haptic_spoa"));
+        let registry = root.sub_registry_with_prefix("haptic_agent");
         let applies = Family::<ApplyLabels, Counter>::default();
         registry.register(
             "applies",
@@ -93,11 +98,12 @@ impl Default for Metrics {
             workers.get_or_create_owned(&RoleLabels { role });
         }
         Self {
-            registry,
+            registry: root,
             applies,
             apply_seconds,
             refused,
             workers,
+            spoa,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 
 use super::{ProxyPaths, shutdown_signal};
-use haptic::agent::{self, haproxy::Haproxy, server};
+use haptic::agent::{self, haproxy::Haproxy, server, spoa};
 use haptic::protocol::api_tls;
 
 #[derive(Debug, clap::Args)]
@@ -34,6 +34,11 @@ pub struct AgentArgs {
     /// Largest bundle taken (configuration plus files, bytes).
     #[arg(long, default_value_t = agent::Limits::default().max_bundle_bytes)]
     pub max_bundle_bytes: usize,
+    /// Where HAProxy's SPOE filters reach the agent (SPOP: external
+    /// authentication); loopback inside the pod. The controller's
+    /// `--spoa-address` must name the same place.
+    #[arg(long, env = "HAPTIC_AGENT_SPOA_LISTEN", default_value = haptic::library::DEFAULT_SPOA_ADDRESS)]
+    pub spoa_listen: String,
     /// Most auxiliary files in one bundle.
     #[arg(long, default_value_t = agent::Limits::default().max_files)]
     pub max_files: usize,
@@ -74,9 +79,15 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         .build()
         .context("starting the agent's runtime")?;
     runtime.block_on(async {
+        let spoa = std::sync::Arc::new(spoa::Spoa {
+            profiles: spoa::Profiles::new(applier.config_dir().clone(), applier.applied()),
+            auth: spoa::Authenticator::new().context("starting the SPOA's HTTP client")?,
+            metrics: applier.metrics.spoa.clone(),
+        });
         let serving = server::serve(std::sync::Arc::new(applier), config);
         tokio::select! {
             result = serving => result.context("serving the agent API"),
+            result = spoa::serve(spoa, &args.spoa_listen) => result.context("serving SPOP"),
             _ = shutdown_signal() => Ok(()),
         }
     })?;

@@ -13,6 +13,7 @@ mod bindings_common;
 mod v0_1_0;
 mod v0_2_0;
 mod v0_3_0;
+mod v0_4_0;
 
 use semver::Version;
 use wasmtime::Store;
@@ -27,7 +28,12 @@ use super::types::{Change, GuestError, LibraryInfo, Plan, RenderOutput};
 const LIBRARY_EXPORT: &str = "haptic:template/library@";
 
 /// Contract versions this host has bindings for, oldest first.
-pub const SUPPORTED_CONTRACTS: &[Version] = &[v0_1_0::VERSION, v0_2_0::VERSION, v0_3_0::VERSION];
+pub const SUPPORTED_CONTRACTS: &[Version] = &[
+    v0_1_0::VERSION,
+    v0_2_0::VERSION,
+    v0_3_0::VERSION,
+    v0_4_0::VERSION,
+];
 
 /// A contract version with bindings in this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,16 +41,23 @@ pub(super) enum Contract {
     V0_1_0,
     V0_2_0,
     V0_3_0,
+    V0_4_0,
 }
 
 impl Contract {
-    const ALL: &[Contract] = &[Contract::V0_1_0, Contract::V0_2_0, Contract::V0_3_0];
+    const ALL: &[Contract] = &[
+        Contract::V0_1_0,
+        Contract::V0_2_0,
+        Contract::V0_3_0,
+        Contract::V0_4_0,
+    ];
 
     fn version(self) -> Version {
         match self {
             Self::V0_1_0 => v0_1_0::VERSION,
             Self::V0_2_0 => v0_2_0::VERSION,
             Self::V0_3_0 => v0_3_0::VERSION,
+            Self::V0_4_0 => v0_4_0::VERSION,
         }
     }
 
@@ -99,6 +112,7 @@ impl Contract {
             Self::V0_1_0 => v0_1_0::Pre::new(instance_pre).map(ContractPre::V0_1_0),
             Self::V0_2_0 => v0_2_0::Pre::new(instance_pre).map(ContractPre::V0_2_0),
             Self::V0_3_0 => v0_3_0::Pre::new(instance_pre).map(ContractPre::V0_3_0),
+            Self::V0_4_0 => v0_4_0::Pre::new(instance_pre).map(ContractPre::V0_4_0),
         }
     }
 }
@@ -107,7 +121,8 @@ impl Contract {
 pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     v0_1_0::add_to_linker(linker)?;
     v0_2_0::add_to_linker(linker)?;
-    v0_3_0::add_to_linker(linker)
+    v0_3_0::add_to_linker(linker)?;
+    v0_4_0::add_to_linker(linker)
 }
 
 /// A component checked against the bindings of its contract version.
@@ -115,6 +130,7 @@ pub(super) enum ContractPre {
     V0_1_0(v0_1_0::Pre),
     V0_2_0(v0_2_0::Pre),
     V0_3_0(v0_3_0::Pre),
+    V0_4_0(v0_4_0::Pre),
 }
 
 impl ContractPre {
@@ -126,6 +142,7 @@ impl ContractPre {
             Self::V0_1_0(pre) => pre.instantiate(store).map(ContractExports::V0_1_0),
             Self::V0_2_0(pre) => pre.instantiate(store).map(ContractExports::V0_2_0),
             Self::V0_3_0(pre) => pre.instantiate(store).map(ContractExports::V0_3_0),
+            Self::V0_4_0(pre) => pre.instantiate(store).map(ContractExports::V0_4_0),
         }
     }
 }
@@ -135,6 +152,7 @@ pub(super) enum ContractExports {
     V0_1_0(v0_1_0::Exports),
     V0_2_0(v0_2_0::Exports),
     V0_3_0(v0_3_0::Exports),
+    V0_4_0(v0_4_0::Exports),
 }
 
 impl ContractExports {
@@ -146,6 +164,7 @@ impl ContractExports {
             Self::V0_1_0(exports) => exports.describe(store),
             Self::V0_2_0(exports) => exports.describe(store),
             Self::V0_3_0(exports) => exports.describe(store),
+            Self::V0_4_0(exports) => exports.describe(store),
         }
     }
 
@@ -158,6 +177,7 @@ impl ContractExports {
             Self::V0_1_0(exports) => exports.configure(store, values),
             Self::V0_2_0(exports) => exports.configure(store, values),
             Self::V0_3_0(exports) => exports.configure(store, values),
+            Self::V0_4_0(exports) => exports.configure(store, values),
         }
     }
 
@@ -170,6 +190,7 @@ impl ContractExports {
             Self::V0_1_0(exports) => exports.render(store, changes),
             Self::V0_2_0(exports) => exports.render(store, changes),
             Self::V0_3_0(exports) => exports.render(store, changes),
+            Self::V0_4_0(exports) => exports.render(store, changes),
         }
     }
 }
@@ -247,6 +268,6 @@ mod tests {
     #[test]
     fn supported_versions_are_described_as_ranges() {
         assert_eq!(supported_description(), "0.1.x, 0.2.x and 0.3.x");
-        assert_eq!(latest_supported(), v("0.3.0"));
+        assert_eq!(latest_supported(), v("0.4.0"));
     }
 }

@@ -50,6 +50,7 @@ impl LibraryInstance {
                 label,
                 sandbox.config.memory_limit_bytes,
                 sandbox.default_certificate.clone(),
+                sandbox.spoa_address.clone(),
             ),
         );
         store.limiter(StoreState::limiter);

@@ -4,6 +4,7 @@
 //! certificate.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -32,6 +33,8 @@ pub(super) struct Sandbox {
     pub(super) config: RuntimeConfig,
     /// The configured default certificate, or one generated for this runtime.
     pub(super) default_certificate: SecretPem,
+    /// [`RuntimeConfig::spoa_address`], shared by every store.
+    pub(super) spoa_address: Arc<str>,
     /// wasmtime's compile cache on disk, when configured.
     pub(super) disk_cache: Option<Cache>,
     _ticker: Ticker,
@@ -111,6 +114,7 @@ impl Sandbox {
         Ok(Self {
             engine,
             linker,
+            spoa_address: Arc::from(config.spoa_address.as_str()),
             config,
             default_certificate,
             disk_cache,

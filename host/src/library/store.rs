@@ -44,6 +44,7 @@ pub(super) struct StoreState {
     log_lines: usize,
     log_lines_dropped: usize,
     default_certificate: SecretPem,
+    spoa_address: Arc<str>,
 }
 
 impl StoreState {
@@ -51,6 +52,7 @@ impl StoreState {
         library: Arc<str>,
         memory_limit: usize,
         default_certificate: SecretPem,
+        spoa_address: Arc<str>,
     ) -> Self {
         let stdout = GuestOutput::new(library.clone(), "stdout");
         let stderr = GuestOutput::new(library.clone(), "stderr");
@@ -79,6 +81,7 @@ impl StoreState {
             log_lines: 0,
             log_lines_dropped: 0,
             default_certificate,
+            spoa_address,
         }
     }
 
@@ -110,6 +113,12 @@ impl StoreState {
     /// The runtime's default certificate (the `tls` import of 0.2.0).
     pub(super) fn default_certificate_pem(&self) -> &SecretPem {
         &self.default_certificate
+    }
+
+    /// Where HAProxy reaches the agent's SPOP listener (the `agent` import
+    /// of 0.4.0).
+    pub(super) fn spoa_address(&self) -> &str {
+        &self.spoa_address
     }
 
     /// The host `log` import: the line goes to `tracing`, tagged with the

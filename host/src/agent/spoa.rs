@@ -1,0 +1,155 @@
+//! The agent as HAProxy's SPOA (Stream Processing Offload Agent): HAProxy's
+//! SPOE filter sends it a message per request over SPOP and reads back
+//! variables that later rules act on. No Lua, no exception to the directive
+//! policy: the configuration only names a message and tests variables.
+//!
+//! - [`connection`]: one SPOP connection from one HAProxy worker: the HELLO
+//!   negotiation, NOTIFY frames answered concurrently (pipelining), ACKs
+//!   carrying `set-var` actions, DISCONNECT.
+//! - [`request`]: the original request as the message's arguments carry it.
+//! - [`profiles`]: what each route asks for (the auth URL, the sign-in page,
+//!   the headers to copy), read from the applied bundle's `spoa/*.json`
+//!   files, so no user text is ever part of `haproxy.cfg`.
+//! - [`auth`]: the `haptic-auth` message: an HTTP sub-request to the auth
+//!   service through a pooled keep-alive client, a bounded cache, and the
+//!   verdict as variables. Fails closed.
+//!
+//! Every worker opens its own connections; an old worker keeps its own
+//! until it leaves, and its messages are answered from the profiles of the
+//! bundle it runs when that bundle is still the previous one (see
+//! [`profiles::Profiles`]). docs/spoa.md is the contract libraries write
+//! against.
+
+pub mod auth;
+pub mod connection;
+pub mod profiles;
+pub mod request;
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use thiserror::Error;
+use tokio::net::TcpListener;
+
+pub use auth::Authenticator;
+pub use profiles::Profiles;
+
+/// The message HAProxy sends for external authentication (docs/spoa.md).
+pub const AUTH_MESSAGE: &str = "haptic-auth";
+
+/// What the SPOA needs to answer messages, shared by every connection.
+#[derive(Debug)]
+pub struct Spoa {
+    pub profiles: Profiles,
+    pub auth: Authenticator,
+    pub metrics: SpoaMetrics,
+}
+
+/// The SPOA could not start.
+#[derive(Debug, Error)]
+pub enum SpoaError {
+    #[error(
+        "cannot listen for HAProxy's SPOE connections on {address}: {source}; choose a free \
+         loopback address with --spoa-listen (the libraries' `agent.spoa-address` must match)"
+    )]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Serves SPOP on `address` until the process ends.
+pub async fn serve(spoa: Arc<Spoa>, address: &str) -> Result<(), SpoaError> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| SpoaError::Listen {
+            address: address.to_owned(),
+            source,
+        })?;
+    tracing::info!(%address, "serving SPOP for HAProxy's SPOE filters");
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(connection::serve(spoa.clone(), stream));
+            }
+            // Out of file descriptors and the like: wait, do not spin.
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept an SPOE connection");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MessageLabels {
+    pub message: String,
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    pub result: &'static str,
+}
+
+/// The SPOA's metrics, `haptic_spoa_*` (docs/spoa.md).
+#[derive(Debug, Clone)]
+pub struct SpoaMetrics {
+    pub messages: Family<MessageLabels, Counter>,
+    pub auth_seconds: Histogram,
+    pub auth_cache: Family<CacheLabels, Counter>,
+    pub connections: Gauge,
+}
+
+impl SpoaMetrics {
+    /// Registers every metric in `registry` (a `haptic_spoa` sub-registry).
+    pub fn register(registry: &mut Registry) -> Self {
+        let messages = Family::<MessageLabels, Counter>::default();
+        registry.register(
+            "messages",
+            "SPOE messages answered, by message and result (the verdict, or `error`)",
+            messages.clone(),
+        );
+        // 0.25 ms .. ~8 s
+        let auth_seconds = Histogram::new(exponential_buckets(0.00025, 2.0, 16));
+        registry.register(
+            "auth_request_duration_seconds",
+            "Time of a sub-request to an auth service, cache hits excluded",
+            auth_seconds.clone(),
+        );
+        let auth_cache = Family::<CacheLabels, Counter>::default();
+        registry.register(
+            "auth_cache_lookups",
+            "Lookups in the external authentication cache, by hit or miss",
+            auth_cache.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "connections",
+            "Open SPOP connections from HAProxy workers",
+            connections.clone(),
+        );
+        for result in ["hit", "miss"] {
+            auth_cache.get_or_create_owned(&CacheLabels { result });
+        }
+        for result in auth::Verdict::NAMES.iter().chain(&["error"]) {
+            messages.get_or_create_owned(&MessageLabels {
+                message: AUTH_MESSAGE.to_owned(),
+                result,
+            });
+        }
+        Self {
+            messages,
+            auth_seconds,
+            auth_cache,
+            connections,
+        }
+    }
+}
