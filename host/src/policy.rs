@@ -39,6 +39,7 @@ use thiserror::Error;
 
 use crate::haproxy_syntax::{Section, section_of, words};
 use crate::render::Rendered;
+use crate::validate::BUNDLE_ENV;
 use crate::values::Values;
 use rules::Finding;
 
@@ -292,11 +293,17 @@ impl Policy {
             // A `bind` address is where the environment belongs: per-pod
             // addresses and ports (`"${POD_IP}:8080"`, `haptic run`'s ports).
             let bind_address = usize::from(words.get(0) == "bind") * 2;
+            // The bundle's own directory as a path's first part is no
+            // environment: the file is judged as the render's (rules.rs).
             let expanded = words
                 .expands
                 .iter()
                 .enumerate()
                 .filter(|(index, _)| *index >= bind_address)
+                .filter(|(index, names)| {
+                    !(names.iter().all(|n| n == BUNDLE_ENV)
+                        && rules::bundle_relative(words.get(*index)).is_some())
+                })
                 .flat_map(|(_, names)| names)
                 .next();
             if !allows(ENVIRONMENT)

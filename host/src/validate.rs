@@ -31,6 +31,17 @@ pub const HAPROXY_ENV: &str = "HAPTIC_HAPROXY";
 /// The oldest HAProxy haptic drives, as `major.minor`: the 3.0 LTS branch.
 pub const MINIMUM_HAPROXY: &str = "3.0";
 
+/// The environment variable every HAProxy haptic starts holds the bundle's
+/// directory in: the validator's scratch copy, `haptic test`'s, and in a
+/// pod `<config dir>/current` (a link that names the bundle being loaded
+/// when a reload reads it). HAProxy 3.0 reads an SPOE filter's `config`
+/// file after the main configuration, relative to the directory it was
+/// started in rather than to `default-path config` (measured: `chdir` back
+/// to the start directory, then into `spoe/`), so a library writes
+/// `config "${HAPTIC_BUNDLE}/spoe/<file>"`; the policy takes that as a file
+/// of the render and refuses every other variable outside `bind`.
+pub const BUNDLE_ENV: &str = "HAPTIC_BUNDLE";
+
 /// How to get a HAProxy haptic can drive, for every error that lacks one.
 const GET_HAPROXY: &str = "run `make setup` in a haptic checkout (it makes Debian trixie's \
     HAProxy 3.0 package, the one the image runs, usable here: image/host-haproxy.sh) or set \
@@ -352,6 +363,7 @@ impl Validator {
         let mut child = Command::new(&self.binary)
             .args(args)
             .current_dir(cwd)
+            .env(BUNDLE_ENV, cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

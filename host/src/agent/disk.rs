@@ -105,6 +105,12 @@ impl ConfigDir {
         self.root.join(CURRENT).join(CONFIG_FILE)
     }
 
+    /// `current`, the link to the bundle HAProxy loads next: a path read
+    /// at each load, never resolved once (`crate::validate::BUNDLE_ENV`).
+    pub fn current_dir(&self) -> PathBuf {
+        self.root.join(CURRENT)
+    }
+
     /// The directory of bundle `id`.
     pub fn bundle_dir(&self, id: &str) -> PathBuf {
         self.root.join("bundles").join(dir_name(id))

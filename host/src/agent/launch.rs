@@ -22,7 +22,8 @@ pub fn haproxy_command(haproxy: &Path, dir: &ConfigDir, master_socket: &Path) ->
         .arg("-S")
         .arg(format!("{},mode,600", master_socket.display()))
         .arg("-f")
-        .arg(dir.current_config());
+        .arg(dir.current_config())
+        .env(crate::validate::BUNDLE_ENV, dir.current_dir());
     command
 }
 

@@ -126,6 +126,15 @@ const LOCAL_ADDRESSES: &[&str] = &["/", "unix@", "abns@", "fd@", "sockpair@"];
 /// descriptor (`stdout` and `stderr` are these too).
 const OUTPUT_DESCRIPTORS: &[&str] = &["fd@1", "fd@2"];
 
+/// `path` without a leading `${HAPTIC_BUNDLE}/` (the bundle's directory,
+/// [`crate::validate::BUNDLE_ENV`]): the file of the render it names.
+pub fn bundle_relative(path: &str) -> Option<&str> {
+    path.strip_prefix(BUNDLE_PREFIX)
+        .filter(|rest| !rest.is_empty())
+}
+
+const BUNDLE_PREFIX: &str = concat!("${", "HAPTIC_BUNDLE", "}/");
+
 /// What `words` (in `section`) does that the policy judges.
 pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
     let mut found = Vec::new();
@@ -136,7 +145,7 @@ pub fn findings(section: Section, words: &Words) -> Vec<Finding> {
     };
     let file = |directive: &str, path: &str| Finding::File {
         directive: directive.to_owned(),
-        path: path.to_owned(),
+        path: bundle_relative(path).unwrap_or(path).to_owned(),
     };
     match section {
         Section::Global => {

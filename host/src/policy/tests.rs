@@ -287,3 +287,16 @@ fn a_malformed_allow_list_is_an_error_naming_the_key() {
         assert!(error.to_string().contains(&format!("`{key}`")), "{error}");
     }
 }
+
+#[test]
+fn the_bundle_prefix_names_the_bundle_variable() {
+    assert_eq!(
+        super::rules::bundle_relative(&format!("${{{}}}/spoe/a.conf", crate::validate::BUNDLE_ENV)),
+        Some("spoe/a.conf")
+    );
+    assert_eq!(super::rules::bundle_relative("${HAPTIC_BUNDLE}/"), None);
+    assert_eq!(
+        super::rules::bundle_relative("/etc/${HAPTIC_BUNDLE}/x"),
+        None
+    );
+}

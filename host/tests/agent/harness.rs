@@ -54,6 +54,9 @@ pub struct Pod {
     pub agent: Option<Process>,
     pub agent_port: u16,
     pub http_port: u16,
+    /// Where the agent serves SPOP (`--spoa-listen`), a port of its own so
+    /// pods of tests running at once never share an agent.
+    pub spoa_port: u16,
     pub client: AgentClient,
     pub agent_args: Vec<String>,
 }
@@ -79,6 +82,7 @@ impl Pod {
             agent: None,
             agent_port,
             http_port: free_port(),
+            spoa_port: free_port(),
             agent_args: agent_args.iter().map(|s| (*s).to_owned()).collect(),
         };
         pod.start_agent();
@@ -104,6 +108,8 @@ impl Pod {
             .arg(format!("127.0.0.1:{}", self.agent_port))
             .arg("--token-file")
             .arg(self.dir.path().join("token"))
+            .arg("--spoa-listen")
+            .arg(format!("127.0.0.1:{}", self.spoa_port))
             .args(&self.agent_args)
             .env("HAPTIC_LOG", "info")
             .stdout(Stdio::null())
@@ -340,6 +346,18 @@ pub struct Response {
     pub status: u16,
     pub body: String,
     pub close: bool,
+    /// Every header, names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Response {
+    /// The first header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// A keep-alive client connection that never retries: a request that
@@ -361,9 +379,23 @@ impl Connection {
     }
 
     pub fn request(&mut self, host: &str, path: &str) -> std::io::Result<Response> {
+        self.request_with(host, path, &[])
+    }
+
+    /// `GET` with `headers` added after `Host` and `User-Agent`.
+    pub fn request_with(
+        &mut self,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<Response> {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         write!(
             self.writer,
-            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: haptic-test\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: haptic-test\r\n{extra}\r\n"
         )?;
         read_response(&mut self.reader)
     }
@@ -383,6 +415,7 @@ fn read_response(reader: &mut impl BufRead) -> std::io::Result<Response> {
         .ok_or_else(|| broken("no status line"))?;
     let mut content_length = 0usize;
     let mut close = false;
+    let mut headers = Vec::new();
     loop {
         line.clear();
         if reader.read_line(&mut line)? == 0 {
@@ -390,6 +423,9 @@ fn read_response(reader: &mut impl BufRead) -> std::io::Result<Response> {
         }
         if line == "\r\n" {
             break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
         let lower = line.to_ascii_lowercase();
         if let Some(value) = lower.strip_prefix("content-length:") {
@@ -405,6 +441,7 @@ fn read_response(reader: &mut impl BufRead) -> std::io::Result<Response> {
         status,
         body: String::from_utf8_lossy(&body).into_owned(),
         close,
+        headers,
     })
 }
 

@@ -12,3 +12,4 @@ mod connections;
 mod fleet;
 mod restarts;
 mod security;
+mod spoa;

@@ -61,7 +61,13 @@ pub struct Verdict {
 
 impl Verdict {
     /// The `result` label values of `haptic_spoa_messages_total`.
-    pub const NAMES: &[&str] = &["allowed", "redirected", "unauthorized", "forbidden", "failed"];
+    pub const NAMES: &[&str] = &[
+        "allowed",
+        "redirected",
+        "unauthorized",
+        "forbidden",
+        "failed",
+    ];
 
     /// Refused with 500: the auth service could not decide.
     pub fn failed() -> Self {
@@ -155,10 +161,7 @@ impl Authenticator {
                 )
             }
         };
-        let connector = builder
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(64)
@@ -448,6 +451,9 @@ mod tests {
         assert_eq!(verdict_of(&plain, StatusCode::FORBIDDEN).status, 403);
         assert_eq!(verdict_of(&plain, StatusCode::BAD_GATEWAY).status, 500);
         assert_eq!(verdict_of(&plain, StatusCode::FOUND).status, 500);
-        assert_eq!(header_variable("X-Auth-Request-User"), "hdr_x_auth_request_user");
+        assert_eq!(
+            header_variable("X-Auth-Request-User"),
+            "hdr_x_auth_request_user"
+        );
     }
 }

@@ -240,11 +240,18 @@ mod tests {
     #[test]
     fn headers_decode_in_order_and_truncation_is_an_error() {
         let long = "x".repeat(300);
-        let bytes = encode(&[("host", "a.test"), ("cookie", "a=1; b=2"), ("x-long", &long)]);
+        let bytes = encode(&[
+            ("host", "a.test"),
+            ("cookie", "a=1; b=2"),
+            ("x-long", &long),
+        ]);
         let headers = decode_headers(&bytes).expect("decodes");
         assert_eq!(headers.len(), 3);
         assert_eq!(headers[2].1.len(), 300);
-        assert_eq!(decode_headers(&bytes[..bytes.len() - 310]), Err(RequestError::Headers));
+        assert_eq!(
+            decode_headers(&bytes[..bytes.len() - 310]),
+            Err(RequestError::Headers)
+        );
     }
 
     #[test]
@@ -266,6 +273,9 @@ mod tests {
             request.expand("https://$host/start?rd=$escaped_request_uri&c=$cookie_a$nope"),
             "https://a.test/start?rd=%2Fx%3Frd%3D%252Fy%26b&c=1$nope"
         );
-        assert_eq!(request.expand("$scheme://$http_host$uri"), "http://a.test/x");
+        assert_eq!(
+            request.expand("$scheme://$http_host$uri"),
+            "http://a.test/x"
+        );
     }
 }

@@ -1,0 +1,406 @@
+//! The agent as HAProxy's SPOA, against the real HAProxy 3.0 and a real
+//! auth service over TCP: external authentication as ingress-nginx's
+//! `auth-url` family behaves, failing closed, and an agent restart that
+//! costs nothing to routes without auth.
+//!
+//! Broken on purpose (2026-12-07), each seen to fail
+//! `external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does`:
+//! a 2xx verdict made a 302 in `auth.rs` (the signed-in request got 302,
+//! not 200); a 401 with a sign-in page made a 200 (the first, signed-out
+//! request was let through: 200 where 302 was expected); the `del-header`
+//! rule below dropped (a client's forged `X-Auth-Request-User: mallory`
+//! reached the app when the auth service named no user).
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use haptic::protocol::{Bundle, BundleFile};
+
+use crate::harness::{Connection, Pod, Response, Tokens, free_port, get};
+
+/// An auth service like oauth2-proxy's `/oauth2/auth`: `session=ada` is a
+/// signed-in user (202 with `X-Auth-Request-*` and a refreshed cookie),
+/// `session=anonymous` is let in with no user named, `session=banned` is
+/// forbidden, no session is 401. An original URL under
+/// `/slow` waits 3 s; under `/garbage` the answer is not HTTP. Every
+/// request's headers are recorded.
+struct AuthService {
+    address: SocketAddr,
+    seen: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl AuthService {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind auth service");
+        let address = listener.local_addr().expect("address");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (recorded, stopping) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let recorded = recorded.clone();
+                std::thread::spawn(move || serve_auth(stream, &recorded));
+            }
+        });
+        Self {
+            address,
+            seen,
+            stop,
+        }
+    }
+
+    fn requests(&self) -> Vec<Vec<(String, String)>> {
+        self.seen.lock().expect("seen").clone()
+    }
+}
+
+impl Drop for AuthService {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.address);
+    }
+}
+
+fn serve_auth(stream: TcpStream, seen: &Mutex<Vec<Vec<(String, String)>>>) {
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(clone);
+    let mut writer = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut headers = vec![(":request".to_owned(), line.trim().to_owned())];
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+            }
+        }
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let (url, cookie) = (header("x-original-url"), header("cookie"));
+        seen.lock().expect("seen").push(headers.clone());
+        if url.contains("/garbage") {
+            let _ = writer.write_all(b"this is not HTTP\r\n\r\n");
+            return;
+        }
+        if url.contains("/slow") {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        let answer = if cookie.contains("session=ada") {
+            "HTTP/1.1 202 Accepted\r\nX-Auth-Request-User: ada\r\nX-Auth-Request-Email: ada@example.test\r\nSet-Cookie: session=ada; Path=/; HttpOnly\r\nContent-Length: 0\r\n\r\n"
+        } else if cookie.contains("session=anonymous") {
+            "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+        } else if cookie.contains("session=banned") {
+            "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"
+        } else {
+            "HTTP/1.1 401 Unauthorized\r\nSet-Cookie: csrf=1; Path=/\r\nContent-Length: 0\r\n\r\n"
+        };
+        if writer.write_all(answer.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// HAProxy's side, as a library writes it with docs/spoa.md: routes under
+/// `/signin`, `/plain` and `/cached` ask the agent with their profile; `/open`
+/// does not. The app answers with the user header it received.
+fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
+    let config = format!(
+        "global\n    default-path config\n    hard-stop-after 30s\n\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\n\
+         frontend http\n    bind 127.0.0.1:{http}\n    filter spoe engine haptic-auth config \"${{HAPTIC_BUNDLE}}/spoe/auth.conf\"\n\
+         \x20   http-request set-var(txn.haptic_auth_profile) str(test.signin) if {{ path_beg /signin /slow /garbage }}\n\
+         \x20   http-request set-var(txn.haptic_auth_profile) str(test.plain) if {{ path_beg /plain }}\n\
+         \x20   http-request set-var(txn.haptic_auth_profile) str(test.cached) if {{ path_beg /cached }}\n\
+         \x20   http-request set-var(txn.haptic_auth_profile) str(test.unknown) if {{ path_beg /unknown }}\n\
+         \x20   http-request send-spoe-group haptic-auth haptic-auth if {{ var(txn.haptic_auth_profile) -m found }}\n\
+         \x20   http-request redirect location %[var(txn.haptic_auth.location)] code 302 if {{ var(txn.haptic_auth.status) -m int 302 }}\n\
+         \x20   http-request return status 401 if {{ var(txn.haptic_auth.status) -m int 401 }}\n\
+         \x20   http-request return status 403 if {{ var(txn.haptic_auth.status) -m int 403 }}\n\
+         \x20   http-request return status 500 if {{ var(txn.haptic_auth_profile) -m found }} !{{ var(txn.haptic_auth.status) -m int 200 }}\n\
+         \x20   http-request del-header X-Auth-Request-User if {{ var(txn.haptic_auth_profile) -m found }}\n\
+         \x20   http-request set-header X-Auth-Request-User %[var(txn.haptic_auth.hdr_x_auth_request_user)] if {{ var(txn.haptic_auth.hdr_x_auth_request_user) -m found }}\n\
+         \x20   http-after-response add-header Set-Cookie %[var(txn.haptic_auth.cookie_0)] if {{ var(txn.haptic_auth.cookie_0) -m found }}\n\
+         \x20   default_backend app\n\n\
+         backend app\n    http-request return status 200 content-type text/plain lf-string \"user=%[req.hdr(x-auth-request-user)]\"\n\n\
+         backend haptic-spoa\n    mode tcp\n    timeout connect 1s\n    timeout server 30s\n    server agent 127.0.0.1:{spoa}\n",
+        http = pod.http_port,
+        spoa = pod.spoa_port,
+    );
+    let spoe = format!(
+        "[haptic-auth]\nspoe-agent haptic-auth\n    groups haptic-auth\n    option var-prefix haptic_auth\n    option pipelining\n\
+         \x20   timeout hello 2s\n    timeout idle 30s\n    timeout processing {processing}ms\n    use-backend haptic-spoa\n\n\
+         spoe-message haptic-auth\n    args profile=var(txn.haptic_auth_profile) method=method tls=ssl_fc host=req.hdr(host) pathq=pathq src=src headers=req.hdrs_bin\n\n\
+         spoe-group haptic-auth\n    messages haptic-auth\n",
+        processing = timeout_ms + 1000,
+    );
+    let url = format!("http://{auth}/oauth2/auth");
+    let profiles = serde_json::json!({"auth": {
+        "test.signin": {
+            "url": url,
+            "signin": "https://$host/oauth2/start",
+            "responseHeaders": ["X-Auth-Request-User"],
+            "requestHeaders": {"X-Tenant": "shop-$host"},
+            "timeoutMs": timeout_ms,
+        },
+        "test.plain": {"url": url, "timeoutMs": timeout_ms},
+        "test.cached": {
+            "url": url,
+            "responseHeaders": ["X-Auth-Request-User"],
+            "cache": {"key": "$cookie_session", "statuses": [202], "seconds": 60},
+            "timeoutMs": timeout_ms,
+        },
+    }});
+    Bundle::new(
+        config,
+        vec![
+            BundleFile::new("spoe/auth.conf", spoe),
+            BundleFile::new("spoa/test.json", profiles.to_string()),
+        ],
+    )
+}
+
+fn request(port: u16, path: &str, headers: &[(&str, &str)]) -> Response {
+    Connection::open(port)
+        .and_then(|mut c| c.request_with("app.test", path, headers))
+        .expect("HAProxy answers")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
+    let pod = Pod::start();
+    let auth = AuthService::start();
+    let mut tokens = Tokens::default();
+    let bundle = auth_bundle(&pod, auth.address, 2_000);
+    pod.client
+        .apply(&tokens.request(&bundle))
+        .await
+        .expect("the auth bundle applies");
+
+    // Not signed in: to the sign-in page with the original URL.
+    let answer = request(pod.http_port, "/signin/page?x=1", &[]);
+    assert_eq!(
+        answer.status,
+        302,
+        "{answer:?}\n{}\n{}",
+        pod.agent_log(),
+        pod.haproxy_log()
+    );
+    assert_eq!(
+        answer.header("location"),
+        Some("https://app.test/oauth2/start?rd=http%3A%2F%2Fapp.test%2Fsignin%2Fpage%3Fx%3D1")
+    );
+    // A forged identity header is not a session.
+    let forged = request(
+        pod.http_port,
+        "/signin/page",
+        &[("X-Auth-Request-User", "mallory")],
+    );
+    assert_eq!(forged.status, 302, "{forged:?}");
+
+    // Signed in: through, with the user the auth service named and its
+    // refreshed cookie; the client's own X-Auth-Request-User is replaced.
+    let allowed = request(
+        pod.http_port,
+        "/signin/page",
+        &[
+            ("Cookie", "session=ada"),
+            ("X-Auth-Request-User", "mallory"),
+        ],
+    );
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    assert_eq!(allowed.body, "user=ada");
+    assert_eq!(
+        allowed.header("set-cookie"),
+        Some("session=ada; Path=/; HttpOnly"),
+        "{allowed:?}"
+    );
+    // Let in without a user: the client's header does not stand in for one.
+    let anonymous = request(
+        pod.http_port,
+        "/signin/page",
+        &[
+            ("Cookie", "session=anonymous"),
+            ("X-Auth-Request-User", "mallory"),
+        ],
+    );
+    assert_eq!(anonymous.body, "user=", "{anonymous:?}");
+    // What the auth service was sent: ingress-nginx's headers, the client's
+    // cookie, the profile's own header with its variable expanded.
+    let seen = auth.requests();
+    let last = seen
+        .iter()
+        .rev()
+        .find(|headers| headers.iter().any(|(_, v)| v == "session=ada"))
+        .expect("the auth service was asked");
+    let header = |name: &str| {
+        last.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header(":request"), Some("GET /oauth2/auth HTTP/1.1"));
+    assert_eq!(
+        header("x-original-url"),
+        Some("http://app.test/signin/page")
+    );
+    assert_eq!(header("x-original-method"), Some("GET"));
+    assert_eq!(header("x-auth-request-redirect"), Some("/signin/page"));
+    assert_eq!(header("x-forwarded-for"), Some("127.0.0.1"));
+    assert_eq!(header("cookie"), Some("session=ada"));
+    assert_eq!(header("x-tenant"), Some("shop-app.test"));
+    assert_eq!(header("host"), Some(auth.address.to_string().as_str()));
+
+    // Forbidden stays forbidden; without a sign-in page a 401 is a 401.
+    let banned = request(pod.http_port, "/signin/x", &[("Cookie", "session=banned")]);
+    assert_eq!(banned.status, 403);
+    assert_eq!(request(pod.http_port, "/plain/x", &[]).status, 401);
+    // A profile no bundle defines fails closed.
+    assert_eq!(request(pod.http_port, "/unknown", &[]).status, 500);
+    // No auth on this route: the agent is not asked.
+    let before = auth.requests().len();
+    assert_eq!(request(pod.http_port, "/open", &[]).body, "user=");
+    assert_eq!(auth.requests().len(), before);
+
+    // The cache: the second request with the same key is not asked again.
+    let before = auth.requests().len();
+    for _ in 0..3 {
+        let cached = request(pod.http_port, "/cached/x", &[("Cookie", "session=ada")]);
+        assert_eq!(cached.body, "user=ada", "{cached:?}");
+    }
+    assert_eq!(
+        auth.requests().len(),
+        before + 1,
+        "one sub-request, two hits"
+    );
+    let metrics = get(pod.agent_port, "agent", "/metrics")
+        .expect("metrics")
+        .body;
+    for series in [
+        "haptic_spoa_messages_total{message=\"haptic-auth\",result=\"allowed\"}",
+        "haptic_spoa_auth_cache_lookups_total{result=\"hit\"} 2",
+        "haptic_spoa_connections",
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_fails_closed_within_its_timeout_and_an_agent_restart_costs_open_routes_nothing() {
+    let mut pod = Pod::start();
+    let auth = AuthService::start();
+    let mut tokens = Tokens::default();
+    let bundle = auth_bundle(&pod, auth.address, 500);
+    pod.client
+        .apply(&tokens.request(&bundle))
+        .await
+        .expect("the auth bundle applies");
+    let port = pod.http_port;
+
+    // Slow past the profile's timeout, and an answer that is not HTTP: 500,
+    // within the timeout and some.
+    for path in ["/slow/x", "/garbage/x"] {
+        let started = Instant::now();
+        let answer = request(port, path, &[("Cookie", "session=ada")]);
+        assert_eq!(answer.status, 500, "{path}: {answer:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1_500),
+            "{path} took {:?}",
+            started.elapsed()
+        );
+    }
+
+    // The auth service gone: 500 at once.
+    drop(auth);
+    let dead_auth: SocketAddr = format!("127.0.0.1:{}", free_port())
+        .parse()
+        .expect("address");
+    pod.client
+        .apply(&tokens.request(&auth_bundle(&pod, dead_auth, 500)))
+        .await
+        .expect("the bundle naming a dead auth service applies");
+    let answer = request(port, "/signin/x", &[("Cookie", "session=ada")]);
+    assert_eq!(answer.status, 500, "{answer:?}");
+
+    // The agent killed under load: open routes lose nothing, auth routes
+    // fail closed (500, never a pass), then recover once it is back.
+    let auth = AuthService::start();
+    pod.client
+        .apply(&tokens.request(&auth_bundle(&pod, auth.address, 500)))
+        .await
+        .expect("the bundle applies");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut open_ok, mut open_failed, mut auth_passed, mut auth_refused) = (0, 0, 0, 0);
+            let mut connection = Connection::open(port).expect("connect");
+            while !stop.load(Ordering::Relaxed) {
+                match connection.request("app.test", "/open") {
+                    Ok(r) if r.status == 200 => open_ok += 1,
+                    _ => {
+                        open_failed += 1;
+                        connection = Connection::open(port).expect("reconnect");
+                    }
+                }
+                match Connection::open(port).and_then(|mut c| {
+                    c.request_with("app.test", "/signin/x", &[("Cookie", "session=ada")])
+                }) {
+                    Ok(r) if r.status == 200 => auth_passed += 1,
+                    Ok(r) if r.status == 500 => auth_refused += 1,
+                    other => panic!("an auth request neither passed nor failed closed: {other:?}"),
+                }
+            }
+            (open_ok, open_failed, auth_passed, auth_refused)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    pod.kill_agent();
+    std::thread::sleep(Duration::from_millis(1_000));
+    let while_down = request(port, "/signin/x", &[("Cookie", "session=ada")]);
+    assert_eq!(
+        while_down.status, 500,
+        "auth fails closed without its agent"
+    );
+    pod.start_agent();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while request(port, "/signin/x", &[("Cookie", "session=ada")]).status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "auth never recovered after the agent came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (open_ok, open_failed, auth_passed, auth_refused) = load.join().expect("load thread");
+    println!(
+        "open route: {open_ok} ok, {open_failed} failed; auth route: {auth_passed} passed, {auth_refused} refused (500)"
+    );
+    assert!(open_ok >= 100, "the load ran: {open_ok} open requests");
+    assert_eq!(open_failed, 0, "an agent restart cost a route without auth");
+    assert!(auth_refused > 0, "the kill was seen by auth requests");
+    assert!(auth_passed > 0);
+}
