@@ -73,6 +73,12 @@ pub async fn serve(spoa: Arc<Spoa>, address: &str) -> Result<(), SpoaError> {
             source,
         })?;
     tracing::info!(%address, "serving SPOP for HAProxy's SPOE filters");
+    serve_on(spoa, listener).await
+}
+
+/// Serves SPOP on `listener` until the process ends (`haptic test` binds
+/// its own inside a case's network namespace).
+pub async fn serve_on(spoa: Arc<Spoa>, listener: TcpListener) -> Result<(), SpoaError> {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {

@@ -22,22 +22,8 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         return Some(SNIPPET_WHY);
     }
     Some(match annotation {
-        "auth-url"
-        | "auth-method"
-        | "auth-signin"
-        | "auth-signin-redirect-param"
-        | "auth-response-headers"
-        | "auth-request-redirect"
-        | "auth-cache-key"
-        | "auth-cache-duration"
-        | "auth-proxy-set-headers"
-        | "auth-keepalive"
-        | "auth-keepalive-share-vars"
-        | "auth-keepalive-requests"
-        | "auth-keepalive-timeout"
-        | "auth-always-set-cookie"
-        | "enable-global-auth" => {
-            "external authentication needs a subrequest per request, which HAProxy makes only through Lua (refused by haptic's directive policy) or an SPOE agent (not yet in haptic's agent)"
+        "enable-global-auth" => {
+            "haptic has no global auth-url (ingress-nginx's ConfigMap key global-auth-url): there is no global authentication to opt out of; set auth-url on the Ingress"
         }
         "upstream-hash-by-subset" | "upstream-hash-by-subset-size" => {
             "HAProxy hashes to one server, not to a subset of them; upstream-hash-by alone is honoured"
@@ -101,7 +87,9 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "mirror-request-body" | "mirror-target" | "mirror-host" => {
             "request mirroring needs an SPOE agent in HAProxy (not yet in haptic's agent)"
         }
-        "satisfy" => "it combines auth-url with source ranges; auth-url is not honoured",
+        "satisfy" => {
+            "`satisfy: any` (a client in the source ranges or one the auth service lets in) is not built: the source ranges and auth-url both apply, as `satisfy: all`"
+        }
         "add-base-url"
         | "base-url-scheme"
         | "secure-backends"

@@ -124,6 +124,13 @@ pub struct Policy {
     /// endpoint.
     pub default_backend: Option<String>,
     pub auth: Option<BasicAuth>,
+    /// `auth-url` and its companions: the agent asks the auth service.
+    pub external_auth: Option<haptic_sdk::agent::ExternalAuth>,
+    /// `auth-proxy-set-headers`: a ConfigMap of the Ingress's namespace
+    /// whose data are headers added to the auth sub-request.
+    pub auth_proxy_headers: Option<String>,
+    /// `auth-url` is set but not valid: every request is refused.
+    pub external_auth_refused: bool,
     /// `retry-on` conditions (`proxy-next-upstream`).
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
@@ -181,6 +188,7 @@ impl Policy {
         p.read_custom_headers(a, namespace);
         p.read_default_backend(a, namespace);
         p.read_auth(a);
+        p.read_external_auth(a, namespace);
         p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
         p.read_access(a);

@@ -10,6 +10,8 @@ mod fallback;
 mod headers;
 
 use std::collections::BTreeMap;
+
+use haptic_sdk::agent::{AuthEngine, ExternalAuth};
 use std::fmt::Write as _;
 
 use haptic_sdk::ingress::routes::{self, PathKind, RouteTable};
@@ -24,9 +26,9 @@ use crate::{
     UNAVAILABLE_BACKEND,
 };
 use crate::{parse, regex};
-use auth::basic_auth;
+use auth::{LIBRARY, basic_auth, external_auth};
 use fallback::default_backend;
-use headers::custom_headers;
+use headers::config_map_headers;
 
 use fallback::Fallback;
 
@@ -70,6 +72,8 @@ pub(crate) struct Routing {
     canary_across_namespaces: bool,
     /// Some Ingress has a `limit-rate`: the frontend needs its filter.
     bandwidth_limited: bool,
+    /// `auth-url` profiles by name (`ingress-nginx.<namespace>.<name>`).
+    external_auth: BTreeMap<String, ExternalAuth>,
 }
 
 impl Routing {
@@ -253,8 +257,26 @@ impl Routing {
         if let Some(auth) = &policy.auth {
             basic_auth(ctx, out, ingress, id, auth, frontend)?;
         }
+        if policy.external_auth_refused {
+            let acl =
+                haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
+            out.snippet_keyed(
+                format!("ingress-nginx-auth-url:{id}"),
+                SectionKind::Frontend,
+                frontend,
+                Slot::RequestRules,
+                haptic_sdk::agent::ROUTE_PRIORITY,
+                format!("    http-request return status 500 if {acl}\n"),
+            )?;
+        }
+        if let Some(auth) = &policy.external_auth {
+            let (profile, auth) = external_auth(ctx, out, ingress, id, auth, policy, frontend)?;
+            self.external_auth.insert(profile, auth);
+        }
         let custom = match &policy.custom_headers {
-            Some(config_map) => custom_headers(ctx, out, ingress, config_map)?,
+            Some(config_map) => {
+                config_map_headers(ctx, out, ingress, "custom-headers", config_map)?
+            }
             None => Vec::new(),
         };
         let responses = policy.response_rules(id, &custom);
@@ -339,6 +361,18 @@ impl Routing {
     }
 
     pub(crate) fn finish(self, frontend: &str, out: &mut Output) -> Result<()> {
+        if !self.external_auth.is_empty() {
+            let engine = AuthEngine::new(LIBRARY);
+            let slowest = self.external_auth.values().map(|a| a.timeout_ms).max();
+            engine.engine(out, slowest.unwrap_or(5_000) + 1_000)?;
+            let headers = self
+                .external_auth
+                .values()
+                .flat_map(|a| a.response_headers.iter().cloned())
+                .collect();
+            engine.frontend(out, frontend, &headers)?;
+            engine.profiles(out, &self.external_auth)?;
+        }
         out.file(NGINX_MAPS.exact, self.table.exact_map())?;
         out.file(NGINX_MAPS.prefix, self.table.prefix_map())?;
         out.file(NGINX_MAPS.exact_routes, self.table.exact_routes_map())?;

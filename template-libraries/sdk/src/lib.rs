@@ -3,8 +3,8 @@
 //! A template library is a WebAssembly component that turns watched
 //! Kubernetes objects and Helm-style values into HAProxy configuration,
 //! auxiliary files, status patches and objects the host applies for it.
-//! This crate speaks the contract `haptic:template@0.3.0`
-//! (`wit/haptic-template@0.3.0`; haptic's `docs/contract.md` says what
+//! This crate speaks the contract `haptic:template@0.4.0`
+//! (`wit/haptic-template@0.4.0`; haptic's `docs/contract.md` says what
 //! each version adds): it hides the WIT bindings behind a [`Library`] trait
 //! and the [`export_library!`] macro, keeps the library's view of its objects
 //! (each parsed once per resourceVersion into the type its [`Watch`]
@@ -87,6 +87,7 @@
 
 extern crate self as haptic_sdk;
 
+pub mod agent;
 pub mod claims;
 pub mod crypt;
 mod error;
@@ -125,7 +126,7 @@ pub use k8s_openapi as k8s;
 #[doc(hidden)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../../wit/haptic-template@0.3.0",
+        path: "../../wit/haptic-template@0.4.0",
         world: "template-library",
         pub_export_macro: true,
         default_bindings_module: "haptic_sdk::wit",

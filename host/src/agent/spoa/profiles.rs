@@ -144,7 +144,8 @@ impl ProfileTable {
 /// succeeds, never per message.
 #[derive(Debug)]
 pub struct Profiles {
-    dir: ConfigDir,
+    /// `None` for a fixed table (`haptic test`'s traffic checks).
+    dir: Option<ConfigDir>,
     applied: Mutex<watch::Receiver<Option<String>>>,
     tables: Mutex<(Arc<ProfileTable>, Arc<ProfileTable>)>,
 }
@@ -154,9 +155,19 @@ impl Profiles {
     /// ([`crate::agent::Applier::applied`]).
     pub fn new(dir: ConfigDir, applied: watch::Receiver<Option<String>>) -> Self {
         Self {
-            dir,
+            dir: Some(dir),
             applied: Mutex::new(applied),
             tables: Mutex::new(Default::default()),
+        }
+    }
+
+    /// The profiles of the bundle in `dir`, read once: a render under test.
+    pub fn loaded(dir: &Path) -> Self {
+        let table = Arc::new(ProfileTable::load("under test", dir));
+        Self {
+            dir: None,
+            applied: Mutex::new(watch::Sender::new(None).subscribe()),
+            tables: Mutex::new((table, Arc::default())),
         }
     }
 
@@ -185,17 +196,20 @@ impl Profiles {
             .tables
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
+        let Some(dir) = &self.dir else {
+            return (tables.0.clone(), tables.1.clone());
+        };
         let stale = match &newest {
             Some(Some(id)) => tables.0.bundle.as_deref() != Some(id.as_str()),
-            _ => tables.0.bundle.is_none() && self.dir.current().is_some(),
+            _ => tables.0.bundle.is_none() && dir.current().is_some(),
         };
         if stale {
             let id = match newest {
                 Some(Some(id)) => Some(id),
-                _ => self.dir.current().map(|current| current.id),
+                _ => dir.current().map(|current| current.id),
             };
             if let Some(id) = id {
-                let table = Arc::new(ProfileTable::load(&id, &self.dir.bundle_dir(&id)));
+                let table = Arc::new(ProfileTable::load(&id, &dir.bundle_dir(&id)));
                 let previous = std::mem::replace(&mut tables.0, table);
                 tables.1 = previous;
             }

@@ -102,7 +102,7 @@ impl Policy {
 /// Ingress's `namespace` and its name is valid: `(key, object name)`; else
 /// recorded (another namespace is not honoured: an Ingress must not reach
 /// another team's objects, as for Secrets) and `None`.
-fn own_namespace_object(
+pub(super) fn own_namespace_object(
     a: &mut Annotations<'_>,
     name: &str,
     kind: &str,

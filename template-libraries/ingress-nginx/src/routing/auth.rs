@@ -1,13 +1,64 @@
 //! `auth-type: basic` written: a secret `userlist` and the rule asking for
-//! it.
+//! it. `auth-url` written: the rule naming the Ingress's profile for the
+//! agent (`haptic_sdk::agent`).
 
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::Ingress;
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{Context, Entry, Output, Result, SectionKind, Slot};
 
+use haptic_sdk::agent::{AuthEngine, ExternalAuth, check_variables};
+
 use crate::SECRETS;
-use crate::policy::{self};
+use crate::policy::{self, Policy};
+
+use super::headers::config_map_headers;
+
+/// The library's name, which names its auth engine and profiles.
+pub(crate) const LIBRARY: &str = "ingress-nginx";
+
+/// `auth-url`: the rule naming the Ingress's profile for its requests, and
+/// the profile (with `auth-proxy-set-headers`' headers read now).
+pub(super) fn external_auth(
+    ctx: &Context<'_>,
+    out: &mut Output,
+    ingress: &Entry<'_, Ingress>,
+    id: &str,
+    auth: &ExternalAuth,
+    policy: &Policy,
+    frontend: &str,
+) -> Result<(String, ExternalAuth)> {
+    let namespace = ingress.key.namespace.as_str();
+    let mut auth = auth.clone();
+    if let Some(config_map) = &policy.auth_proxy_headers {
+        for (name, value) in
+            config_map_headers(ctx, out, ingress, "auth-proxy-set-headers", config_map)?
+        {
+            match check_variables(&value) {
+                Ok(()) => {
+                    auth.request_headers.insert(name, value);
+                }
+                Err(why) => out.warning(
+                    Some(ingress.key),
+                    "AuthProxyHeaderLeftOut",
+                    format!(
+                        "Ingress {id:?}: header {name} of ConfigMap {namespace}/{config_map} (auth-proxy-set-headers) is left out: {why}"
+                    ),
+                )?,
+            }
+        }
+    }
+    let profile = format!("{LIBRARY}.{}", sanitize(&id.replace('/', ".")));
+    let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
+    AuthEngine::new(LIBRARY).route(
+        out,
+        format!("ingress-nginx-auth-url:{id}"),
+        frontend,
+        &acl,
+        &profile,
+    )?;
+    Ok((profile, auth))
+}
 
 /// `auth-type: basic`: a secret `userlist` of the Secret's usable users and
 /// the rule asking for them; without a usable user every request the

@@ -24,13 +24,15 @@ const FRAMING_HEADERS: &[&str] = &[
 ];
 
 /// The `(name, value)` headers of ConfigMap `config_map` (the Ingress's
-/// namespace) for `custom-headers`: each entry checked, a bad one (not a
-/// header name, a framing header, a control character in the value) left
-/// out with a warning naming the Ingress, the ConfigMap and the key.
-pub(super) fn custom_headers(
+/// namespace) for `annotation` (`custom-headers`, `auth-proxy-set-headers`):
+/// each entry checked, a bad one (not a header name, a framing header, a
+/// control character in the value) left out with a warning naming the
+/// Ingress, the ConfigMap and the key.
+pub(super) fn config_map_headers(
     ctx: &Context<'_>,
     out: &mut Output,
     ingress: &Entry<'_, Ingress>,
+    annotation: &str,
     config_map: &str,
 ) -> Result<Vec<(String, String)>> {
     let namespace = ingress.key.namespace.as_str();
@@ -40,7 +42,7 @@ pub(super) fn custom_headers(
             Some(ingress.key),
             "CustomHeadersMissing",
             format!(
-                "Ingress {id:?}: ConfigMap {namespace}/{config_map} of annotation custom-headers does not exist; no custom header is set until it does"
+                "Ingress {id:?}: ConfigMap {namespace}/{config_map} of annotation {annotation} does not exist; none of its headers is set until it does"
             ),
         )?;
         return Ok(Vec::new());
@@ -62,7 +64,7 @@ pub(super) fn custom_headers(
                 Some(ingress.key),
                 "CustomHeaderLeftOut",
                 format!(
-                    "Ingress {id:?}: key {key:?} of ConfigMap {namespace}/{config_map} (custom-headers) is left out: {why}"
+                    "Ingress {id:?}: key {key:?} of ConfigMap {namespace}/{config_map} ({annotation}) is left out: {why}"
                 ),
             )?,
         }
