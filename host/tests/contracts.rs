@@ -2,7 +2,7 @@
 //! `haptic:template@0.1.0` (the misbehaving library) and `@0.2.0` (the
 //! contract-0-2-0 library), both on wit-bindgen directly and frozen on
 //! purpose, load and render in one runtime, one render, with the bundled
-//! libraries built for 0.3.0.
+//! libraries built for 0.4.0 (0.3.0 is the Python SDK's: `make python-test`).
 
 use std::path::{Path, PathBuf};
 
@@ -12,13 +12,13 @@ use haptic::offline::{self, Job};
 use haptic::values::Values;
 
 #[test]
-fn contract_0_1_0_and_0_2_0_libraries_render_beside_0_3_0_ones() {
+fn contract_0_1_0_and_0_2_0_libraries_render_beside_0_4_0_ones() {
     let runtime = LibraryRuntime::new(RuntimeConfig::default()).expect("runtime");
     let bundled = runtime.load_bundled().expect("bundled libraries load");
     for library in &bundled {
         assert_eq!(
             library.contract_version().to_string(),
-            "0.3.0",
+            "0.4.0",
             "{} is bundled on the newest contract",
             library.info().name
         );
@@ -74,6 +74,6 @@ fn contract_0_1_0_and_0_2_0_libraries_render_beside_0_3_0_ones() {
     );
     assert!(
         config.contains("ssl crt certs/default.pem crt-list certs/ingress.crt-list"),
-        "the 0.3.0 ingress library's HTTPS bind is in the render:\n{config}"
+        "the 0.4.0 ingress library's HTTPS bind is in the render:\n{config}"
     );
 }

@@ -361,7 +361,7 @@ fn an_incompatible_contract_version_is_refused() {
     assert_eq!(
         error.to_string(),
         "`future.wasm` was built for haptic:template@9.0.0; this haptic supports 0.1.x, \
-         0.2.x and 0.3.x — rebuild it against wit/haptic-template@0.3.0"
+         0.2.x, 0.3.x and 0.4.x — rebuild it against wit/haptic-template@0.4.0"
     );
 }
 

@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn supported_versions_are_described_as_ranges() {
-        assert_eq!(supported_description(), "0.1.x, 0.2.x and 0.3.x");
+        assert_eq!(supported_description(), "0.1.x, 0.2.x, 0.3.x and 0.4.x");
         assert_eq!(latest_supported(), v("0.4.0"));
     }
 }
