@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance testbed-up testbed-node-up bench bench-isolation bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -255,6 +255,18 @@ ingress-conformance-images: testbed-node-setup testbed-binaries
 ingress-conformance: testbed-binaries ingress-conformance-images image
 	HAPTIC_CONFORMANCE_REPORT_DIR=$(CURDIR)/docs/conformance $(CARGO) test -p haptic-testbed --test node_ingress -- --ignored --nocapture
 
+# External authentication (ingress-nginx's auth-url family) end to end on the real node: a real
+# oauth2-proxy and a mock OIDC provider (tests/testbed/oauth2, built once per release through the
+# Go module proxy into ~/.cache/haptic-testbed by build-oauth2.sh, about 2 min cold), packed as
+# node images beside the others. Not in `make test` (CI time); tests/testbed/tests/node_auth.rs.
+oauth2-images: testbed-node-setup testbed-binaries
+	$(ECHO_SERVER)
+	dir=$$(bash tests/testbed/scripts/build-oauth2.sh | tail -n 1) && \
+	OAUTH2_DIR="$$dir" bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
+
+e2e-oauth2: testbed-binaries testbed-images oauth2-images image
+	$(CARGO) test -p haptic-testbed --test node_auth -- --ignored --nocapture
+
 # helm lint/template with assertions on the rendered objects, and promtool
 # checks and unit tests of the alert rules (helm and promtool are built once
 # through the Go module proxy, cached in ~/.cache/haptic).
@@ -298,6 +310,11 @@ bench-isolation:
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent
+
+# What external authentication through the agent's SPOA costs a request
+# (docs/spoa.md, docs/performance.md).
+bench-spoa:
+	$(CARGO) bench -p haptic --bench spoa
 
 # One change -> every HAProxy converged, 1 to 100 local instances (`haptic run --proxies N`).
 bench-fanout:

@@ -22,6 +22,12 @@
 # - with INGRESS_CONFORMANCE_DIR set (build-ingress-conformance.sh's output),
 #   ingress-echoserver.oci.tar: the upstream Ingress conformance suite's
 #   echoserver under the image name its Deployments use.
+# - with OAUTH2_DIR set (build-oauth2.sh's output), the external-auth pair:
+#   oauth2-proxy.oci.tar (the static oauth2-proxy binary as its entrypoint,
+#   with the CA bundle, named haptic.test/oauth2-proxy:<its release>, the
+#   version read from tests/testbed/oauth2/go.mod) and mock-oidc.oci.tar
+#   (the bed's OIDC provider, cmd/mock-oidc, static too, named
+#   haptic.test/mock-oidc:testbed).
 #
 # Each is one layer packed with umoci, the tool image/build.sh uses for the
 # haptic image. The names are fixed here and in tests/testbed/src/node/images.rs.
@@ -174,6 +180,29 @@ if [[ -n "${INGRESS_CONFORMANCE_DIR:-}" ]]; then
         install -D -m 0755 "$ingress_echo" "$root/echoserver"
         # 65532: the distroless nonroot user of the suite's own image.
         pack "$root" "$ingress_echo_name" "$out/ingress-echoserver.oci.tar" 65532 /echoserver
+    fi
+fi
+if [[ -n "${OAUTH2_DIR:-}" ]]; then
+    for bin in oauth2-proxy mock-oidc; do
+        [[ -x "$OAUTH2_DIR/$bin" ]] || { echo "$0: no $OAUTH2_DIR/$bin (bash tests/testbed/scripts/build-oauth2.sh)" >&2; exit 2; }
+    done
+    # The tag is the release go.mod pins, as build-oauth2.sh builds it (and
+    # tests/testbed/src/node/images.rs names it: OAUTH2_PROXY_IMAGE).
+    oauth2_version="$(awk '$1 == "github.com/oauth2-proxy/oauth2-proxy/v7" { print $2; exit }' "$here/../oauth2/go.mod")"
+    [[ "$oauth2_version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "$0: no oauth2-proxy release in $here/../oauth2/go.mod" >&2; exit 1; }
+    if ! fresh "$out/oauth2-proxy.oci.tar" "$OAUTH2_DIR/oauth2-proxy"; then
+        root="$work/oauth2-proxy-root"
+        # CGO off: no loader, no libraries; the CA bundle for an https provider.
+        install -D -m 0755 "$OAUTH2_DIR/oauth2-proxy" "$root/bin/oauth2-proxy"
+        install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+        mkdir -p "$root/tmp"
+        # 65532: the distroless nonroot user of oauth2-proxy's own image.
+        pack "$root" "haptic.test/oauth2-proxy:$oauth2_version" "$out/oauth2-proxy.oci.tar" 65532 /bin/oauth2-proxy
+    fi
+    if ! fresh "$out/mock-oidc.oci.tar" "$OAUTH2_DIR/mock-oidc"; then
+        root="$work/mock-oidc-root"
+        install -D -m 0755 "$OAUTH2_DIR/mock-oidc" "$root/bin/mock-oidc"
+        pack "$root" "haptic.test/mock-oidc:testbed" "$out/mock-oidc.oci.tar" 65532 /bin/mock-oidc
     fi
 fi
 echo "$out"

@@ -38,7 +38,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 pub use cleanup::leftovers;
-pub use images::{ECHO_IMAGE, HAPTIC_IMAGE, PAUSE_IMAGE, TOOLS_IMAGE};
+pub use images::{
+    ECHO_IMAGE, HAPTIC_IMAGE, MOCK_OIDC_IMAGE, OAUTH2_PROXY_IMAGE, PAUSE_IMAGE, TOOLS_IMAGE,
+};
 pub use kubelet::NODE_NAME;
 
 use crate::control_plane::process::Component;
@@ -170,6 +172,8 @@ impl NodeBed {
         archives.extend(images::gateway_archives().unwrap_or_default());
         // The Ingress suite's echoserver when it was built (`make ingress-conformance`).
         archives.extend(images::ingress_archives().unwrap_or_default());
+        // oauth2-proxy and the mock OIDC provider when they were built (`make oauth2-images`).
+        archives.extend(images::oauth2_archives().unwrap_or_default());
         cleanup::sweep();
         host::mount_node_dir()?;
         let started = Self::start_parts(&bin_dir, &archives).await;
@@ -259,6 +263,12 @@ impl NodeBed {
     /// and imported (`make ingress-conformance-images`).
     pub fn has_ingress_conformance_images() -> bool {
         images::ingress_archives().is_some()
+    }
+
+    /// Whether oauth2-proxy's and the mock OIDC provider's images were
+    /// found and imported (`make oauth2-images`).
+    pub fn has_oauth2_images() -> bool {
+        images::oauth2_archives().is_some()
     }
 
     /// An admin client.

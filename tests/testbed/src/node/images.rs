@@ -51,6 +51,19 @@ const GATEWAY_ARCHIVES: [&str; 2] = ["echo-basic.oci.tar", "dns.oci.tar"];
 /// written beside the others by `make ingress-conformance-images`.
 const INGRESS_ARCHIVES: [&str; 1] = ["ingress-echoserver.oci.tar"];
 
+/// The external-authentication pair (`make oauth2-images`): oauth2-proxy
+/// and the bed's OIDC provider, built by
+/// `tests/testbed/scripts/build-oauth2.sh` and packed beside the others.
+const OAUTH2_ARCHIVES: [&str; 2] = ["oauth2-proxy.oci.tar", "mock-oidc.oci.tar"];
+
+/// oauth2-proxy (the static binary as entrypoint, with the CA bundle),
+/// tagged with the release `tests/testbed/oauth2/go.mod` pins.
+pub const OAUTH2_PROXY_IMAGE: &str = "haptic.test/oauth2-proxy:v7.15.6";
+
+/// The bed's OIDC provider (`tests/testbed/oauth2/cmd/mock-oidc`): every
+/// authorize request is approved at once as the one user its flags name.
+pub const MOCK_OIDC_IMAGE: &str = "haptic.test/mock-oidc:testbed";
+
 /// Where the archives are: `HAPTIC_TESTBED_IMAGES`, else `testbed-images` in
 /// the cargo target directory of the running test.
 fn archive_dir() -> PathBuf {
@@ -72,6 +85,13 @@ pub(crate) fn ingress_archives() -> Option<Vec<PathBuf>> {
     paths.iter().all(|p| p.is_file()).then_some(paths)
 }
 
+/// The external-authentication pair's archives, if both were built.
+pub(crate) fn oauth2_archives() -> Option<Vec<PathBuf>> {
+    let dir = archive_dir();
+    let paths: Vec<PathBuf> = OAUTH2_ARCHIVES.iter().map(|a| dir.join(a)).collect();
+    paths.iter().all(|p| p.is_file()).then_some(paths)
+}
+
 /// The archives every bed needs, in [`archive_dir`].
 pub(crate) fn archives() -> Result<Vec<PathBuf>, Error> {
     let dir = archive_dir();
@@ -89,5 +109,28 @@ pub(crate) fn archives() -> Result<Vec<PathBuf>, Error> {
             dir,
             missing: missing.join(", "),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The tag names the release build-oauth2.sh builds and
+    /// build-node-images.sh packs, both read from go.mod.
+    #[test]
+    fn the_oauth2_proxy_image_is_tagged_with_the_release_go_mod_pins() {
+        let go_mod = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("oauth2/go.mod"),
+        )
+        .expect("tests/testbed/oauth2/go.mod");
+        let pinned = go_mod
+            .lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix("github.com/oauth2-proxy/oauth2-proxy/v7 "))
+            .expect("go.mod requires github.com/oauth2-proxy/oauth2-proxy/v7");
+        let tag = super::OAUTH2_PROXY_IMAGE.rsplit_once(':').map(|(_, t)| t);
+        assert_eq!(
+            tag,
+            Some(pinned.split_whitespace().next().unwrap_or_default())
+        );
     }
 }
