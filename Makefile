@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -310,6 +310,11 @@ bench-isolation:
 
 bench-agent:
 	$(CARGO) bench -p haptic --bench agent
+
+# What external authentication through the agent's SPOA costs a request
+# (docs/spoa.md, docs/performance.md).
+bench-spoa:
+	$(CARGO) bench -p haptic --bench spoa
 
 # One change -> every HAProxy converged, 1 to 100 local instances (`haptic run --proxies N`).
 bench-fanout:

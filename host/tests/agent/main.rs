@@ -1,6 +1,7 @@
 //! `haptic agent` against the real HAProxy on loopback: real sockets, real
 //! reloads, real HTTP. Each test is a proxy pod of its own (see `harness`).
 
+mod auth_service;
 mod harness;
 #[path = "../support/mod.rs"]
 mod support;
