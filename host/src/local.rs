@@ -54,7 +54,14 @@ pub struct RunOptions {
     pub dir: Option<PathBuf>,
     /// `/status`, `/metrics`, `/healthz`, `/readyz`.
     pub listen: SocketAddr,
+    /// Where the render tells HAProxy the SPOA is (`--spoa-address`): the
+    /// first proxy's agent serves it for every local HAProxy, since they
+    /// share one render and one machine.
+    pub spoa_address: String,
 }
+
+/// `--spoa-listen` of the agents that serve no SPOA.
+const SPOA_OFF: &str = "none";
 
 /// A local HAProxy's HTTPS port: 8443 beside 8080, counting up alike.
 fn https_port(http_port: u16) -> u16 {
@@ -155,7 +162,16 @@ pub async fn run_locally(
         let offset = u16::try_from(index).unwrap_or(u16::MAX);
         let http_port = options.http_port.saturating_add(offset);
         let agent_port = free_port().context("finding a free port for an agent")?;
-        let proxy = start_proxy(&exe, &dir, index, http_port, agent_port, &token_file)
+        let spoa_listen = if index == 0 {
+            options.spoa_address.as_str()
+        } else {
+            SPOA_OFF
+        };
+        let ports = ProxyPorts {
+            http: http_port,
+            agent: agent_port,
+        };
+        let proxy = start_proxy(&exe, &dir, index, ports, spoa_listen, &token_file)
             .with_context(|| format!("starting local HAProxy {index}"))?;
         let endpoint = format!("http://127.0.0.1:{agent_port}");
         listing.push(serde_json::json!({
@@ -255,14 +271,24 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// A local proxy's ports: HAProxy's HTTP bind and its agent's API.
+struct ProxyPorts {
+    http: u16,
+    agent: u16,
+}
+
 fn start_proxy(
     exe: &Path,
     dir: &Path,
     index: usize,
-    http_port: u16,
-    agent_port: u16,
+    ports: ProxyPorts,
+    spoa_listen: &str,
     token_file: &Path,
 ) -> anyhow::Result<LocalProxy> {
+    let ProxyPorts {
+        http: http_port,
+        agent: agent_port,
+    } = ports;
     let config_dir = dir.join(format!("haproxy-{index}"));
     std::fs::create_dir_all(&config_dir)?;
     let healthz_port = http_port.saturating_add(1000);
@@ -287,6 +313,8 @@ fn start_proxy(
         .arg(format!("127.0.0.1:{agent_port}"))
         .arg("--token-file")
         .arg(token_file)
+        .arg("--spoa-listen")
+        .arg(spoa_listen)
         // The agent validates with `haproxy -c`, which expands the ports too.
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .kill_on_drop(true)

@@ -64,21 +64,33 @@ pub enum SpoaError {
     },
 }
 
-/// Serves SPOP on `address` until the process ends.
-pub async fn serve(spoa: Arc<Spoa>, address: &str) -> Result<(), SpoaError> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| SpoaError::Listen {
-            address: address.to_owned(),
-            source,
-        })?;
+/// How long the SPOA waits before trying a listener it could not bind again.
+const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves SPOP on `address` until the process ends. An address it cannot
+/// bind is logged and tried again every 5 s: the agent's main job (applying
+/// bundles) goes on, and authenticated routes fail closed meanwhile.
+pub async fn serve(spoa: Arc<Spoa>, address: String) {
+    let listener = loop {
+        match TcpListener::bind(&address).await {
+            Ok(listener) => break listener,
+            Err(source) => {
+                let error = SpoaError::Listen {
+                    address: address.clone(),
+                    source,
+                };
+                tracing::error!(%error, "the SPOA is not serving; routes with external authentication answer 500 until it does");
+                tokio::time::sleep(BIND_RETRY).await;
+            }
+        }
+    };
     tracing::info!(%address, "serving SPOP for HAProxy's SPOE filters");
-    serve_on(spoa, listener).await
+    serve_on(spoa, listener).await;
 }
 
 /// Serves SPOP on `listener` until the process ends (`haptic test` binds
 /// its own inside a case's network namespace).
-pub async fn serve_on(spoa: Arc<Spoa>, listener: TcpListener) -> Result<(), SpoaError> {
+pub async fn serve_on(spoa: Arc<Spoa>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {

@@ -36,7 +36,8 @@ pub struct AgentArgs {
     pub max_bundle_bytes: usize,
     /// Where HAProxy's SPOE filters reach the agent (SPOP: external
     /// authentication); loopback inside the pod. The controller's
-    /// `--spoa-address` must name the same place.
+    /// `--spoa-address` must name the same place. `none`: no SPOA (the
+    /// other agents of `haptic run`, which share the first one's).
     #[arg(long, env = "HAPTIC_AGENT_SPOA_LISTEN", default_value = haptic::library::DEFAULT_SPOA_ADDRESS)]
     pub spoa_listen: String,
     /// Most auxiliary files in one bundle.
@@ -84,10 +85,12 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             auth: spoa::Authenticator::new().context("starting the SPOA's HTTP client")?,
             metrics: applier.metrics.spoa.clone(),
         });
+        if args.spoa_listen != "none" {
+            tokio::spawn(spoa::serve(spoa, args.spoa_listen.clone()));
+        }
         let serving = server::serve(std::sync::Arc::new(applier), config);
         tokio::select! {
             result = serving => result.context("serving the agent API"),
-            result = spoa::serve(spoa, &args.spoa_listen) => result.context("serving SPOP"),
             _ = shutdown_signal() => Ok(()),
         }
     })?;

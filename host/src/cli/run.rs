@@ -52,6 +52,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             demo_backends: args.demo_backends,
             dir: args.dir,
             listen: args.listen,
+            spoa_address: args.libraries.spoa_address.clone(),
         };
         haptic::local::run_locally(options, engine, shutdown_signal()).await
     })?;
