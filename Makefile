@@ -226,6 +226,11 @@ e2e-run:
 		$(NODE_GATEWAY_TEST) conformance --nocapture
 	# The gated rollout behind an HTTPRoute (about 2 min; the image is image-test's).
 	$(NODE_GATEWAY_TEST) gated_rollouts --nocapture
+	# External authentication through a real oauth2-proxy (about 30 s). Its images are built
+	# here, once per release (about 2.5 min cold, through the Go module proxy), so a cold run
+	# pays for them in this lane, which ends before the checks lane, not before the lanes.
+	$(MAKE) --no-print-directory oauth2-images
+	$(E2E_OAUTH2_TEST)
 
 # The whole Gateway API conformance suite (profiles GATEWAY-HTTP and GATEWAY-GRPC, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
@@ -258,14 +263,16 @@ ingress-conformance: testbed-binaries ingress-conformance-images image
 # External authentication (ingress-nginx's auth-url family) end to end on the real node: a real
 # oauth2-proxy and a mock OIDC provider (tests/testbed/oauth2, built once per release through the
 # Go module proxy into ~/.cache/haptic-testbed by build-oauth2.sh, about 2 min cold), packed as
-# node images beside the others. Not in `make test` (CI time); tests/testbed/tests/node_auth.rs.
+# node images beside the others; tests/testbed/tests/node_auth.rs. `make e2e-test` (and so CI)
+# runs it too, at the end of the end-to-end lane.
 oauth2-images: testbed-node-setup testbed-binaries
 	$(ECHO_SERVER)
 	dir=$$(bash tests/testbed/scripts/build-oauth2.sh | tail -n 1) && \
 	OAUTH2_DIR="$$dir" bash tests/testbed/scripts/build-node-images.sh $(TARGET_DIR)/debug/echo-server $(TESTBED_IMAGES)
 
+E2E_OAUTH2_TEST = $(CARGO) test -p haptic-testbed --test node_auth -- --ignored --nocapture
 e2e-oauth2: testbed-binaries testbed-images oauth2-images image
-	$(CARGO) test -p haptic-testbed --test node_auth -- --ignored --nocapture
+	$(E2E_OAUTH2_TEST)
 
 # helm lint/template with assertions on the rendered objects, and promtool
 # checks and unit tests of the alert rules (helm and promtool are built once
