@@ -41,7 +41,8 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         haptic::validate::haproxy_version().unwrap_or_else(|e| e.to_string())
     );
-    let pod = Pod::start();
+    // The auth service is on loopback, which a pod's agent refuses.
+    let pod = Pod::start_with(&["--spoa-allow-loopback"]);
     let auth = AuthService::start();
     let mut tokens = Tokens::default();
     let bundle = auth_bundle(&pod, auth.address, 2_000);

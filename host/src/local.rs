@@ -315,6 +315,8 @@ fn start_proxy(
         .arg(token_file)
         .arg("--spoa-listen")
         .arg(spoa_listen)
+        // Everything is on this machine, auth services too.
+        .arg("--spoa-allow-loopback")
         // The agent validates with `haproxy -c`, which expands the ports too.
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .kill_on_drop(true)

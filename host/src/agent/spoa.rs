@@ -10,6 +10,8 @@
 //! - [`profiles`]: what each route asks for (the auth URL, the sign-in page,
 //!   the headers to copy), read from the applied bundle's `spoa/*.json`
 //!   files, so no user text is ever part of `haproxy.cfg`.
+//! - [`reach`]: where an auth service may be (never the pod's loopback or a
+//!   link-local address: the URL is a tenant's).
 //! - [`auth`]: the `haptic-auth` message: an HTTP sub-request to the auth
 //!   service through a pooled keep-alive client, a bounded cache, and the
 //!   verdict as variables. Fails closed.
@@ -23,6 +25,7 @@
 pub mod auth;
 pub mod connection;
 pub mod profiles;
+pub mod reach;
 pub mod request;
 
 use std::sync::Arc;
@@ -38,6 +41,7 @@ use tokio::net::TcpListener;
 
 pub use auth::Authenticator;
 pub use profiles::Profiles;
+pub use reach::Reach;
 
 /// The message HAProxy sends for external authentication (docs/spoa.md).
 pub const AUTH_MESSAGE: &str = "haptic-auth";

@@ -40,6 +40,10 @@ pub struct AgentArgs {
     /// other agents of `haptic run`, which share the first one's).
     #[arg(long, env = "HAPTIC_AGENT_SPOA_LISTEN", default_value = haptic::library::DEFAULT_SPOA_ADDRESS)]
     pub spoa_listen: String,
+    /// Let auth services be on loopback (`haptic run`, tests): in a pod that
+    /// is the pod itself, which a tenant's auth-url must never reach.
+    #[arg(long)]
+    pub spoa_allow_loopback: bool,
     /// Most auxiliary files in one bundle.
     #[arg(long, default_value_t = agent::Limits::default().max_files)]
     pub max_files: usize,
@@ -82,7 +86,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     runtime.block_on(async {
         let spoa = std::sync::Arc::new(spoa::Spoa {
             profiles: spoa::Profiles::new(applier.config_dir().clone(), applier.applied()),
-            auth: spoa::Authenticator::new().context("starting the SPOA's HTTP client")?,
+            auth: spoa::Authenticator::new(spoa::Reach {
+                allow_loopback: args.spoa_allow_loopback,
+            })
+            .context("starting the SPOA's HTTP client")?,
             metrics: applier.metrics.spoa.clone(),
         });
         if args.spoa_listen != "none" {

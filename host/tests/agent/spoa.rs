@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 use crate::auth_service::{AuthService, auth_bundle};
 use crate::harness::{Connection, Pod, Response, Tokens, free_port, get};
 
+/// The tests' auth services are on loopback, as everything here; a pod's
+/// agent refuses that unless told (`reach.rs`).
+const LOOPBACK_AUTH: &[&str] = &["--spoa-allow-loopback"];
+
 fn request(port: u16, path: &str, headers: &[(&str, &str)]) -> Response {
     Connection::open(port)
         .and_then(|mut c| c.request_with("app.test", path, headers))
@@ -27,7 +31,7 @@ fn request(port: u16, path: &str, headers: &[(&str, &str)]) -> Response {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
-    let pod = Pod::start();
+    let pod = Pod::start_with(LOOPBACK_AUTH);
     let auth = AuthService::start();
     let mut tokens = Tokens::default();
     let bundle = auth_bundle(&pod, auth.address, 2_000);
@@ -145,7 +149,7 @@ async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn auth_fails_closed_within_its_timeout_and_an_agent_restart_costs_open_routes_nothing() {
-    let mut pod = Pod::start();
+    let mut pod = Pod::start_with(LOOPBACK_AUTH);
     let auth = AuthService::start();
     let mut tokens = Tokens::default();
     let bundle = auth_bundle(&pod, auth.address, 500);
@@ -239,4 +243,44 @@ async fn auth_fails_closed_within_its_timeout_and_an_agent_restart_costs_open_ro
     assert_eq!(open_failed, 0, "an agent restart cost a route without auth");
     assert!(auth_refused > 0, "the kill was seen by auth requests");
     assert!(auth_passed > 0);
+}
+
+/// A tenant's auth-url aimed inside the HAProxy pod (its loopback) or at a
+/// cloud's metadata address is never asked: the request fails closed at
+/// once and the auth service sees nothing. Broken on purpose (`refuses`
+/// answering `None`), the loopback service was asked and let the request
+/// through.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auth_url_inside_the_pod_or_at_metadata_is_never_asked() {
+    let pod = Pod::start();
+    let auth = AuthService::start();
+    let mut tokens = Tokens::default();
+    pod.client
+        .apply(&tokens.request(&auth_bundle(&pod, auth.address, 500)))
+        .await
+        .expect("the bundle applies");
+    let answer = request(pod.http_port, "/signin/x", &[("Cookie", "session=ada")]);
+    assert_eq!(answer.status, 500, "{answer:?}");
+    assert!(
+        auth.requests().is_empty(),
+        "the loopback auth service was asked"
+    );
+    assert!(
+        pod.agent_log().contains("the HAProxy pod's own loopback"),
+        "{}",
+        pod.agent_log()
+    );
+    let metadata: SocketAddr = "169.254.169.254:80".parse().expect("address");
+    pod.client
+        .apply(&tokens.request(&auth_bundle(&pod, metadata, 500)))
+        .await
+        .expect("the bundle applies");
+    let started = Instant::now();
+    let answer = request(pod.http_port, "/signin/x", &[("Cookie", "session=ada")]);
+    assert_eq!(answer.status, 500, "{answer:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "refused before any connection: {:?}",
+        started.elapsed()
+    );
 }

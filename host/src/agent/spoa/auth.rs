@@ -26,6 +26,7 @@ use spop::VarScope;
 use spop::frames::Ack;
 
 use super::profiles::AuthProfile;
+use super::reach::{CheckedResolver, Reach};
 use super::request::{OriginalRequest, escape_component};
 use super::{CacheLabels, SpoaMetrics};
 
@@ -121,12 +122,13 @@ pub fn header_variable(name: &str) -> String {
     variable
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector<CheckedResolver>>, Empty<Bytes>>;
 
 /// Sub-requests to auth services: one pooled keep-alive client for every
 /// profile, and the bounded answer cache.
 pub struct Authenticator {
     client: HttpClient,
+    reach: Reach,
     cache: Mutex<LruCache<String, (Instant, Verdict)>>,
 }
 
@@ -138,8 +140,8 @@ impl std::fmt::Debug for Authenticator {
 
 impl Authenticator {
     /// Fails only when the TLS library offers no protocol version.
-    pub fn new() -> Result<Self, rustls::Error> {
-        let mut http = HttpConnector::new();
+    pub fn new(reach: Reach) -> Result<Self, rustls::Error> {
+        let mut http = HttpConnector::new_with_resolver(CheckedResolver::new(reach));
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(Duration::from_secs(5)));
@@ -168,6 +170,7 @@ impl Authenticator {
             .build(connector);
         Ok(Self {
             client,
+            reach,
             cache: Mutex::new(LruCache::new(
                 NonZeroUsize::new(CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
             )),
@@ -254,6 +257,18 @@ impl Authenticator {
             .expand(&profile.url)
             .parse()
             .map_err(|error| format!("the auth URL is not a URL: {error}"))?;
+        // A literal address is connected to without the resolver, so it is
+        // judged here; a name is judged by the resolver (reach.rs).
+        if let Some(ip) = url
+            .host()
+            .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|host| host.parse::<std::net::IpAddr>().ok())
+            && let Some(why) = self.reach.refuses(ip)
+        {
+            return Err(format!(
+                "{url}: {ip} is {why}, which an auth service may not be at"
+            ));
+        }
         let method = Method::from_bytes(profile.method.as_bytes())
             .map_err(|_| format!("{:?} is not an HTTP method", profile.method))?;
         let mut sub = Request::builder().method(method).uri(url.clone());
