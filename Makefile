@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: test-stages build-lane go-lane clippy-build image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -45,23 +45,43 @@ run: setup build
 	$(CARGO) run -q -- run examples/cluster --demo-backends --proxies 2 \
 		--set templateLibraries.kubernetesBackends.podReadinessGate.enabled=true
 
-# Clippy checks in a target directory of its own: its check-mode artifacts
-# are never shared with a build anyway, and `make test` runs it beside the
-# end-to-end tests, whose cargo steps must not wait on its build lock. The
-# bundled libraries' wasm build (host/build.rs, plain rustc even under
-# clippy) is the build's own: the lint reuses it instead of building every
-# guest a second time (minutes of a cold CI run).
+# Clippy on the workspace's own crates runs inside their build:
+# clippy-driver stands in for rustc on workspace members only
+# (RUSTC_WORKSPACE_WRAPPER), compiles exactly what rustc would and adds
+# clippy's lints, so a lint costs no second build of the dependencies (a
+# separate `cargo clippy` type-checked every one of them again: 18 min of a
+# cold CI run). Its artifacts sit beside plain rustc's in the target dir
+# (another metadata hash), so switching between `cargo test` and `make test`
+# rebuilds nothing twice. CLIPPY_ARGS is how cargo-clippy hands its
+# `-- -D warnings` to the driver. `make test` builds everything this way.
+CLIPPY_DRIVER := $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+LINTING_CARGO := env RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
+# The wasm guests are linted by `cargo clippy` in a directory of its own
+# (check mode, nothing to share with the guests' optimised build); the
+# bundled libraries' wasm build is the host build's (host/build.rs, plain
+# rustc even under clippy), not built a second time there.
 LINT_CARGO := env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/lint \
-	HAPTIC_GUEST_TARGET_DIR=$(abspath $(TARGET_DIR))/guests $(CARGO)
-lint:
-	$(CARGO) fmt --all -- --check
-	$(LINT_CARGO) clippy --workspace --all-targets -- -D warnings
+	HAPTIC_GUEST_TARGET_DIR=$(abspath $(TARGET_DIR))/guests cargo
+lint: clippy-build
+	cargo fmt --all -- --check
 	$(LINT_CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -p haptic-owned-objects -p haptic-render-floor -- -D warnings
 	$(CARGO) test -q -p haptic --test module_tree
 
+# Every target of every member, built (not run) with clippy's lints, in the
+# package sets the tests use: cargo unifies features per invocation, and one
+# `--workspace` build would compile wasmtime and the wasm tooling again with
+# the guests' features (6 min warm).
+REST_PACKAGES := $(GUEST_PACKAGES) -p haptic-selectors -p haptic-misbehaving -p haptic-contract-0-2-0 \
+	-p haptic-owned-objects -p haptic-render-floor
+clippy-build:
+	@[ -n "$(CLIPPY_DRIVER)" ] || { echo "clippy-driver not found: rustup component add clippy" >&2; exit 1; }
+	$(LINTING_CARGO) test -p haptic --features synthetic --all-targets --no-run
+	$(LINTING_CARGO) test $(REST_PACKAGES) --all-targets --no-run
+	$(LINTING_CARGO) test -p haptic-testbed --all-targets --no-run
+
 unit-test:
 	$(CARGO) test -p haptic --features synthetic --no-fail-fast
-	$(CARGO) test $(GUEST_PACKAGES) --no-fail-fast
+	$(CARGO) test $(REST_PACKAGES) --no-fail-fast
 
 # The example custom library's fixtures, run the way its README tells an author
 # to (`make unit-test` runs them too, through the same code, without a second
@@ -79,7 +99,7 @@ no_warn = if grep ' WARN ' "$(1)"; then echo "the scaffolded project's make test
 new-library-test: build
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && set -o pipefail && \
 	$(CARGO) run -q -- new "$$dir/ip-allow-list" && \
-	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test lint 2>&1 | tee "$$dir/log" && \
+	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test lint CARGO=cargo 2>&1 | tee "$$dir/log" && \
 	$(call no_warn,$$dir/log)
 
 # Template libraries in Python: componentize-py (pinned) is installed once
@@ -117,7 +137,7 @@ python-guests: $(PYTHON_EXAMPLE_WASM) $(PYTHON_GUESTS)/misbehaving_python.wasm
 new-python-library-test: build | $(COMPONENTIZE_PY)
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && set -o pipefail && \
 	$(CARGO) run -q -- new --lang python "$$dir/ip-allow-list" && \
-	$(MAKE) -C "$$dir/ip-allow-list" test COMPONENTIZE_PY_VENV=$(COMPONENTIZE_PY_VENV) 2>&1 | tee "$$dir/log" && \
+	$(MAKE) -C "$$dir/ip-allow-list" test COMPONENTIZE_PY_VENV=$(COMPONENTIZE_PY_VENV) CARGO=cargo 2>&1 | tee "$$dir/log" && \
 	$(call no_warn,$$dir/log)
 
 # The Python SDK's and example's unit tests (native Python), the example's
@@ -280,18 +300,37 @@ e2e-oauth2: testbed-binaries testbed-images oauth2-images image
 chart-test:
 	bash charts/haptic/tests/run.sh
 
-# Everything CI checks, in two lanes once what the end-to-end tests need is
-# built. Those tests wait on Kubernetes, containers and HAProxy far more than
-# they compute: a cold CI run measured them at about a quarter of the two
-# cores over their 20 minutes. So the checks that only compute run beside
-# them at the lowest CPU priority, taking what the scenarios leave, never
-# what they ask for. Within a lane the steps run one at a time (-j1: two
-# scaffolded projects installing one componentize-py at once would race).
-# Each lane's lines carry its name; a failure in either fails the run once
-# both lanes have ended.
-COMPUTE_CHECKS := lint new-library-test python-test new-python-library-test chart-test
-test: setup unit-test image-test testbed-binaries testbed-images gateway-conformance-images
+# Everything CI checks, in three stages, every cargo step linting as it
+# builds (LINTING_CARGO above).
+# 1. The builds, in two lanes: the Rust one (every target of every member,
+#    then the image and its test) and, at nice 19, the Go one (the bed's
+#    Kubernetes binaries and the Gateway API suite, built once per release
+#    into caches), which takes what the Rust lane leaves; warm it returns at
+#    once.
+# 2. The real node's images.
+# 3. The end-to-end tests and, beside them at nice 19, everything else: the
+#    unit, fixture and sandbox tests (built in stage 1: cargo holds its lock
+#    only while it builds), the lints, the scaffolded projects, the Python and
+#    chart tests. The scenarios wait on one real node and use about a quarter
+#    of the cores (measured over a cold run's 20 minutes), so the checks take
+#    what the scenarios leave, never what they ask for.
+# Within a lane the steps run one at a time (-j1: two scaffolded projects
+# installing one componentize-py at once would race). Each lane's lines carry
+# its name; a failure in either fails the run once both lanes have ended.
+COMPUTE_CHECKS := unit-test lint new-library-test python-test new-python-library-test chart-test
+test: setup
+	$(MAKE) --no-print-directory CARGO='$(LINTING_CARGO)' test-stages
+
+test-stages:
+	$(MAKE) --no-print-directory -j2 build-lane go-lane
+	$(MAKE) --no-print-directory testbed-images gateway-conformance-images
 	$(MAKE) --no-print-directory -j2 e2e-lane checks-lane
+
+build-lane:
+	@set -o pipefail; $(MAKE) --no-print-directory -j1 clippy-build image-test 2>&1 | sed -u 's/^/[build] /'
+
+go-lane:
+	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -j1 testbed-binaries gateway-conformance-binaries 2>&1 | sed -u 's/^/[go] /'
 
 e2e-lane:
 	@set -o pipefail; $(MAKE) --no-print-directory -j1 e2e-run 2>&1 | sed -u 's/^/[e2e] /'
