@@ -65,7 +65,7 @@ LINT_CARGO := env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/lint \
 lint: clippy-build
 	cargo fmt --all -- --check
 	$(LINT_CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -p haptic-owned-objects -p haptic-render-floor -- -D warnings
-	$(CARGO) test -q -p haptic --test module_tree
+	$(CARGO) test -q -p haptic --features synthetic --test module_tree
 
 # Every target of every member, built (not run) with clippy's lints, in the
 # package sets the tests use: cargo unifies features per invocation, and one
@@ -152,7 +152,7 @@ python-test: python-guests build
 	python3 -m unittest discover -s examples/maintenance-mode-python/tests
 	$(CARGO) run -q -- test $(PYTHON_EXAMPLE_WASM) --fixtures examples/maintenance-mode-python/fixtures
 	HAPTIC_PYTHON_GUESTS=$(PYTHON_GUESTS) HAPTIC_CACHE_DIR=$(or $(HAPTIC_CACHE_DIR),$(HOME)/.cache/haptic) \
-		$(CARGO) test -p haptic --test python --no-fail-fast -- --include-ignored
+		$(CARGO) test -p haptic --features synthetic --test python --no-fail-fast -- --include-ignored
 
 # Size, load and render cost of the Python example against the Rust one.
 bench-python: python-guests

@@ -1,19 +1,25 @@
-//! The SPOA benchmark: what external authentication costs a request, with
-//! the real `haptic agent`, the real HAProxy and an auth service on loopback
-//! that answers at once. Prints figures; asserts only that every request got
-//! the answer it should (a failure is counted and fails the run).
+//! The SPOA benchmark: what external authentication and mirroring cost a
+//! request, with the real `haptic agent`, the real HAProxy, an auth service
+//! on loopback that answers at once and mirror targets that answer at once
+//! or after 5 s. Prints figures; asserts only that every request got the
+//! answer it should (a failure is counted and fails the run).
 //!
 //! `cargo bench -p haptic --bench spoa` (or `make bench-spoa`).
 //! - latency, one keep-alive client, `HAPTIC_BENCH_ROUNDS` requests each
 //!   (default 2,000): a route without auth, a route through auth, and the
 //!   floor: the same client straight to the auth service (one HTTP round
 //!   trip, the part of the added cost no agent can remove);
-//! - the ceiling: 8 keep-alive clients for 5 s on each route, requests/s.
+//! - the ceiling: 8 keep-alive clients for 5 s on each route, requests/s;
+//! - mirroring: the same latency on a route without a mirror, one mirrored
+//!   to a target that answers at once, one mirrored to a target that
+//!   answers after 5 s (the client must not see it).
 
 #[path = "../tests/agent/auth_service.rs"]
 mod auth_service;
 #[path = "../tests/agent/harness.rs"]
 mod harness;
+#[path = "../tests/agent/mirror_target.rs"]
+mod mirror_target;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -22,7 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use auth_service::{AuthService, auth_bundle};
-use harness::{Connection, Pod, Tokens};
+use harness::{Connection, Pod, Tokens, free_port};
+use mirror_target::{MirrorTarget, mirror_bundle};
 
 const SIGNED_IN: (&str, &str) = ("Cookie", "session=ada");
 
@@ -85,6 +92,51 @@ fn main() {
         println!("  {name:<28} {rate:>8.0} requests/s");
     }
     drop(auth);
+
+    let target = MirrorTarget::start(Duration::ZERO);
+    let slow = MirrorTarget::start(Duration::from_secs(5));
+    let dead = format!("127.0.0.1:{}", free_port())
+        .parse()
+        .expect("address");
+    runtime
+        .block_on(pod.client.apply(&tokens.request(&mirror_bundle(
+            &pod,
+            target.address,
+            slow.address,
+            dead,
+        ))))
+        .expect("the mirror bundle applies");
+    for _ in 0..200 {
+        let answer = warm
+            .request_with("app.test", "/copy/x", &[SIGNED_IN])
+            .or_else(|_| {
+                warm = Connection::open(port).expect("connect");
+                warm.request_with("app.test", "/copy/x", &[SIGNED_IN])
+            })
+            .expect("warm-up");
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    let plain = latency(rounds, "/open", port, (200, "length=0"));
+    let mirrored = latency(rounds, "/copy/x", port, (200, "length=0"));
+    let beside_slow = latency(rounds, "/slow/x", port, (200, "length=0"));
+    println!("\nmirroring, one keep-alive client, n={rounds} each (ms):");
+    report("route without mirror", &plain);
+    report("mirrored, target at once", &mirrored);
+    report("mirrored, target after 5 s", &beside_slow);
+    let metrics = harness::get(pod.agent_port, "agent", "/metrics")
+        .expect("metrics")
+        .body;
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("haptic_spoa_mirror_requests_total"))
+    {
+        println!("  {line}");
+    }
+    println!(
+        "  copies the instant target received: {} (of {} mirrored requests and the warm-up's 200)",
+        target.copies().len(),
+        rounds
+    );
 }
 
 /// `rounds` signed-in requests for `path` on one keep-alive connection to

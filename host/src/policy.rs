@@ -103,6 +103,10 @@ pub enum Problem {
     },
     /// It expands an environment variable.
     Environment { variable: String },
+    /// It names a file of the bundle below a subdirectory through
+    /// `${HAPTIC_BUNDLE}` (an SPOE filter's file): HAProxy would go on
+    /// reading the configuration from that subdirectory.
+    BundleSubdirectory { path: String },
     /// It reads an environment variable at run time (`env()`).
     EnvironmentFetch { variable: String },
     /// It names a file outside the render.
@@ -136,6 +140,13 @@ impl fmt::Display for Violation {
                 "expands the environment variable `{variable}`, which differs between the \
                  validator and the HAProxy pods and may hold credentials; write the value itself, \
                  or allow it: directivePolicy.allow: [{{library: {library}, directives: [{ENVIRONMENT}]}}]"
+            ),
+            Problem::BundleSubdirectory { path } => write!(
+                f,
+                "names `{path}`, a file in a subdirectory of the bundle: HAProxy parses an SPOE \
+                 filter's file from its own directory and resolves every relative path after it \
+                 from there, so the rest of the configuration would not load; write the file at \
+                 the bundle's root (`${{{BUNDLE_ENV}}}/<name>`)"
             ),
             Problem::EnvironmentFetch { variable } => write!(
                 f,
@@ -306,6 +317,18 @@ impl Policy {
                 })
                 .flat_map(|(_, names)| names)
                 .next();
+            if let Some(path) = words
+                .expands
+                .iter()
+                .enumerate()
+                .filter(|(_, names)| names.iter().any(|n| n == BUNDLE_ENV))
+                .filter_map(|(index, _)| rules::bundle_relative(words.get(index)))
+                .find(|path| path.contains('/'))
+            {
+                refuse(Problem::BundleSubdirectory {
+                    path: path.to_owned(),
+                });
+            }
             if !allows(ENVIRONMENT)
                 && let Some(variable) = expanded
             {

@@ -35,11 +35,14 @@ pub const MINIMUM_HAPROXY: &str = "3.0";
 /// directory in: the validator's scratch copy, `haptic test`'s, and in a
 /// pod `<config dir>/current` (a link that names the bundle being loaded
 /// when a reload reads it). HAProxy 3.0 reads an SPOE filter's `config`
-/// file after the main configuration, relative to the directory it was
-/// started in rather than to `default-path config` (measured: `chdir` back
-/// to the start directory, then into `spoe/`), so a library writes
-/// `config "${HAPTIC_BUNDLE}/spoe/<file>"`; the policy takes that as a file
-/// of the render and refuses every other variable outside `bind`.
+/// file relative to the directory it was started in rather than to
+/// `default-path config`, and goes on parsing the configuration from the
+/// directory of that file (measured: a `maps/...` path after a
+/// `config "${HAPTIC_BUNDLE}/spoe/x.conf"` is looked up in `spoe/`). So a
+/// library writes `config "${HAPTIC_BUNDLE}/<file>"`, the file at the
+/// bundle's root next to haproxy.cfg; the policy takes that as a file of
+/// the render, refuses one in a subdirectory, and every other variable
+/// outside `bind`.
 pub const BUNDLE_ENV: &str = "HAPTIC_BUNDLE";
 
 /// How to get a HAProxy haptic can drive, for every error that lacks one.

@@ -12,9 +12,13 @@
 //!   files, so no user text is ever part of `haproxy.cfg`.
 //! - [`reach`]: where an auth service may be (never the pod's loopback or a
 //!   link-local address: the URL is a tenant's).
+//! - [`outbound`]: the one pooled keep-alive HTTP client every message that
+//!   calls out uses, under the [`reach`] rule.
 //! - [`auth`]: the `haptic-auth` message: an HTTP sub-request to the auth
-//!   service through a pooled keep-alive client, a bounded cache, and the
-//!   verdict as variables. Fails closed.
+//!   service, a bounded cache, and the verdict as variables. Fails closed.
+//! - [`mirror`]: the `haptic-mirror` message: copies of the request to the
+//!   route's mirror targets, answered at once, sent in the background,
+//!   bounded. Fails open.
 //!
 //! Every worker opens its own connections; an old worker keeps its own
 //! until it leaves, and its messages are answered from the profiles of the
@@ -24,6 +28,8 @@
 
 pub mod auth;
 pub mod connection;
+pub mod mirror;
+pub mod outbound;
 pub mod profiles;
 pub mod reach;
 pub mod request;
@@ -40,18 +46,41 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 
 pub use auth::Authenticator;
+pub use mirror::Mirrorer;
+pub use outbound::Outbound;
 pub use profiles::Profiles;
 pub use reach::Reach;
 
 /// The message HAProxy sends for external authentication (docs/spoa.md).
 pub const AUTH_MESSAGE: &str = "haptic-auth";
+/// The message HAProxy sends for request mirroring (docs/spoa.md).
+pub const MIRROR_MESSAGE: &str = "haptic-mirror";
 
 /// What the SPOA needs to answer messages, shared by every connection.
 #[derive(Debug)]
 pub struct Spoa {
     pub profiles: Profiles,
     pub auth: Authenticator,
+    pub mirror: Mirrorer,
     pub metrics: SpoaMetrics,
+}
+
+impl Spoa {
+    /// The SPOA answering from `profiles`, calling out under `reach`.
+    /// Fails only when the TLS library offers no protocol version.
+    pub fn new(
+        profiles: Profiles,
+        reach: Reach,
+        metrics: SpoaMetrics,
+    ) -> Result<Self, rustls::Error> {
+        let outbound = Outbound::new(reach)?;
+        Ok(Self {
+            profiles,
+            auth: Authenticator::new(outbound.clone()),
+            mirror: Mirrorer::new(outbound),
+            metrics,
+        })
+    }
 }
 
 /// The SPOA could not start.
@@ -83,7 +112,7 @@ pub async fn serve(spoa: Arc<Spoa>, address: String) {
                     address: address.clone(),
                     source,
                 };
-                tracing::error!(%error, "the SPOA is not serving; routes with external authentication answer 500 until it does");
+                tracing::error!(%error, "the SPOA is not serving; routes with external authentication answer 500 and mirrors get no copy until it does");
                 tokio::time::sleep(BIND_RETRY).await;
             }
         }
@@ -117,6 +146,11 @@ pub struct MessageLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MirrorLabels {
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
     pub result: &'static str,
 }
@@ -127,6 +161,7 @@ pub struct SpoaMetrics {
     pub messages: Family<MessageLabels, Counter>,
     pub auth_seconds: Histogram,
     pub auth_cache: Family<CacheLabels, Counter>,
+    pub mirror_requests: Family<MirrorLabels, Counter>,
     pub connections: Gauge,
 }
 
@@ -152,6 +187,15 @@ impl SpoaMetrics {
             "Lookups in the external authentication cache, by hit or miss",
             auth_cache.clone(),
         );
+        let mirror_requests = Family::<MirrorLabels, Counter>::default();
+        registry.register(
+            "mirror_requests",
+            "Copies of requests for mirror targets, by what became of them",
+            mirror_requests.clone(),
+        );
+        for result in mirror::Outcome::NAMES {
+            mirror_requests.get_or_create_owned(&MirrorLabels { result });
+        }
         let connections = Gauge::default();
         registry.register(
             "connections",
@@ -167,10 +211,17 @@ impl SpoaMetrics {
                 result,
             });
         }
+        for result in ["copied", "error"] {
+            messages.get_or_create_owned(&MessageLabels {
+                message: MIRROR_MESSAGE.to_owned(),
+                result,
+            });
+        }
         Self {
             messages,
             auth_seconds,
             auth_cache,
+            mirror_requests,
             connections,
         }
     }

@@ -84,14 +84,16 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         .build()
         .context("starting the agent's runtime")?;
     runtime.block_on(async {
-        let spoa = std::sync::Arc::new(spoa::Spoa {
-            profiles: spoa::Profiles::new(applier.config_dir().clone(), applier.applied()),
-            auth: spoa::Authenticator::new(spoa::Reach {
-                allow_loopback: args.spoa_allow_loopback,
-            })
+        let spoa = std::sync::Arc::new(
+            spoa::Spoa::new(
+                spoa::Profiles::new(applier.config_dir().clone(), applier.applied()),
+                spoa::Reach {
+                    allow_loopback: args.spoa_allow_loopback,
+                },
+                applier.metrics.spoa.clone(),
+            )
             .context("starting the SPOA's HTTP client")?,
-            metrics: applier.metrics.spoa.clone(),
-        });
+        );
         if args.spoa_listen != "none" {
             tokio::spawn(spoa::serve(spoa, args.spoa_listen.clone()));
         }

@@ -34,6 +34,7 @@ fn problems(config: &str, files: &[&str]) -> Vec<String> {
             Problem::Forbidden { directive, .. } => format!("{}: {directive}", v.line),
             Problem::Environment { variable } => format!("{}: ${variable}", v.line),
             Problem::EnvironmentFetch { variable } => format!("{}: env({variable})", v.line),
+            Problem::BundleSubdirectory { path } => format!("{}: subdirectory {path}", v.line),
             Problem::File {
                 directive, path, ..
             } => format!("{}: {directive} {path}", v.line),
@@ -107,6 +108,21 @@ fn environment_variables_are_refused_but_not_pseudo_variables() {
     // A bind address may name the pod's address; its options may not.
     let config = "frontend f\n    bind \"${POD_IP}:8080\" name \"${X}\"\n";
     assert_eq!(problems(config, &[]), ["2: $X"]);
+}
+
+/// An SPOE file is the render's own at the bundle's root, refused below a
+/// subdirectory (HAProxy would resolve every later relative path there).
+/// Broken on purpose (the subdirectory check removed): `maps/x.map` after
+/// a `spoe/` file made `haproxy -c` fail in the gateway-api fixture
+/// `request-mirror`, and this test failed.
+#[test]
+fn an_spoe_file_is_taken_at_the_bundle_root_only() {
+    let config = "frontend f\n    filter spoe engine e config \"${HAPTIC_BUNDLE}/e.spoe.conf\"\n\
+                  \x20   filter spoe engine g config \"${HAPTIC_BUNDLE}/spoe/g.conf\"\n";
+    assert_eq!(
+        problems(config, &["e.spoe.conf", "spoe/g.conf"]),
+        ["3: subdirectory spoe/g.conf"]
+    );
 }
 
 #[test]
@@ -291,8 +307,8 @@ fn a_malformed_allow_list_is_an_error_naming_the_key() {
 #[test]
 fn the_bundle_prefix_names_the_bundle_variable() {
     assert_eq!(
-        super::rules::bundle_relative(&format!("${{{}}}/spoe/a.conf", crate::validate::BUNDLE_ENV)),
-        Some("spoe/a.conf")
+        super::rules::bundle_relative(&format!("${{{}}}/a.spoe.conf", crate::validate::BUNDLE_ENV)),
+        Some("a.spoe.conf")
     );
     assert_eq!(super::rules::bundle_relative("${HAPTIC_BUNDLE}/"), None);
     assert_eq!(

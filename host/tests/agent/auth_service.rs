@@ -5,14 +5,13 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use haptic::protocol::{Bundle, BundleFile};
 
-use crate::harness::Pod;
+use crate::harness::{Pod, ThreadServer};
 
 /// One request's headers as the auth service saw them, the request line
 /// first (as `:request`).
@@ -27,42 +26,23 @@ pub type Seen = Vec<(String, String)>;
 pub struct AuthService {
     pub address: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
-    stop: Arc<AtomicBool>,
+    _server: ThreadServer,
 }
 
 impl AuthService {
     pub fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind auth service");
-        let address = listener.local_addr().expect("address");
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (recorded, stopping) = (seen.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if stopping.load(Ordering::Relaxed) {
-                    return;
-                }
-                let Ok(stream) = stream else { continue };
-                let recorded = recorded.clone();
-                std::thread::spawn(move || serve_auth(stream, &recorded));
-            }
-        });
+        let recorded = seen.clone();
+        let server = ThreadServer::start(move |stream| serve_auth(stream, &recorded));
         Self {
-            address,
+            address: server.address,
             seen,
-            stop,
+            _server: server,
         }
     }
 
     pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().expect("seen").clone()
-    }
-}
-
-impl Drop for AuthService {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(self.address);
     }
 }
 
@@ -128,7 +108,7 @@ pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
     let config = format!(
         "global\n    default-path config\n    hard-stop-after 30s\n\n\
          defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\n\
-         frontend http\n    bind 127.0.0.1:{http}\n    filter spoe engine haptic-auth config \"${{HAPTIC_BUNDLE}}/spoe/auth.conf\"\n\
+         frontend http\n    bind 127.0.0.1:{http}\n    filter spoe engine haptic-auth config \"${{HAPTIC_BUNDLE}}/auth.spoe.conf\"\n\
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.signin) if {{ path_beg /signin /slow /garbage }}\n\
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.plain) if {{ path_beg /plain }}\n\
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.cached) if {{ path_beg /cached }}\n\
@@ -143,7 +123,7 @@ pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
          \x20   http-after-response add-header Set-Cookie %[var(txn.haptic_auth.cookie_0)] if {{ var(txn.haptic_auth.cookie_0) -m found }}\n\
          \x20   default_backend app\n\n\
          backend app\n    http-request return status 200 content-type text/plain lf-string \"user=%[req.hdr(x-auth-request-user)]\"\n\n\
-         backend haptic-spoa\n    mode tcp\n    timeout connect 1s\n    timeout server 30s\n    server agent 127.0.0.1:{spoa}\n",
+         backend haptic-spoa\n    mode tcp\n    option spop-check\n    timeout connect 1s\n    timeout server 30s\n    server agent 127.0.0.1:{spoa} check inter 1s fall 1 rise 1\n",
         http = pod.http_port,
         spoa = pod.spoa_port,
     );
@@ -174,7 +154,7 @@ pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
     Bundle::new(
         config,
         vec![
-            BundleFile::new("spoe/auth.conf", spoe),
+            BundleFile::new("auth.spoe.conf", spoe),
             BundleFile::new("spoa/test.json", profiles.to_string()),
         ],
     )

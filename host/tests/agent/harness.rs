@@ -27,6 +27,42 @@ pub fn haptic_binary() -> PathBuf {
 /// in use" when this picked from `:0`).
 pub use crate::support::free_port;
 
+/// A TCP server on loopback: each connection served on a thread of its own
+/// by `serve`, until the server is dropped. The auth services and mirror
+/// targets of the SPOA's tests.
+pub struct ThreadServer {
+    pub address: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl ThreadServer {
+    pub fn start(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback server");
+        let address = listener.local_addr().expect("address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let serve = Arc::new(serve);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let serve = serve.clone();
+                std::thread::spawn(move || serve(stream));
+            }
+        });
+        Self { address, stop }
+    }
+}
+
+impl Drop for ThreadServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.address);
+    }
+}
+
 /// A child process killed (and reaped) on drop.
 pub struct Process(pub Child);
 
@@ -397,6 +433,23 @@ impl Connection {
             self.writer,
             "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: haptic-test\r\n{extra}\r\n"
         )?;
+        read_response(&mut self.reader)
+    }
+
+    /// `method` with `body` (its Content-Length set).
+    pub fn send(
+        &mut self,
+        host: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> std::io::Result<Response> {
+        write!(
+            self.writer,
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: haptic-test\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )?;
+        self.writer.write_all(body)?;
         read_response(&mut self.reader)
     }
 }

@@ -3,6 +3,7 @@
 
 mod auth_service;
 mod harness;
+mod mirror_target;
 #[path = "../support/mod.rs"]
 mod support;
 

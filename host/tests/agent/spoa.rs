@@ -1,7 +1,8 @@
 //! The agent as HAProxy's SPOA, against the real HAProxy 3.0 and a real
 //! auth service over TCP: external authentication as ingress-nginx's
 //! `auth-url` family behaves, failing closed, and an agent restart that
-//! costs nothing to routes without auth.
+//! costs nothing to routes without auth; request mirroring to real targets,
+//! fire and forget, failing open.
 //!
 //! Broken on purpose (2026-12-07), each seen to fail
 //! `external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does`:
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth_service::{AuthService, auth_bundle};
 use crate::harness::{Connection, Pod, Response, Tokens, free_port, get};
+use crate::mirror_target::{MirrorTarget, mirror_bundle};
 
 /// The tests' auth services are on loopback, as everything here; a pod's
 /// agent refuses that unless told (`reach.rs`).
@@ -283,4 +285,115 @@ async fn an_auth_url_inside_the_pod_or_at_metadata_is_never_asked() {
         "refused before any connection: {:?}",
         started.elapsed()
     );
+}
+
+fn send(port: u16, method: &str, path: &str, body: &[u8]) -> Response {
+    Connection::open(port)
+        .and_then(|mut c| c.send("app.test", method, path, body))
+        .expect("HAProxy answers")
+}
+
+/// Mirroring as ingress-nginx's `mirror-*` annotations ask for it: each
+/// request of a mirrored route reaches the target once, with its method,
+/// path, headers, the Host the profile names and its body (a body over the
+/// limit: no copy; a route without bodies: a copy without); the client
+/// never waits for a mirror (one that answers after 5 s, one nobody listens
+/// at, the agent killed): every client request is answered by the app.
+///
+/// Broken on purpose (2026-12-07): each copy sent before the ACK (in
+/// `Mirrorer::copy`, `block_in_place` on the copy instead of `spawn`): the
+/// requests beside the slow mirror waited out HAProxy's processing timeout
+/// (3.005 s, the bundle's 3 s) and the test failed on "a client waited on a
+/// mirror".
+#[tokio::test(flavor = "multi_thread")]
+async fn mirroring_copies_each_request_and_never_holds_the_client() {
+    let mut pod = Pod::start_with(LOOPBACK_AUTH);
+    let target = MirrorTarget::start(Duration::ZERO);
+    let slow = MirrorTarget::start(Duration::from_secs(5));
+    let dead: SocketAddr = format!("127.0.0.1:{}", free_port())
+        .parse()
+        .expect("address");
+    let mut tokens = Tokens::default();
+    pod.client
+        .apply(&tokens.request(&mirror_bundle(&pod, target.address, slow.address, dead)))
+        .await
+        .expect("the mirror bundle applies");
+    let port = pod.http_port;
+
+    // A GET: one copy, same path and query, the profile's Host.
+    let answer = send(port, "GET", "/copy/a?b=1", b"");
+    assert_eq!(answer.status, 200, "{answer:?}\n{}", pod.agent_log());
+    let copies = target.wait_for(1, Duration::from_secs(5));
+    assert_eq!(copies.len(), 1, "{copies:?}\n{}", pod.agent_log());
+    assert_eq!(copies[0].request_line, "GET /copy/a?b=1 HTTP/1.1");
+    assert_eq!(copies[0].header("host"), Some("shadow.app.test"));
+
+    // A POST: the app and the copy both get the body.
+    let answer = send(port, "POST", "/copy/form", b"name=ada");
+    assert_eq!(answer.body, "length=8", "{answer:?}");
+    let copies = target.wait_for(2, Duration::from_secs(5));
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert_eq!(copies[1].request_line, "POST /copy/form HTTP/1.1");
+    assert_eq!(copies[1].body, b"name=ada");
+
+    // A body over the limit: served (this app reads what HAProxy's buffer
+    // holds of it), not mirrored.
+    let big = vec![b'x'; 20_000];
+    let answer = send(port, "POST", "/copy/upload", &big);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    // A route without bodies: a copy with its path, without the body.
+    let answer = send(port, "POST", "/headers/x?y=2", b"secret");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let copies = target.wait_for(3, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let copies_now = target.copies();
+    assert_eq!(
+        copies_now.len(),
+        3,
+        "the 20 KB request was copied: {copies_now:?}"
+    );
+    assert_eq!(copies[2].request_line, "POST /headers/x?y=2 HTTP/1.1");
+    assert!(copies[2].body.is_empty(), "{:?}", copies[2]);
+
+    // Slow and dead mirrors: every client request answered, none waiting on
+    // the mirror (it answers after 5 s; HAProxy would wait up to the
+    // bundle's 3 s for an agent that held the ACK).
+    let mut slowest = Duration::ZERO;
+    for path in ["/slow/x", "/dead/x"] {
+        for _ in 0..20 {
+            let started = Instant::now();
+            let answer = send(port, "GET", path, b"");
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(answer.status, 200, "{path}: {answer:?}");
+        }
+    }
+    println!("slowest client request beside a slow or dead mirror: {slowest:?} (n=40)");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a client waited on a mirror: {slowest:?}"
+    );
+    assert_eq!(slow.wait_for(20, Duration::from_secs(5)).len(), 20);
+    let metrics = get(pod.agent_port, "agent", "/metrics")
+        .expect("metrics")
+        .body;
+    for series in [
+        "haptic_spoa_messages_total{message=\"haptic-mirror\",result=\"copied\"}",
+        "haptic_spoa_mirror_requests_total{result=\"failed\"}",
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
+
+    // The agent killed: mirrored routes are served all the same (the first
+    // ones wait out the processing timeout until the SPOP health check marks
+    // the agent down, within a second; then none waits).
+    pod.kill_agent();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let answer = send(port, "GET", "/copy/while-down", b"");
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    println!("slowest mirrored request with the agent down: {slowest:?} (n=20)");
+    pod.start_agent();
 }

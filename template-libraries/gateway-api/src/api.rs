@@ -271,6 +271,34 @@ pub struct HttpFilter {
     pub response_header_modifier: Option<HeaderModifier>,
     pub request_redirect: Option<RequestRedirect>,
     pub url_rewrite: Option<UrlRewrite>,
+    pub request_mirror: Option<RequestMirror>,
+}
+
+/// `RequestMirror`: a copy of each request (or `percent`, or `fraction`, of
+/// them) to `backendRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RequestMirror {
+    pub backend_ref: BackendObjectRef,
+    pub percent: Option<i32>,
+    pub fraction: Option<MirrorFraction>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BackendObjectRef {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub port: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MirrorFraction {
+    pub numerator: i32,
+    pub denominator: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -6,6 +6,8 @@
 //! - `RequestRedirect`: `http-request redirect` (`prefix` when the path is
 //!   kept, so the query string is kept too; `location` otherwise).
 //! - `URLRewrite`: `http-request set-path` and the `Host` header.
+//! - `RequestMirror`: accepted here; its copies are the agent's
+//!   ([`crate::mirrors`]).
 //!
 //! Values are HAProxy log-format strings: `%` is doubled and the whole
 //! value single-quoted, so nothing a route author writes is interpreted.
@@ -77,6 +79,7 @@ pub const SUPPORTED: &[&str] = &[
     "ResponseHeaderModifier",
     "RequestRedirect",
     "URLRewrite",
+    "RequestMirror",
 ];
 
 /// Compiles a rule's filters; `prefix` is the path prefix the match used
@@ -121,6 +124,13 @@ pub fn compile(
                     .as_ref()
                     .ok_or(FilterError::from("URLRewrite without urlRewrite"))?;
                 rewrite(r, prefix, &mut actions.request)?;
+            }
+            // Resolved beside the backendRefs (`crate::mirrors`): its copies
+            // are the agent's, not an action here.
+            "RequestMirror" => {
+                if filter.request_mirror.is_none() {
+                    return Err(FilterError::from("RequestMirror without requestMirror"));
+                }
             }
             other => {
                 return Err(FilterError(format!(
@@ -455,10 +465,9 @@ mod tests {
 
     #[test]
     fn unsupported_filters_are_named() {
-        let filters: Vec<HttpFilter> =
-            serde_json::from_value(json!([{"type": "RequestMirror"}])).unwrap();
+        let filters: Vec<HttpFilter> = serde_json::from_value(json!([{"type": "CORS"}])).unwrap();
         let err = compile(&filters, HTTP, None).unwrap_err();
-        assert!(err.0.contains("RequestMirror"), "{err}");
+        assert!(err.0.contains("CORS"), "{err}");
     }
 }
 

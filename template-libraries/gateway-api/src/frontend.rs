@@ -26,6 +26,9 @@
 //!     http-request set-var(txn.gw_rule) var(txn.gw_key),map_str(maps/gateway/<frontend>.<run>.exact.map) if !{ ...found }
 //!     ...                                                   the same for prefixes, then "any host"
 //!     http-request <filter> if { var(txn.gw_rule) -m str <rule> }
+//!     http-request set-var(txn.gateway_api_mirror_profile) ... if { var(txn.gw_rule) -m str <rule> }
+//!     filter spoe engine gateway-api-mirror ...             the copies, when a rule mirrors
+//!     http-request send-spoe-group ...
 //!     http-response <filter> if { var(txn.gw_rule) -m str <rule> }
 //!     use_backend <backend> if { var(txn.gw_rule) -m str <rule> } [weight pick]
 //!     default_backend haptic.not-found
@@ -33,6 +36,7 @@
 
 use std::fmt::Write as _;
 
+use haptic_sdk::agent::{Mirror, MirrorEngine};
 use haptic_sdk::http3::Quic;
 use haptic_sdk::names::sanitize;
 
@@ -169,6 +173,8 @@ pub struct RuleOutput {
     /// The server timeout, milliseconds: HAProxy 2.6 sets it in a backend
     /// only, so it goes into each backend of the rule ([`Frontend::timeouts`]).
     pub timeout_ms: Option<u64>,
+    /// The rule's `RequestMirror` targets ([`crate::mirrors`]).
+    pub mirror: Option<Mirror>,
 }
 
 /// Everything one frontend is built from.
@@ -315,10 +321,17 @@ impl Frontend {
         }
         let mut routing = String::new();
         let mut response = String::new();
+        let engine = MirrorEngine::new(crate::mirrors::LIBRARY);
+        let mut mirrored = false;
         for (rule, output) in &self.rules {
             let is = rule_is(rule);
             for action in &output.actions.request {
                 let _ = writeln!(out, "    {} if {is} {}", action.line, action.condition);
+            }
+            if let Some(mirror) = &output.mirror {
+                let body = mirror.targets.iter().any(|t| t.body);
+                out.push_str(&engine.route_rules(&is, &crate::mirrors::profile(rule), body));
+                mirrored = true;
             }
             for action in &output.actions.response {
                 let _ = writeln!(response, "    {} if {is} {}", action.line, action.condition);
@@ -358,6 +371,12 @@ impl Frontend {
                     }
                 }
             }
+        }
+        // The copies go after every rule's filters and before any
+        // use_backend (HAProxy warns of http-request rules after them).
+        if mirrored {
+            out.push_str(&engine.filter_line());
+            out.push_str(&engine.send_rules());
         }
         out.push_str(&response);
         out.push_str(&routing);

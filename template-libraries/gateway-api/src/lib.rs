@@ -29,6 +29,7 @@ pub mod grants;
 pub mod hostnames;
 pub mod listeners;
 pub mod matches;
+pub mod mirrors;
 pub mod parameters;
 pub mod ports;
 mod render;

@@ -26,7 +26,8 @@ use crate::{
     GATEWAY_CLASSES, GATEWAYS, GRPC_ROUTES, GatewayValues, HAPROXY_PODS, HTTP_ROUTES, NAMESPACES,
     OWNED_BY, REFERENCE_GRANTS, SERVICES, SUPPORTED_FEATURES,
 };
-use crate::{api, claims, conditions, hostnames, listeners, parameters, ports, routes};
+use crate::{api, claims, conditions, hostnames, listeners, mirrors, parameters, ports, routes};
+use haptic_sdk::agent::{Mirror, MirrorEngine};
 
 use crate::gateway::{GatewayModel, gateway_status, haproxy_endpoints, rejected_class_status};
 use crate::rules::{RouteView, add_route};
@@ -77,6 +78,7 @@ pub(crate) fn render(
         .map(|n| (n.key.name.clone(), n.metadata.labels.clone()))
         .collect();
     let mut services = BTreeMap::new();
+    let mut cluster_ips = BTreeMap::new();
     let mut owned_addresses: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
     for service in ctx.objects::<Service>(SERVICES)? {
         let key = (service.key.namespace.clone(), service.key.name.clone());
@@ -88,6 +90,9 @@ pub(crate) fn render(
             .map(|p| p.port)
             .collect();
         services.insert(key.clone(), ports);
+        if let Some(ip) = service.spec.cluster_ip.as_ref().filter(|ip| *ip != "None") {
+            cluster_ips.insert(key.clone(), ip.clone());
+        }
         if service
             .metadata
             .labels
@@ -114,6 +119,7 @@ pub(crate) fn render(
         grants: &grants,
         namespaces: &namespaces,
         services: &services,
+        cluster_ips: &cluster_ips,
     };
     let mut certificates = Certificates::load(ctx, cache)?;
 
@@ -261,6 +267,29 @@ pub(crate) fn render(
                 )
             })
             .collect();
+        let mut left_out = Vec::new();
+        let mirrors: Vec<Option<Mirror>> = route
+            .spec
+            .rules
+            .iter()
+            .map(|rule| {
+                mirrors::resolve(
+                    view.kind,
+                    route_ns,
+                    &rule.filters,
+                    &cluster,
+                    &mut problem,
+                    &mut left_out,
+                )
+            })
+            .collect();
+        for why in left_out {
+            out.warning(
+                Some(&view.key),
+                "MirrorNotServed",
+                format!("{} {route_ns}/{}: {why}", view.kind, route.metadata.name),
+            )?;
+        }
         for parent in &route.spec.parent_refs {
             if parent.group.as_deref().unwrap_or(GROUP) != GROUP
                 || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
@@ -296,7 +325,8 @@ pub(crate) fn render(
                         if view.kind == GRPC_ROUTE {
                             frontend.h2 = true;
                         }
-                        let why = add_route(frontend, view, listener, attachment, &backends);
+                        let why =
+                            add_route(frontend, view, listener, attachment, &backends, &mirrors);
                         if unsupported.is_none() {
                             unsupported = why;
                         }
@@ -368,6 +398,17 @@ pub(crate) fn render(
         for (backend, line) in frontend.timeouts() {
             timeouts.entry(backend).or_default().insert(line);
         }
+    }
+    // The mirror engine, once, when some rule mirrors.
+    let mirror_profiles: BTreeMap<String, Mirror> = frontends
+        .values()
+        .flat_map(|f| f.rules.iter())
+        .filter_map(|(rule, output)| Some((mirrors::profile(rule), output.mirror.clone()?)))
+        .collect();
+    if !mirror_profiles.is_empty() {
+        let engine = MirrorEngine::new(mirrors::LIBRARY);
+        engine.engine(out)?;
+        engine.profiles(out, &mirror_profiles)?;
     }
     // Into `kubernetes-backends`' backends (they exist: the refs resolved).
     for (backend, lines) in timeouts {

@@ -25,6 +25,8 @@ pub struct Cluster<'a> {
     pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// (namespace, Service) -> TCP ports.
     pub services: &'a BTreeMap<(String, String), Vec<i32>>,
+    /// (namespace, Service) -> its cluster IP (none for a headless one).
+    pub cluster_ips: &'a BTreeMap<(String, String), String>,
 }
 
 /// One route attached to one listener.
@@ -40,7 +42,7 @@ pub type Backends = Vec<(String, u32)>;
 
 /// Resolves a rule's backendRefs; the first problem becomes the route's
 /// ResolvedRefs condition. Invalid refs keep their weight, sent to
-/// [`INTERNAL_ERROR_BACKEND`].
+/// [`INTERNAL_ERROR_BACKEND`], as the spec says.
 pub fn resolve_backends(
     route_kind: &str,
     route_namespace: &str,
@@ -48,69 +50,90 @@ pub fn resolve_backends(
     cluster: &Cluster<'_>,
     problem: &mut Option<Condition>,
 ) -> Backends {
-    let mut out = Vec::new();
-    for r in refs {
-        let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
-        let group = r.group.as_deref().unwrap_or("");
-        let kind = r.kind.as_deref().unwrap_or("Service");
-        let namespace = r.namespace.as_deref().unwrap_or(route_namespace);
-        let mut fail = |reason: &'static str, message: String| {
-            if problem.is_none() {
-                *problem = Some(Condition::new("ResolvedRefs", false, reason, message));
+    refs.iter()
+        .map(|r| {
+            let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
+            let service = ServiceRef {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                name: &r.name,
+                namespace: r.namespace.as_deref(),
+                port: r.port,
+            };
+            match resolve_service(route_kind, route_namespace, &service, cluster) {
+                Ok((namespace, port)) => (backend_name(namespace, &r.name, port), weight),
+                Err(condition) => {
+                    problem.get_or_insert(condition);
+                    (INTERNAL_ERROR_BACKEND.to_owned(), weight)
+                }
             }
-        };
-        if !group.is_empty() || kind != "Service" {
-            fail(
-                "InvalidKind",
-                format!("backendRef {group}/{kind} {:?} is not a Service", r.name),
-            );
-            out.push((INTERNAL_ERROR_BACKEND.to_owned(), weight));
-            continue;
-        }
-        let reference = Reference {
-            from_group: GROUP,
-            from_kind: route_kind,
-            from_namespace: route_namespace,
-            to_group: "",
-            to_kind: "Service",
-            to_namespace: namespace,
-            to_name: &r.name,
-        };
-        if !cluster.grants.allows(&reference) {
-            fail(
-                "RefNotPermitted",
-                format!(
-                    "Service {namespace}/{} is in another namespace and no ReferenceGrant there allows {route_kind}s of {route_namespace} to use it",
-                    r.name
-                ),
-            );
-            out.push((INTERNAL_ERROR_BACKEND.to_owned(), weight));
-            continue;
-        }
-        let ports = cluster
-            .services
-            .get(&(namespace.to_owned(), r.name.clone()));
-        match (ports, r.port) {
-            (Some(ports), Some(port)) if ports.contains(&port) => {
-                out.push((backend_name(namespace, &r.name, port), weight));
-            }
-            (Some(_), port) => {
-                fail(
-                    "BackendNotFound",
-                    format!("Service {namespace}/{} has no TCP port {port:?}", r.name),
-                );
-                out.push((INTERNAL_ERROR_BACKEND.to_owned(), weight));
-            }
-            (None, _) => {
-                fail(
-                    "BackendNotFound",
-                    format!("Service {namespace}/{} does not exist", r.name),
-                );
-                out.push((INTERNAL_ERROR_BACKEND.to_owned(), weight));
-            }
-        }
+        })
+        .collect()
+}
+
+/// A reference to a Service and port, as a backendRef or a mirror's
+/// backendRef writes it.
+pub struct ServiceRef<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+/// The Service's namespace and port when `service` names a Service and
+/// port that exist and a ReferenceGrant allows; else the ResolvedRefs
+/// condition saying why not.
+pub fn resolve_service<'a>(
+    route_kind: &str,
+    route_namespace: &'a str,
+    service: &ServiceRef<'a>,
+    cluster: &Cluster<'_>,
+) -> Result<(&'a str, i32), Condition> {
+    let fail = |reason: &'static str, message: String| {
+        Condition::new("ResolvedRefs", false, reason, message)
+    };
+    let group = service.group.unwrap_or("");
+    let kind = service.kind.unwrap_or("Service");
+    let namespace = service.namespace.unwrap_or(route_namespace);
+    let name = service.name;
+    if !group.is_empty() || kind != "Service" {
+        return Err(fail(
+            "InvalidKind",
+            format!("backendRef {group}/{kind} {name:?} is not a Service"),
+        ));
     }
-    out
+    let reference = Reference {
+        from_group: GROUP,
+        from_kind: route_kind,
+        from_namespace: route_namespace,
+        to_group: "",
+        to_kind: "Service",
+        to_namespace: namespace,
+        to_name: name,
+    };
+    if !cluster.grants.allows(&reference) {
+        return Err(fail(
+            "RefNotPermitted",
+            format!(
+                "Service {namespace}/{name} is in another namespace and no ReferenceGrant there allows {route_kind}s of {route_namespace} to use it"
+            ),
+        ));
+    }
+    let ports = cluster
+        .services
+        .get(&(namespace.to_owned(), name.to_owned()));
+    match (ports, service.port) {
+        (Some(ports), Some(port)) if ports.contains(&port) => Ok((namespace, port)),
+        (Some(_), port) => Err(fail(
+            "BackendNotFound",
+            format!("Service {namespace}/{name} has no TCP port {port:?}"),
+        )),
+        (None, _) => Err(fail(
+            "BackendNotFound",
+            format!("Service {namespace}/{name} does not exist"),
+        )),
+    }
 }
 
 /// The listeners a parentRef attaches `route` to, or the condition saying

@@ -2,6 +2,7 @@
 //! backends, for one listener.
 
 use haptic_sdk::ObjectKey;
+use haptic_sdk::agent::Mirror;
 
 use crate::api::HttpRoute;
 use crate::frontend::{Frontend, MatchEntry, RuleOutput};
@@ -48,6 +49,7 @@ pub(crate) fn add_route(
     listener: &CheckedListener,
     attachment: &routes::Attachment,
     backends: &[routes::Backends],
+    mirrors: &[Option<Mirror>],
 ) -> Option<String> {
     let mut unsupported = None;
     let protocol = listener.protocol.unwrap_or(Protocol::Http);
@@ -84,11 +86,24 @@ pub(crate) fn add_route(
         };
         let compiled_filters = filters::compile(&rule.filters, listener_ctx, prefix.as_deref())
             .and_then(|actions| Ok((actions, filters::rule_timeout(rule.timeouts.as_ref())?)));
+        let mirror = mirrors.get(ri).cloned().flatten();
+        let compiled_filters = compiled_filters.and_then(|compiled| {
+            // The agent copies a request as HTTP/1.1: a gRPC call would not
+            // survive it.
+            if view.kind == GRPC_ROUTE && mirror.is_some() {
+                Err(filters::FilterError::from(
+                    "RequestMirror on a GRPCRoute is not served (the agent copies requests as HTTP/1.1)",
+                ))
+            } else {
+                Ok(compiled)
+            }
+        });
         let output = match compiled_filters {
             Ok((actions, timeout_ms)) => RuleOutput {
                 actions,
                 backends: backends.get(ri).cloned().unwrap_or_default(),
                 timeout_ms,
+                mirror,
             },
             Err(why) => {
                 unsupported.get_or_insert(format!("rule {ri}: {why}"));

@@ -84,9 +84,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is an nginx module; HAProxy would need an SPOE agent (not yet in haptic's agent)"
         }
-        "mirror-request-body" | "mirror-target" | "mirror-host" => {
-            "request mirroring needs an SPOE agent in HAProxy (not yet in haptic's agent)"
-        }
         "satisfy" => {
             "`satisfy: any` (a client in the source ranges or one the auth service lets in) is not built: the source ranges and auth-url both apply, as `satisfy: all`"
         }

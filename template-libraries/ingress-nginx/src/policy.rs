@@ -11,6 +11,7 @@ mod auth;
 mod balancing;
 mod canary;
 mod cors;
+mod mirror;
 mod paths;
 mod redirects;
 mod rules;
@@ -131,6 +132,8 @@ pub struct Policy {
     pub auth_proxy_headers: Option<String>,
     /// `auth-url` is set but not valid: every request is refused.
     pub external_auth_refused: bool,
+    /// `mirror-target` and its companions: the agent copies each request.
+    pub mirror: Option<haptic_sdk::agent::MirrorTarget>,
     /// `retry-on` conditions (`proxy-next-upstream`).
     pub retry_on: Option<String>,
     /// `retries` (`proxy-next-upstream-tries` minus the first try).
@@ -189,6 +192,7 @@ impl Policy {
         p.read_default_backend(a, namespace);
         p.read_auth(a);
         p.read_external_auth(a, namespace);
+        p.read_mirror(a);
         p.client_auth = tls::read_client_auth(a, namespace);
         p.read_redirects(a);
         p.read_access(a);

@@ -11,7 +11,7 @@ mod headers;
 
 use std::collections::BTreeMap;
 
-use haptic_sdk::agent::{AuthEngine, ExternalAuth};
+use haptic_sdk::agent::{AuthEngine, ExternalAuth, Mirror, MirrorEngine};
 use std::fmt::Write as _;
 
 use haptic_sdk::ingress::routes::{self, PathKind, RouteTable};
@@ -26,7 +26,7 @@ use crate::{
     UNAVAILABLE_BACKEND,
 };
 use crate::{parse, regex};
-use auth::{LIBRARY, basic_auth, external_auth};
+use auth::{LIBRARY, agent_profile, basic_auth, external_auth};
 use fallback::default_backend;
 use headers::config_map_headers;
 
@@ -74,6 +74,8 @@ pub(crate) struct Routing {
     bandwidth_limited: bool,
     /// `auth-url` profiles by name (`ingress-nginx.<namespace>.<name>`).
     external_auth: BTreeMap<String, ExternalAuth>,
+    /// Mirror profiles by name (`mirror-target`).
+    mirrors: BTreeMap<String, Mirror>,
 }
 
 impl Routing {
@@ -273,6 +275,25 @@ impl Routing {
             let (profile, auth) = external_auth(ctx, out, ingress, id, auth, policy, frontend)?;
             self.external_auth.insert(profile, auth);
         }
+        if let Some(target) = &policy.mirror {
+            let profile = agent_profile(id);
+            let acl =
+                haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
+            MirrorEngine::new(LIBRARY).route(
+                out,
+                format!("ingress-nginx-mirror:{id}"),
+                frontend,
+                &acl,
+                &profile,
+                target.body,
+            )?;
+            self.mirrors.insert(
+                profile,
+                Mirror {
+                    targets: vec![target.clone()],
+                },
+            );
+        }
         let custom = match &policy.custom_headers {
             Some(config_map) => {
                 config_map_headers(ctx, out, ingress, "custom-headers", config_map)?
@@ -372,6 +393,12 @@ impl Routing {
                 .collect();
             engine.frontend(out, frontend, &headers)?;
             engine.profiles(out, &self.external_auth)?;
+        }
+        if !self.mirrors.is_empty() {
+            let engine = MirrorEngine::new(LIBRARY);
+            engine.engine(out)?;
+            engine.frontend(out, frontend)?;
+            engine.profiles(out, &self.mirrors)?;
         }
         out.file(NGINX_MAPS.exact, self.table.exact_map())?;
         out.file(NGINX_MAPS.prefix, self.table.prefix_map())?;

@@ -1,10 +1,11 @@
 //! The agent beside every HAProxy as a per-request extension (contract
-//! 0.4.0's `agent` import): external authentication through HAProxy's SPOE
-//! filter, answered by `haptic agent` (docs/spoa.md is the contract this
-//! module writes to).
+//! 0.4.0's `agent` import): external authentication and request mirroring
+//! through HAProxy's SPOE filter, answered by `haptic agent` (docs/spoa.md
+//! is the contract this module writes to).
 //!
 //! A library describes each route's auth service as an [`ExternalAuth`]
-//! profile and writes three things, all through [`AuthEngine`]:
+//! profile and writes three things, all through [`AuthEngine`] (mirrors:
+//! [`Mirror`] profiles through [`MirrorEngine`], the same way):
 //!
 //! - once, the engine: the SPOE file, the `mode tcp` backend to the agent at
 //!   [`spoa_address`], and in each frontend the filter and the rules acting
@@ -171,14 +172,8 @@ pub struct AuthEngine {
 impl AuthEngine {
     /// The engine of library `library` (`ingress-nginx`).
     pub fn new(library: &str) -> Self {
-        let prefix = library
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect::<String>();
-        Self {
-            name: format!("{library}-auth"),
-            prefix: format!("{prefix}_auth"),
-        }
+        let (name, prefix) = engine_names(library, "auth");
+        Self { name, prefix }
     }
 
     fn profile_variable(&self) -> String {
@@ -190,7 +185,7 @@ impl AuthEngine {
     }
 
     fn spoe_path(&self) -> String {
-        format!("spoe/{}.conf", self.name)
+        format!("{}.spoe.conf", self.name)
     }
 
     fn backend(&self) -> String {
@@ -221,14 +216,7 @@ impl AuthEngine {
             profile = self.profile_variable(),
         );
         out.file(self.spoe_path(), spoe)?;
-        out.section(
-            SectionKind::Backend,
-            self.backend(),
-            format!(
-                "    mode tcp\n    timeout connect 1s\n    timeout server 30s\n    server agent {}\n",
-                spoa_address()
-            ),
-        )
+        agent_backend(out, &self.backend())
     }
 
     /// The filter and the verdict's rules in `frontend`: a redirect, 401 or
@@ -242,18 +230,7 @@ impl AuthEngine {
         headers: &BTreeSet<String>,
     ) -> Result<()> {
         let key = |what: &str| format!("{}:{what}:{frontend}", self.name);
-        out.snippet_keyed(
-            key("filter"),
-            SectionKind::Frontend,
-            frontend,
-            Slot::Other,
-            0,
-            format!(
-                "    filter spoe engine {} config \"${{HAPTIC_BUNDLE}}/{}\"\n",
-                self.name,
-                self.spoe_path()
-            ),
-        )?;
+        spoe_filter(out, key("filter"), frontend, &self.name, &self.spoe_path())?;
         let profile = self.profile_variable();
         let status = self.variable("status");
         let mut rules = format!(
@@ -334,6 +311,257 @@ impl AuthEngine {
         }
         let text = serde_json::to_string_pretty(&File { auth: profiles }).map_err(|error| {
             crate::Error::msg(format!("the auth profiles do not serialize: {error}"))
+        })?;
+        out.file(format!("spoa/{}.json", self.name), text)
+    }
+}
+
+/// An engine's name (`<library>-<kind>`: its SPOE file, backend, profile
+/// file) and its variables' prefix (the same with `_` for anything but
+/// letters and digits).
+fn engine_names(library: &str, kind: &str) -> (String, String) {
+    let prefix: String = library
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    (format!("{library}-{kind}"), format!("{prefix}_{kind}"))
+}
+
+/// The `mode tcp` backend HAProxy reaches the agent's SPOP listener by.
+/// The agent is health-checked over SPOP every second: while it is down,
+/// a message fails at once (auth: 500, mirrors: no copy) instead of each
+/// request waiting out the engine's processing timeout.
+fn agent_backend(out: &mut Output, backend: &str) -> Result<()> {
+    out.section(
+        SectionKind::Backend,
+        backend,
+        format!(
+            "    mode tcp\n    option spop-check\n    timeout connect 1s\n    timeout server 30s\n    server agent {} check inter 1s fall 1 rise 1\n",
+            spoa_address()
+        ),
+    )
+}
+
+/// The SPOE filter of engine `engine` in `frontend`; its file is read from
+/// the bundle HAProxy runs (`${HAPTIC_BUNDLE}`, docs/spoa.md).
+fn spoe_filter(
+    out: &mut Output,
+    key: String,
+    frontend: &str,
+    engine: &str,
+    path: &str,
+) -> Result<()> {
+    out.snippet_keyed(
+        key,
+        SectionKind::Frontend,
+        frontend,
+        Slot::Other,
+        0,
+        spoe_filter_line(engine, path),
+    )
+}
+
+fn spoe_filter_line(engine: &str, path: &str) -> String {
+    format!("    filter spoe engine {engine} config \"${{HAPTIC_BUNDLE}}/{path}\"\n")
+}
+
+/// The message the agent answers for request mirroring.
+pub const MIRROR_MESSAGE: &str = "haptic-mirror";
+/// The largest request body a mirror copies, in bytes: HAProxy sends a body
+/// only when it holds all of it, and one SPOE frame carries it (16 KiB
+/// with the headers). Requests with longer bodies are not mirrored.
+pub const MIRROR_BODY_LIMIT: usize = 8_192;
+/// The mirror rules' priorities: after the auth verdict (26), as nginx
+/// mirrors in its content phase, after access and auth.
+pub const MIRROR_ROUTE_PRIORITY: i32 = 27;
+const MIRROR_PRIORITY: i32 = 28;
+
+/// One route's mirror targets, as the agent reads them (docs/spoa.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mirror {
+    pub targets: Vec<MirrorTarget>,
+}
+
+/// Where one copy of each request goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MirrorTarget {
+    /// `http://` or `https://`, nginx variables allowed; a URL without a
+    /// path gets the original path and query.
+    pub url: String,
+    /// The copy's Host header (nginx variables allowed); default the URL's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Copy the request's body (up to [`MIRROR_BODY_LIMIT`]).
+    pub body: bool,
+    /// The share of requests copied (Gateway API's `percent` N is N/100).
+    pub fraction: Fraction,
+    pub timeout_ms: u64,
+}
+
+/// `numerator` requests in `denominator` (1 in 1: every request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Fraction {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl MirrorTarget {
+    /// Every request to `url`, with its body, 5 s for each copy.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            host: None,
+            body: true,
+            fraction: Fraction {
+                numerator: 1,
+                denominator: 1,
+            },
+            timeout_ms: 5_000,
+        }
+    }
+}
+
+/// One library's mirroring engine: its SPOE file, backend, variables and
+/// profile file are named after the library, beside its [`AuthEngine`]'s.
+#[derive(Debug, Clone)]
+pub struct MirrorEngine {
+    name: String,
+    prefix: String,
+}
+
+impl MirrorEngine {
+    /// The engine of library `library` (`ingress-nginx`).
+    pub fn new(library: &str) -> Self {
+        let (name, prefix) = engine_names(library, "mirror");
+        Self { name, prefix }
+    }
+
+    fn variable(&self, what: &str) -> String {
+        format!("txn.{}_{what}", self.prefix)
+    }
+
+    fn spoe_path(&self) -> String {
+        format!("{}.spoe.conf", self.name)
+    }
+
+    /// The SPOE file and the backend to the agent, once per render. The
+    /// agent answers at once (the copies go out after), so HAProxy waits
+    /// at most 100 ms, and goes on without a copy past that.
+    pub fn engine(&self, out: &mut Output) -> Result<()> {
+        let spoe = format!(
+            "[{name}]\n\
+             spoe-agent {name}\n\
+             \x20   groups {name}\n\
+             \x20   option var-prefix {prefix}\n\
+             \x20   option pipelining\n\
+             \x20   timeout hello 2s\n\
+             \x20   timeout idle 30s\n\
+             \x20   timeout processing 100ms\n\
+             \x20   use-backend {name}-spoa\n\n\
+             spoe-message {MIRROR_MESSAGE}\n\
+             \x20   args profile=var({profile}) method=method tls=ssl_fc host=req.hdr(host) pathq=pathq src=src headers=req.hdrs_bin body=var({data})\n\n\
+             spoe-group {name}\n\
+             \x20   messages {MIRROR_MESSAGE}\n",
+            name = self.name,
+            prefix = self.prefix,
+            profile = self.variable("profile"),
+            data = self.variable("data"),
+        );
+        out.file(self.spoe_path(), spoe)?;
+        agent_backend(out, &format!("{}-spoa", self.name))
+    }
+
+    /// The filter and the rules sending the message in `frontend`, as
+    /// snippets ([`Self::filter_line`] and [`Self::send_rules`]).
+    pub fn frontend(&self, out: &mut Output, frontend: &str) -> Result<()> {
+        let key = |what: &str| format!("{}:{what}:{frontend}", self.name);
+        spoe_filter(out, key("filter"), frontend, &self.name, &self.spoe_path())?;
+        out.snippet_keyed(
+            key("send"),
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            MIRROR_PRIORITY,
+            self.send_rules(),
+        )
+    }
+
+    /// The SPOE filter line, for a library that writes its frontend whole.
+    pub fn filter_line(&self) -> String {
+        spoe_filter_line(&self.name, &self.spoe_path())
+    }
+
+    /// The rules sending the message, after every route's
+    /// [`Self::route_rules`] and before any `use_backend`. A route that
+    /// copies bodies waits up to 1 s for one; the message goes when HAProxy
+    /// holds the whole body within [`MIRROR_BODY_LIMIT`] (else the request
+    /// is not mirrored; it is served all the same).
+    pub fn send_rules(&self) -> String {
+        let profile = self.variable("profile");
+        let body = self.variable("body");
+        let length = self.variable("length");
+        let send = self.variable("send");
+        format!(
+            "    http-request wait-for-body time 1s at-least {limit} if {{ var({body}) -m found }}\n\
+             \x20   http-request set-var({length}) req.body_len if {{ var({body}) -m found }}\n\
+             \x20   http-request set-var({send}) bool(true) if {{ var({profile}) -m found }} !{{ var({body}) -m found }}\n\
+             \x20   http-request set-var({send}) bool(true) if {{ var({body}) -m found }} {{ req.body_size le {limit} }} {{ req.body_size,sub({length}) eq 0 }}\n\
+             \x20   http-request set-var({data}) req.body if {{ var({body}) -m found }} {{ var({send}) -m bool }}\n\
+             \x20   http-request send-spoe-group {name} {name} if {{ var({send}) -m bool }}\n",
+            limit = MIRROR_BODY_LIMIT,
+            data = self.variable("data"),
+            name = self.name,
+        )
+    }
+
+    /// The rules naming profile `profile` for requests `acl` matches in
+    /// `frontend`, under `key`, as a snippet ([`Self::route_rules`]).
+    pub fn route(
+        &self,
+        out: &mut Output,
+        key: impl Into<String>,
+        frontend: &str,
+        acl: &str,
+        profile: &str,
+        body: bool,
+    ) -> Result<()> {
+        out.snippet_keyed(
+            key,
+            SectionKind::Frontend,
+            frontend,
+            Slot::RequestRules,
+            MIRROR_ROUTE_PRIORITY,
+            self.route_rules(acl, profile, body),
+        )
+    }
+
+    /// The rules naming profile `profile` for requests `acl` matches;
+    /// `body`: whether any of its targets copies bodies. `profile` as for
+    /// [`AuthEngine::route`].
+    pub fn route_rules(&self, acl: &str, profile: &str, body: bool) -> String {
+        let mut rules = format!(
+            "    http-request set-var({}) str({profile}) if {acl}\n",
+            self.variable("profile")
+        );
+        if body {
+            rules.push_str(&format!(
+                "    http-request set-var({}) bool(true) if {acl}\n",
+                self.variable("body")
+            ));
+        }
+        rules
+    }
+
+    /// The profiles, as the bundle file `spoa/<engine>.json` the agent reads.
+    pub fn profiles(&self, out: &mut Output, profiles: &BTreeMap<String, Mirror>) -> Result<()> {
+        #[derive(Serialize)]
+        struct File<'a> {
+            mirror: &'a BTreeMap<String, Mirror>,
+        }
+        let text = serde_json::to_string_pretty(&File { mirror: profiles }).map_err(|error| {
+            crate::Error::msg(format!("the mirror profiles do not serialize: {error}"))
         })?;
         out.file(format!("spoa/{}.json", self.name), text)
     }

@@ -15,18 +15,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
+use http_body_util::{BodyExt as _, Full};
 use hyper::{Method, Request, StatusCode, Uri};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use lru::LruCache;
 use spop::VarScope;
 use spop::frames::Ack;
 
+use super::outbound::{Outbound, is_hop_by_hop};
 use super::profiles::AuthProfile;
-use super::reach::{CheckedResolver, Reach};
 use super::request::{OriginalRequest, escape_component};
 use super::{CacheLabels, SpoaMetrics};
 
@@ -34,21 +30,6 @@ use super::{CacheLabels, SpoaMetrics};
 const CACHE_ENTRIES: usize = 10_000;
 /// Most `Set-Cookie` headers passed back to the client.
 pub const MAX_COOKIES: usize = 4;
-/// Headers of the original request never passed to the auth service: they
-/// describe the client's connection or body, not the request.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-    "expect",
-    "host",
-];
-
 /// What HAProxy is told to do with the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -122,13 +103,10 @@ pub fn header_variable(name: &str) -> String {
     variable
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector<CheckedResolver>>, Empty<Bytes>>;
-
-/// Sub-requests to auth services: one pooled keep-alive client for every
-/// profile, and the bounded answer cache.
+/// Sub-requests to auth services through the agent's one client, and the
+/// bounded answer cache.
 pub struct Authenticator {
-    client: HttpClient,
-    reach: Reach,
+    outbound: Outbound,
     cache: Mutex<LruCache<String, (Instant, Verdict)>>,
 }
 
@@ -139,42 +117,13 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    /// Fails only when the TLS library offers no protocol version.
-    pub fn new(reach: Reach) -> Result<Self, rustls::Error> {
-        let mut http = HttpConnector::new_with_resolver(CheckedResolver::new(reach));
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(Duration::from_secs(5)));
-        // The system's CA certificates (the image's ca-certificates), as
-        // nginx verifies an https auth-url against its own bundle. Without
-        // any, https auth services cannot be verified and fail closed.
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider.clone())
-        {
-            Ok(builder) => builder,
-            Err(error) => {
-                tracing::warn!(%error, "no system CA certificates: https auth services will fail closed");
-                HttpsConnectorBuilder::new().with_tls_config(
-                    rustls::ClientConfig::builder_with_provider(provider)
-                        .with_safe_default_protocol_versions()?
-                        .with_root_certificates(rustls::RootCertStore::empty())
-                        .with_no_client_auth(),
-                )
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(64)
-            .build(connector);
-        Ok(Self {
-            client,
-            reach,
+    pub fn new(outbound: Outbound) -> Self {
+        Self {
+            outbound,
             cache: Mutex::new(LruCache::new(
                 NonZeroUsize::new(CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
             )),
-        })
+        }
     }
 
     /// The verdict on `request` under `profile`.
@@ -257,23 +206,12 @@ impl Authenticator {
             .expand(&profile.url)
             .parse()
             .map_err(|error| format!("the auth URL is not a URL: {error}"))?;
-        // A literal address is connected to without the resolver, so it is
-        // judged here; a name is judged by the resolver (reach.rs).
-        if let Some(ip) = url
-            .host()
-            .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
-            .and_then(|host| host.parse::<std::net::IpAddr>().ok())
-            && let Some(why) = self.reach.refuses(ip)
-        {
-            return Err(format!(
-                "{url}: {ip} is {why}, which an auth service may not be at"
-            ));
-        }
+        self.outbound.check_literal(&url, "an auth service")?;
         let method = Method::from_bytes(profile.method.as_bytes())
             .map_err(|_| format!("{:?} is not an HTTP method", profile.method))?;
         let mut sub = Request::builder().method(method).uri(url.clone());
         for (name, value) in &request.headers {
-            if !HOP_BY_HOP.contains(&name.to_ascii_lowercase().as_str()) {
+            if !is_hop_by_hop(name) {
                 sub = sub.header(name.as_str(), value.as_slice());
             }
         }
@@ -310,11 +248,11 @@ impl Authenticator {
             sub = sub.header(name.as_str(), request.expand(value));
         }
         let sub = sub
-            .body(Empty::new())
+            .body(Full::new(Bytes::new()))
             .map_err(|error| format!("the sub-request cannot be built: {error}"))?;
         let response = self
-            .client
-            .request(sub)
+            .outbound
+            .send(sub)
             .await
             .map_err(|error| format!("{url}: {error}"))?;
         let (parts, body) = response.into_parts();
@@ -419,6 +357,7 @@ mod tests {
             path_and_query: "/a?b=c".into(),
             client: None,
             headers: Vec::new(),
+            body: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! One SPOP connection from an HAProxy worker. After the HELLO exchange,
 //! each NOTIFY is answered by its own task (the agent announces
 //! `pipelining`), so a slow auth service holds only the requests waiting
-//! on it; the ACKs go back through one writer in the order they finish.
+//! on it; the ACKs go back through one writer in the order they finish. A
+//! mirror message is answered at once, its copies sent in the background.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use tokio_util::codec::Framed;
 
 use super::auth::Verdict;
 use super::request::OriginalRequest;
-use super::{AUTH_MESSAGE, MessageLabels, Spoa};
+use super::{AUTH_MESSAGE, MIRROR_MESSAGE, MessageLabels, Spoa};
 
 /// ACKs waiting for the writer before answering tasks wait themselves.
 const PENDING_ACKS: usize = 256;
@@ -107,27 +108,16 @@ fn disconnect(status: StatusCode) -> Box<dyn SpopFrame> {
 /// The ACK for one NOTIFY: each message the agent knows adds its variables.
 async fn answer(spoa: &Spoa, messages: Vec<Message>, mut ack: Ack) -> Ack {
     for message in messages {
-        if message.name != AUTH_MESSAGE {
-            tracing::warn!(message = %message.name, "an SPOE message the agent does not answer; its variables stay unset");
-            continue;
-        }
-        let result = match OriginalRequest::from_message(&message) {
-            Ok(request) => match spoa.profiles.auth(&request.profile) {
-                Some(profile) => {
-                    let verdict = spoa.auth.check(&profile, &request, &spoa.metrics).await;
-                    let name = verdict.name();
-                    ack = verdict.into_ack(ack);
-                    name
-                }
-                None => {
-                    tracing::warn!(profile = %request.profile, "no such auth profile in the applied bundles; the request is refused (500)");
-                    ack = Verdict::failed().into_ack(ack);
-                    "error"
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "an SPOE auth message does not match docs/spoa.md; the request is refused (500)");
-                "error"
+        let result = match message.name.as_str() {
+            AUTH_MESSAGE => {
+                let (verdict, result) = authenticate(spoa, &message).await;
+                ack = verdict.into_ack(ack);
+                result
+            }
+            MIRROR_MESSAGE => mirror(spoa, &message),
+            other => {
+                tracing::warn!(message = %other, "an SPOE message the agent does not answer; its variables stay unset");
+                continue;
             }
         };
         spoa.metrics
@@ -139,4 +129,48 @@ async fn answer(spoa: &Spoa, messages: Vec<Message>, mut ack: Ack) -> Ack {
             .inc();
     }
     ack
+}
+
+/// The verdict on an auth message, and its metric's result.
+async fn authenticate(spoa: &Spoa, message: &Message) -> (Verdict, &'static str) {
+    let request = match OriginalRequest::from_message(message) {
+        Ok(request) => request,
+        Err(error) => {
+            tracing::warn!(%error, "an SPOE auth message does not match docs/spoa.md; the request is refused (500)");
+            return (Verdict::failed(), "error");
+        }
+    };
+    match spoa.profiles.auth(&request.profile) {
+        Some(profile) => {
+            let verdict = spoa.auth.check(&profile, &request, &spoa.metrics).await;
+            let name = verdict.name();
+            (verdict, name)
+        }
+        None => {
+            tracing::warn!(profile = %request.profile, "no such auth profile in the applied bundles; the request is refused (500)");
+            (Verdict::failed(), "error")
+        }
+    }
+}
+
+/// Starts the copies a mirror message asks for; its metric's result. The
+/// ACK carries nothing either way: mirroring fails open.
+fn mirror(spoa: &Spoa, message: &Message) -> &'static str {
+    let request = match OriginalRequest::from_message(message) {
+        Ok(request) => request,
+        Err(error) => {
+            tracing::warn!(%error, "an SPOE mirror message does not match docs/spoa.md; nothing is copied");
+            return "error";
+        }
+    };
+    match spoa.profiles.mirror(&request.profile) {
+        Some(profile) => {
+            spoa.mirror.copy(&profile, &request, &spoa.metrics);
+            "copied"
+        }
+        None => {
+            tracing::warn!(profile = %request.profile, "no such mirror profile in the applied bundles; nothing is copied");
+            "error"
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! What each route asks the SPOA for, written by libraries as bundle files
+//! What each route asks the SPOA for (an auth service, mirror targets),
+//! written by libraries as bundle files
 //! `spoa/<anything>.json` (docs/spoa.md) and read from the applied bundle's
 //! directory. The configuration carries only a profile's name; the URL, the
 //! sign-in page and the header names stay data the agent reads, never text
@@ -23,6 +24,8 @@ pub const PROFILE_DIR: &str = "spoa";
 struct ProfileFile {
     #[serde(default)]
     auth: BTreeMap<String, AuthProfile>,
+    #[serde(default)]
+    mirror: BTreeMap<String, MirrorProfile>,
 }
 
 /// External authentication for one route: ingress-nginx's `auth-*`
@@ -74,6 +77,71 @@ pub struct CacheRule {
     pub seconds: u64,
 }
 
+/// Request mirroring for one route: ingress-nginx's `mirror-*`
+/// annotations, or a Gateway API `RequestMirror` filter (several targets).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MirrorProfile {
+    pub targets: Vec<MirrorTarget>,
+}
+
+/// Where one copy of each request goes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MirrorTarget {
+    /// `http://` or `https://`, nginx variables allowed; a URL without a
+    /// path gets the original request's path and query.
+    pub url: String,
+    /// The copy's Host header (nginx variables allowed); default the URL's.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Copy the request body (HAProxy sends bodies it holds whole, up to
+    /// the limit docs/spoa.md states; longer ones are not mirrored).
+    #[serde(default = "yes")]
+    pub body: bool,
+    /// The share of requests copied; default every one.
+    #[serde(default)]
+    pub fraction: Fraction,
+    /// How long a copy may take before it is abandoned.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+impl MirrorTarget {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.clamp(1, 60_000))
+    }
+}
+
+/// `numerator` requests in `denominator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fraction {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl Default for Fraction {
+    fn default() -> Self {
+        Self {
+            numerator: 1,
+            denominator: 1,
+        }
+    }
+}
+
+impl Fraction {
+    /// Whether this request is one of the share (a fair draw each time).
+    pub fn draw(self) -> bool {
+        self.numerator >= self.denominator
+            || (self.numerator > 0 && fastrand::u32(0..self.denominator) < self.numerator)
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
 fn get() -> String {
     "GET".to_owned()
 }
@@ -97,6 +165,7 @@ impl AuthProfile {
 pub struct ProfileTable {
     pub bundle: Option<String>,
     pub auth: BTreeMap<String, Arc<AuthProfile>>,
+    pub mirror: BTreeMap<String, Arc<MirrorProfile>>,
 }
 
 impl ProfileTable {
@@ -106,7 +175,7 @@ impl ProfileTable {
     pub fn load(bundle: &str, dir: &Path) -> Self {
         let mut table = Self {
             bundle: Some(bundle.to_owned()),
-            auth: BTreeMap::new(),
+            ..Self::default()
         };
         let Ok(entries) = std::fs::read_dir(dir.join(PROFILE_DIR)) else {
             return table;
@@ -124,14 +193,19 @@ impl ProfileTable {
                     serde_json::from_slice::<ProfileFile>(&bytes).map_err(|error| error.to_string())
                 });
             match parsed {
-                Ok(file) => table
-                    .auth
-                    .extend(file.auth.into_iter().map(|(k, v)| (k, Arc::new(v)))),
+                Ok(file) => {
+                    table
+                        .auth
+                        .extend(file.auth.into_iter().map(|(k, v)| (k, Arc::new(v))));
+                    table
+                        .mirror
+                        .extend(file.mirror.into_iter().map(|(k, v)| (k, Arc::new(v))));
+                }
                 Err(error) => tracing::error!(
                     file = %path.display(),
                     %bundle,
                     %error,
-                    "an SPOA profile file does not parse; the routes it describes fail closed"
+                    "an SPOA profile file does not parse; the routes it describes fail closed (auth) or are not mirrored"
                 ),
             }
         }
@@ -178,6 +252,16 @@ impl Profiles {
             .auth
             .get(name)
             .or_else(|| previous.auth.get(name))
+            .cloned()
+    }
+
+    /// The mirror profile `name`: the newest bundle's, else the previous one's.
+    pub fn mirror(&self, name: &str) -> Option<Arc<MirrorProfile>> {
+        let (current, previous) = self.tables();
+        current
+            .mirror
+            .get(name)
+            .or_else(|| previous.mirror.get(name))
             .cloned()
     }
 

@@ -91,7 +91,9 @@ impl tower_service::Service<Name> for CheckedResolver {
             match (allowed.is_empty(), refused) {
                 (true, Some(why)) => Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
-                    format!("{name} resolves only to {why}, which an auth service may not be at"),
+                    format!(
+                        "{name} resolves only to {why}, which the agent never calls (auth services, mirror targets)"
+                    ),
                 )),
                 _ => Ok(allowed.into_iter()),
             }

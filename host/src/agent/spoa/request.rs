@@ -1,6 +1,6 @@
 //! The original request, as an SPOE message's arguments carry it
 //! (docs/spoa.md: `profile`, `method`, `tls`, `host`, `pathq`, `src`,
-//! `headers`).
+//! `headers`, and `body` in a mirror message).
 
 use std::net::IpAddr;
 
@@ -24,6 +24,9 @@ pub struct OriginalRequest {
     pub client: Option<IpAddr>,
     /// Every request header in order, names lower-cased by HAProxy.
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The whole body, when the message carries one (a mirror of a route
+    /// that copies bodies; HAProxy sends it only when it holds all of it).
+    pub body: Option<bytes::Bytes>,
 }
 
 /// A message HAProxy sent does not carry what docs/spoa.md says it does: the
@@ -57,6 +60,11 @@ impl OriginalRequest {
             Some(TypedData::Null) | None => Vec::new(),
             Some(_) => return Err(RequestError::Headers),
         };
+        let body = match message.get("body") {
+            Some(TypedData::Binary(bytes)) => Some(bytes::Bytes::copy_from_slice(bytes)),
+            Some(TypedData::String(text)) => Some(bytes::Bytes::copy_from_slice(text.as_bytes())),
+            _ => None,
+        };
         Ok(Self {
             profile: text("profile")?,
             method: text("method")?,
@@ -65,6 +73,7 @@ impl OriginalRequest {
             path_and_query: text("pathq")?,
             client,
             headers,
+            body,
         })
     }
 
@@ -264,6 +273,7 @@ mod tests {
             path_and_query: "/x?rd=%2Fy&b".into(),
             client: None,
             headers: vec![("cookie".into(), b"a=1; _oauth2_proxy=abc".to_vec())],
+            body: None,
         };
         assert_eq!(request.cookie("_oauth2_proxy").as_deref(), Some("abc"));
         assert_eq!(request.cookie("missing"), None);

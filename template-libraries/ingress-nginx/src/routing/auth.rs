@@ -17,6 +17,12 @@ use super::headers::config_map_headers;
 /// The library's name, which names its auth engine and profiles.
 pub(crate) const LIBRARY: &str = "ingress-nginx";
 
+/// The name of Ingress `id`'s profiles for the agent (auth, mirror): letters,
+/// digits, `.`, `-` and `_` only, as the configuration may carry.
+pub(super) fn agent_profile(id: &str) -> String {
+    format!("{LIBRARY}.{}", sanitize(&id.replace('/', ".")))
+}
+
 /// `auth-url`: the rule naming the Ingress's profile for its requests, and
 /// the profile (with `auth-proxy-set-headers`' headers read now).
 pub(super) fn external_auth(
@@ -48,7 +54,7 @@ pub(super) fn external_auth(
             }
         }
     }
-    let profile = format!("{LIBRARY}.{}", sanitize(&id.replace('/', ".")));
+    let profile = agent_profile(id);
     let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
     AuthEngine::new(LIBRARY).route(
         out,
