@@ -4,14 +4,14 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use haptic::protocol::{Bundle, BundleFile};
 
-use crate::harness::{Pod, ThreadServer};
+use crate::harness::{Pod, ThreadServer, read_head};
 
 /// One request's headers as the auth service saw them, the request line
 /// first (as `:request`).
@@ -52,24 +52,9 @@ fn serve_auth(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
     };
     let mut reader = BufReader::new(clone);
     let mut writer = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut headers = vec![(":request".to_owned(), line.trim().to_owned())];
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-            }
-        }
+    while let Some((request_line, head)) = read_head(&mut reader) {
+        let mut headers = vec![(":request".to_owned(), request_line)];
+        headers.extend(head);
         let header = |name: &str| {
             headers
                 .iter()

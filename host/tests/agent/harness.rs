@@ -63,6 +63,29 @@ impl Drop for ThreadServer {
     }
 }
 
+/// One request's head from `reader`: the request line and its headers
+/// (names lower-cased), or `None` when the connection ends first.
+pub fn read_head(reader: &mut impl BufRead) -> Option<(String, Vec<(String, String)>)> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let request_line = line.trim().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            return Some((request_line, headers));
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+}
+
 /// A child process killed (and reaped) on drop.
 pub struct Process(pub Child);
 

@@ -4,14 +4,14 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read as _, Write as _};
+use std::io::{BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use haptic::protocol::{Bundle, BundleFile};
 
-use crate::harness::{Pod, ThreadServer};
+use crate::harness::{Pod, ThreadServer, read_head};
 
 /// One copy as the target received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,25 +75,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Copy>>, delay: Duration) {
     };
     let mut reader = BufReader::new(clone);
     let mut writer = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let request_line = line.trim().to_owned();
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-            }
-        }
+    while let Some((request_line, headers)) = read_head(&mut reader) {
         let length = headers
             .iter()
             .find(|(n, _)| n == "content-length")

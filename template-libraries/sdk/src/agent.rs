@@ -196,25 +196,8 @@ impl AuthEngine {
     /// `processing_ms` bounds HAProxy's wait for a verdict: above every
     /// profile's own timeout, so the agent answers 500 first.
     pub fn engine(&self, out: &mut Output, processing_ms: u64) -> Result<()> {
-        let spoe = format!(
-            "[{name}]\n\
-             spoe-agent {name}\n\
-             \x20   groups {name}\n\
-             \x20   option var-prefix {prefix}\n\
-             \x20   option pipelining\n\
-             \x20   timeout hello 2s\n\
-             \x20   timeout idle 30s\n\
-             \x20   timeout processing {processing_ms}ms\n\
-             \x20   use-backend {backend}\n\n\
-             spoe-message {AUTH_MESSAGE}\n\
-             \x20   args profile=var({profile}) method=method tls=ssl_fc host=req.hdr(host) pathq=pathq src=src headers=req.hdrs_bin\n\n\
-             spoe-group {name}\n\
-             \x20   messages {AUTH_MESSAGE}\n",
-            name = self.name,
-            prefix = self.prefix,
-            backend = self.backend(),
-            profile = self.profile_variable(),
-        );
+        let args = format!("profile=var({}) {REQUEST_ARGS}", self.profile_variable());
+        let spoe = spoe_file(&self.name, &self.prefix, processing_ms, AUTH_MESSAGE, &args);
         out.file(self.spoe_path(), spoe)?;
         agent_backend(out, &self.backend())
     }
@@ -325,6 +308,31 @@ fn engine_names(library: &str, kind: &str) -> (String, String) {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     (format!("{library}-{kind}"), format!("{prefix}_{kind}"))
+}
+
+/// The request as every message carries it (docs/spoa.md).
+const REQUEST_ARGS: &str =
+    "method=method tls=ssl_fc host=req.hdr(host) pathq=pathq src=src headers=req.hdrs_bin";
+
+/// An SPOE file: engine `name` with one group of one message, variables
+/// under `prefix`, HAProxy waiting at most `processing_ms` for an answer
+/// from the backend `<name>-spoa`.
+fn spoe_file(name: &str, prefix: &str, processing_ms: u64, message: &str, args: &str) -> String {
+    format!(
+        "[{name}]\n\
+         spoe-agent {name}\n\
+         \x20   groups {name}\n\
+         \x20   option var-prefix {prefix}\n\
+         \x20   option pipelining\n\
+         \x20   timeout hello 2s\n\
+         \x20   timeout idle 30s\n\
+         \x20   timeout processing {processing_ms}ms\n\
+         \x20   use-backend {name}-spoa\n\n\
+         spoe-message {message}\n\
+         \x20   args {args}\n\n\
+         spoe-group {name}\n\
+         \x20   messages {message}\n"
+    )
 }
 
 /// The `mode tcp` backend HAProxy reaches the agent's SPOP listener by.
@@ -450,25 +458,12 @@ impl MirrorEngine {
     /// agent answers at once (the copies go out after), so HAProxy waits
     /// at most 100 ms, and goes on without a copy past that.
     pub fn engine(&self, out: &mut Output) -> Result<()> {
-        let spoe = format!(
-            "[{name}]\n\
-             spoe-agent {name}\n\
-             \x20   groups {name}\n\
-             \x20   option var-prefix {prefix}\n\
-             \x20   option pipelining\n\
-             \x20   timeout hello 2s\n\
-             \x20   timeout idle 30s\n\
-             \x20   timeout processing 100ms\n\
-             \x20   use-backend {name}-spoa\n\n\
-             spoe-message {MIRROR_MESSAGE}\n\
-             \x20   args profile=var({profile}) method=method tls=ssl_fc host=req.hdr(host) pathq=pathq src=src headers=req.hdrs_bin body=var({data})\n\n\
-             spoe-group {name}\n\
-             \x20   messages {MIRROR_MESSAGE}\n",
-            name = self.name,
-            prefix = self.prefix,
-            profile = self.variable("profile"),
-            data = self.variable("data"),
+        let args = format!(
+            "profile=var({}) {REQUEST_ARGS} body=var({})",
+            self.variable("profile"),
+            self.variable("data")
         );
+        let spoe = spoe_file(&self.name, &self.prefix, 100, MIRROR_MESSAGE, &args);
         out.file(self.spoe_path(), spoe)?;
         agent_backend(out, &format!("{}-spoa", self.name))
     }
