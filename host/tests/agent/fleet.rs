@@ -121,7 +121,12 @@ async fn the_fleet_converges_only_when_every_pod_runs_the_render() {
         "{b:?}"
     );
 
-    // Back: the retry reaches it, the other pod only confirms.
+    // Back: the retry reaches it, the other pod only confirms. Pod a's
+    // reload answered once its new worker served; on a loaded machine the
+    // old worker may still be leaving, and a pod not converged is sent the
+    // bundle again (`Unchanged`, seen in CI with the unit tests beside the
+    // end-to-end lane), so it settles first, as above.
+    pods[0].settle(&next.id).await;
     pods[1].start_agent();
     let report = fleet.deploy(&deploy(5, next.clone()), |_| {}).await;
     let outcome = |name: &str| {
