@@ -316,7 +316,8 @@ chart-test:
 #    what the scenarios leave, never what they ask for.
 # Within a lane the steps run one at a time (-j1: two scaffolded projects
 # installing one componentize-py at once would race). Each lane's lines carry
-# its name; a failure in either fails the run once both lanes have ended.
+# its name; a failure in either fails the run once both lanes have ended, and
+# the checks lane goes on past a failed check (-k), so one run names them all.
 COMPUTE_CHECKS := unit-test lint new-library-test python-test new-python-library-test chart-test
 test: setup
 	$(MAKE) --no-print-directory CARGO='$(LINTING_CARGO)' test-stages
@@ -336,7 +337,7 @@ e2e-lane:
 	@set -o pipefail; $(MAKE) --no-print-directory -j1 e2e-run 2>&1 | sed -u 's/^/[e2e] /'
 
 checks-lane:
-	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -j1 $(COMPUTE_CHECKS) 2>&1 | sed -u 's/^/[checks] /'
+	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -k -j1 $(COMPUTE_CHECKS) 2>&1 | sed -u 's/^/[checks] /'
 
 testbed-up: testbed-binaries
 	$(CARGO) run -p haptic-testbed --bin control-plane-up
