@@ -112,9 +112,10 @@ fn environment_variables_are_refused_but_not_pseudo_variables() {
 
 /// An SPOE file is the render's own at the bundle's root, refused below a
 /// subdirectory (HAProxy would resolve every later relative path there).
-/// Broken on purpose (the subdirectory check removed): `maps/x.map` after
-/// a `spoe/` file made `haproxy -c` fail in the gateway-api fixture
-/// `request-mirror`, and this test failed.
+/// Broken on purpose (2026-12-07, the subdirectory check made never true
+/// in `policy.rs`): this test failed (no problem reported for
+/// `spoe/g.conf`); before the check, such a file made `haproxy -c` fail in
+/// the gateway-api fixture `request-mirror`.
 #[test]
 fn an_spoe_file_is_taken_at_the_bundle_root_only() {
     let config = "frontend f\n    filter spoe engine e config \"${HAPTIC_BUNDLE}/e.spoe.conf\"\n\

@@ -288,14 +288,7 @@ impl AuthEngine {
         out: &mut Output,
         profiles: &BTreeMap<String, ExternalAuth>,
     ) -> Result<()> {
-        #[derive(Serialize)]
-        struct File<'a> {
-            auth: &'a BTreeMap<String, ExternalAuth>,
-        }
-        let text = serde_json::to_string_pretty(&File { auth: profiles }).map_err(|error| {
-            crate::Error::msg(format!("the auth profiles do not serialize: {error}"))
-        })?;
-        out.file(format!("spoa/{}.json", self.name), text)
+        profile_file(out, &self.name, "auth", profiles)
     }
 }
 
@@ -308,6 +301,20 @@ fn engine_names(library: &str, kind: &str) -> (String, String) {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     (format!("{library}-{kind}"), format!("{prefix}_{kind}"))
+}
+
+/// The bundle file `spoa/<engine>.json` the agent reads: `{"<kind>": profiles}`.
+fn profile_file<T: Serialize>(
+    out: &mut Output,
+    engine: &str,
+    kind: &str,
+    profiles: &BTreeMap<String, T>,
+) -> Result<()> {
+    let text =
+        serde_json::to_string_pretty(&BTreeMap::from([(kind, profiles)])).map_err(|error| {
+            crate::Error::msg(format!("the {kind} profiles do not serialize: {error}"))
+        })?;
+    out.file(format!("spoa/{engine}.json"), text)
 }
 
 /// The request as every message carries it (docs/spoa.md).
@@ -551,14 +558,7 @@ impl MirrorEngine {
 
     /// The profiles, as the bundle file `spoa/<engine>.json` the agent reads.
     pub fn profiles(&self, out: &mut Output, profiles: &BTreeMap<String, Mirror>) -> Result<()> {
-        #[derive(Serialize)]
-        struct File<'a> {
-            mirror: &'a BTreeMap<String, Mirror>,
-        }
-        let text = serde_json::to_string_pretty(&File { mirror: profiles }).map_err(|error| {
-            crate::Error::msg(format!("the mirror profiles do not serialize: {error}"))
-        })?;
-        out.file(format!("spoa/{}.json", self.name), text)
+        profile_file(out, &self.name, "mirror", profiles)
     }
 }
 

@@ -247,21 +247,23 @@ impl Profiles {
 
     /// The auth profile `name`: the newest bundle's, else the previous one's.
     pub fn auth(&self, name: &str) -> Option<Arc<AuthProfile>> {
-        let (current, previous) = self.tables();
-        current
-            .auth
-            .get(name)
-            .or_else(|| previous.auth.get(name))
-            .cloned()
+        self.find(name, |table| &table.auth)
     }
 
     /// The mirror profile `name`: the newest bundle's, else the previous one's.
     pub fn mirror(&self, name: &str) -> Option<Arc<MirrorProfile>> {
+        self.find(name, |table| &table.mirror)
+    }
+
+    fn find<T>(
+        &self,
+        name: &str,
+        kind: impl Fn(&ProfileTable) -> &BTreeMap<String, Arc<T>>,
+    ) -> Option<Arc<T>> {
         let (current, previous) = self.tables();
-        current
-            .mirror
+        kind(&current)
             .get(name)
-            .or_else(|| previous.mirror.get(name))
+            .or_else(|| kind(&previous).get(name))
             .cloned()
     }
 
