@@ -15,7 +15,7 @@ GUEST_PACKAGES := -p haptic-sdk $(addprefix -p haptic-,$(BUNDLED_LIBRARIES)) -p 
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 EXAMPLE_WASM := $(TARGET_DIR)/guests/wasm32-wasip2/guest/maintenance_mode.wasm
 
-.PHONY: test-stages build-lane go-lane clippy-build image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
+.PHONY: test-stages build-lane go-lane e2e-scenarios e2e-suites e2e-go-builds clippy-build image image-setup image-test build render run test e2e-run e2e-lane checks-lane lint unit-test fixtures new-library-test new-python-library-test python-guests python-test bench-python e2e-test chart-test testbed-binaries testbed-node-setup testbed-images gateway-conformance-binaries gateway-conformance-images gateway-conformance gateway-rollout-test ingress-conformance-images ingress-conformance oauth2-images e2e-oauth2 testbed-up testbed-node-up bench bench-isolation bench-agent bench-spoa bench-fanout bench-gateway bench-controller bench-scale setup
 
 # A new user's first command must do its own set-up: the pinned toolchain may
 # already be installed without the wasm target (rustup adds the targets of
@@ -55,16 +55,14 @@ run: setup build
 # rebuilds nothing twice. CLIPPY_ARGS is how cargo-clippy hands its
 # `-- -D warnings` to the driver. `make test` builds everything this way.
 CLIPPY_DRIVER := $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
-LINTING_CARGO := env RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
-# The wasm guests are linted by `cargo clippy` in a directory of its own
-# (check mode, nothing to share with the guests' optimised build); the
-# bundled libraries' wasm build is the host build's (host/build.rs, plain
-# rustc even under clippy), not built a second time there.
-LINT_CARGO := env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/lint \
-	HAPTIC_GUEST_TARGET_DIR=$(abspath $(TARGET_DIR))/guests cargo
+LINTING_CARGO := env RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ HAPTIC_LINT_GUESTS=1 cargo
+# The wasm guests (every library, the SDK, the examples and the test guests)
+# are linted the same way inside their own wasm32 build, which the host's
+# build script runs: HAPTIC_LINT_GUESTS=1 keeps the driver there (a separate
+# `cargo clippy --target wasm32-wasip2` type-checked all their dependencies
+# again: 3.5 min of a cold CI run).
 lint: clippy-build
 	cargo fmt --all -- --check
-	$(LINT_CARGO) clippy --target wasm32-wasip2 $(GUEST_PACKAGES) -p haptic-misbehaving -p haptic-contract-0-2-0 -p haptic-owned-objects -p haptic-render-floor -- -D warnings
 	$(CARGO) test -q -p haptic --features synthetic --test module_tree
 
 # Every target of every member, built (not run) with clippy's lints, in the
@@ -90,8 +88,13 @@ fixtures: build
 	$(CARGO) run -q -- test $(EXAMPLE_WASM) --fixtures examples/maintenance-mode/fixtures
 
 # What a new author does, outside the repository: `haptic new` into a fresh
-# temporary directory, then the project's own `make test lint` (its build,
-# unit tests and fixtures). Its target directory is separate from the
+# temporary directory, then the project's own `make test` (its native unit
+# tests, its wasm32 build and its fixtures) and its lint. The lint is the
+# project's `make lint` made cheaper: clippy's driver stands in for rustc in
+# `make test`'s two builds (LINTING_CARGO), which lints exactly what
+# `cargo clippy --all-targets` and `cargo clippy --target wasm32-wasip2`
+# would without type-checking every dependency twice more (3.4 min of a cold
+# CI run), then its rustfmt check. Its target directory is separate from the
 # workspace's (and kept, so a second run is warm).
 # Its passing fixtures log no WARN (a missing Service, say): a new author
 # would take it for a problem of their own.
@@ -99,7 +102,8 @@ no_warn = if grep ' WARN ' "$(1)"; then echo "the scaffolded project's make test
 new-library-test: build
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && set -o pipefail && \
 	$(CARGO) run -q -- new "$$dir/ip-allow-list" && \
-	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test lint CARGO=cargo 2>&1 | tee "$$dir/log" && \
+	env CARGO_TARGET_DIR=$(abspath $(TARGET_DIR))/new-library $(MAKE) -C "$$dir/ip-allow-list" test CARGO='$(LINTING_CARGO)' 2>&1 | tee "$$dir/log" && \
+	(cd "$$dir/ip-allow-list" && cargo fmt -- --check) && \
 	$(call no_warn,$$dir/log)
 
 # Template libraries in Python: componentize-py (pinned) is installed once
@@ -235,10 +239,15 @@ NODE_GATEWAY_TEST = $(CARGO) test -p haptic-testbed --test node_gateway -- --ign
 e2e-test: testbed-binaries testbed-images gateway-conformance-images
 	$(MAKE) --no-print-directory e2e-run
 
-# The end-to-end tests themselves, once what they need is built.
-e2e-run:
+# The end-to-end tests themselves, once what they need is built: the test
+# bed's scenarios, then the suites that bring their own Go builds.
+e2e-run: e2e-scenarios e2e-suites
+
+e2e-scenarios:
 	$(CARGO) build -p haptic --bin haptic
 	$(CARGO) test -p haptic-testbed --no-fail-fast -- --test-threads=2
+
+e2e-suites: gateway-conformance-images
 	# The whole Gateway API suite, both profiles (make gateway-conformance commits the report;
 	# this one stays in the target dir).
 	HAPTIC_GATEWAY_PROFILES=$(HAPTIC_GATEWAY_PROFILES) HAPTIC_GATEWAY_CONFORMANCE=all \
@@ -246,11 +255,17 @@ e2e-run:
 		$(NODE_GATEWAY_TEST) conformance --nocapture
 	# The gated rollout behind an HTTPRoute (about 2 min; the image is image-test's).
 	$(NODE_GATEWAY_TEST) gated_rollouts --nocapture
-	# External authentication through a real oauth2-proxy (about 30 s). Its images are built
-	# here, once per release (about 2.5 min cold, through the Go module proxy), so a cold run
-	# pays for them in this lane, which ends before the checks lane, not before the lanes.
+	# External authentication through a real oauth2-proxy (about 30 s); its images are built
+	# once per release (about 2.5 min cold, through the Go module proxy).
 	$(MAKE) --no-print-directory oauth2-images
 	$(E2E_OAUTH2_TEST)
+
+# The Go builds only the suites need (the Gateway API suite, oauth2-proxy and its OIDC stand-in,
+# once per release into caches), at nice 19 beside the scenarios in CI's end-to-end lane: they
+# take the cores the scenarios leave while those wait on the node.
+e2e-go-builds:
+	nice -n 19 bash tests/testbed/scripts/build-gateway-conformance.sh >/dev/null
+	nice -n 19 bash tests/testbed/scripts/build-oauth2.sh >/dev/null
 
 # The whole Gateway API conformance suite (profiles GATEWAY-HTTP and GATEWAY-GRPC, the release
 # tests/testbed/gateway-conformance pins) against the chart with the
@@ -303,17 +318,19 @@ chart-test:
 # Everything CI checks, in three stages, every cargo step linting as it
 # builds (LINTING_CARGO above).
 # 1. The builds, in two lanes: the Rust one (every target of every member,
-#    then the image and its test) and, at nice 19, the Go one (the bed's
-#    Kubernetes binaries and the Gateway API suite, built once per release
-#    into caches), which takes what the Rust lane leaves; warm it returns at
-#    once.
+#    the guests' wasm32 build among them, then the image and its test) and,
+#    at nice 19, the Go one (the bed's Kubernetes binaries, built once per
+#    release into a cache), which takes what the Rust lane leaves; warm it
+#    returns at once.
 # 2. The real node's images.
-# 3. The end-to-end tests and, beside them at nice 19, everything else: the
+# 3. The end-to-end lane and, beside it at nice 19, everything else: the
 #    unit, fixture and sandbox tests (built in stage 1: cargo holds its lock
 #    only while it builds), the lints, the scaffolded projects, the Python and
 #    chart tests. The scenarios wait on one real node and use about a quarter
 #    of the cores (measured over a cold run's 20 minutes), so the checks take
-#    what the scenarios leave, never what they ask for.
+#    what the scenarios leave, never what they ask for; so do the Go builds
+#    of the Gateway API suite and oauth2-proxy (e2e-go-builds, nice 19 beside
+#    the scenarios), which only the suites at the lane's end need.
 # Within a lane the steps run one at a time (-j1: two scaffolded projects
 # installing one componentize-py at once would race). Each lane's lines carry
 # its name; a failure in either fails the run once both lanes have ended, and
@@ -324,17 +341,18 @@ test: setup
 
 test-stages:
 	$(MAKE) --no-print-directory -j2 build-lane go-lane
-	$(MAKE) --no-print-directory testbed-images gateway-conformance-images
+	$(MAKE) --no-print-directory testbed-images
 	$(MAKE) --no-print-directory -j2 e2e-lane checks-lane
 
 build-lane:
 	@set -o pipefail; $(MAKE) --no-print-directory -j1 clippy-build image-test 2>&1 | sed -u 's/^/[build] /'
 
 go-lane:
-	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -j1 testbed-binaries gateway-conformance-binaries 2>&1 | sed -u 's/^/[go] /'
+	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -j1 testbed-binaries 2>&1 | sed -u 's/^/[go] /'
 
 e2e-lane:
-	@set -o pipefail; $(MAKE) --no-print-directory -j1 e2e-run 2>&1 | sed -u 's/^/[e2e] /'
+	@set -o pipefail; { $(MAKE) --no-print-directory -j2 e2e-scenarios e2e-go-builds && \
+		$(MAKE) --no-print-directory -j1 e2e-suites; } 2>&1 | sed -u 's/^/[e2e] /'
 
 checks-lane:
 	@set -o pipefail; nice -n 19 $(MAKE) --no-print-directory -k -j1 $(COMPUTE_CHECKS) 2>&1 | sed -u 's/^/[checks] /'

@@ -16,6 +16,10 @@ use std::process::Command;
 const BUNDLED_LIST: &str = "template-libraries/bundled.txt";
 
 /// Components built for tests only: (package, const name of its path).
+/// Set to 1 by the Makefile's linting cargo: keep clippy-driver as the
+/// guests' rustc wrapper.
+const LINT_GUESTS: &str = "HAPTIC_LINT_GUESTS";
+
 const TEST_GUESTS: &[(&str, &str)] = &[
     ("haptic-misbehaving", "MISBEHAVING"),
     ("haptic-contract-0-2-0", "CONTRACT_0_2_0"),
@@ -108,17 +112,25 @@ fn main() {
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_TARGET",
         "CARGO_PROFILE_RELEASE_DEBUG",
-        "RUSTC_WORKSPACE_WRAPPER",
     ] {
         command.env_remove(var);
+    }
+    // A wrapper around rustc (sccache, a profiler) is the host build's
+    // business too, except clippy's driver when `make` lints as it builds
+    // (HAPTIC_LINT_GUESTS=1): then the guests' own wasm32 build is their lint,
+    // and no second check-mode build of their dependencies is needed.
+    println!("cargo:rerun-if-env-changed={LINT_GUESTS}");
+    if env::var_os(LINT_GUESTS).is_none_or(|value| value != "1") {
+        command.env_remove("RUSTC_WORKSPACE_WRAPPER");
     }
     let status = command
         .status()
         .expect("running cargo to build the template libraries");
     assert!(
         status.success(),
-        "building the template libraries for wasm32-wasip2 failed; is the target installed? \
-         (`rustup target add wasm32-wasip2`)"
+        "building the template libraries for wasm32-wasip2 failed: see cargo's errors above (a \
+         compile error, a clippy lint when `make` lints as it builds, or the target missing: \
+         `rustup target add wasm32-wasip2`)"
     );
 
     let artifacts = target_dir.join("wasm32-wasip2").join("guest");
