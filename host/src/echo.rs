@@ -238,6 +238,7 @@ pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
 /// | `x-haptic-echo-delay-ms: 3000` | answers after that many milliseconds (at most [`MAX_DELAY`]) |
 /// | `x-haptic-echo-set-cookie: a=1; Path=/x` | adds `Set-Cookie: a=1; Path=/x` (once per occurrence) |
 /// | `x-haptic-echo-location: http://a.test/x` | adds `Location: http://a.test/x` |
+/// | `x-haptic-echo-www-authenticate: Bearer` | adds `WWW-Authenticate: Bearer` |
 /// | `x-haptic-echo-body-bytes: 1048576` | pads the body with that many more bytes (at most [`MAX_PADDING`]): a response whose transfer rate a check measures |
 ///
 /// A value that does not parse (a status that is no HTTP status, a delay
@@ -248,6 +249,7 @@ pub struct Controls {
     pub delay: std::time::Duration,
     pub set_cookies: Vec<hyper::header::HeaderValue>,
     pub location: Option<hyper::header::HeaderValue>,
+    pub www_authenticate: Option<hyper::header::HeaderValue>,
     /// Bytes of padding after the echo report.
     pub padding: usize,
 }
@@ -265,6 +267,8 @@ pub const DELAY_HEADER: &str = "x-haptic-echo-delay-ms";
 pub const SET_COOKIE_HEADER: &str = "x-haptic-echo-set-cookie";
 /// See [`Controls`].
 pub const LOCATION_HEADER: &str = "x-haptic-echo-location";
+/// See [`Controls`].
+pub const WWW_AUTHENTICATE_HEADER: &str = "x-haptic-echo-www-authenticate";
 
 impl Controls {
     /// The controls `request` asks of the backend listening at `local`.
@@ -291,6 +295,7 @@ impl Controls {
             delay,
             set_cookies: headers.get_all(SET_COOKIE_HEADER).iter().cloned().collect(),
             location: headers.get(LOCATION_HEADER).cloned(),
+            www_authenticate: headers.get(WWW_AUTHENTICATE_HEADER).cloned(),
             padding: text(BODY_BYTES_HEADER)
                 .and_then(|bytes| bytes.trim().parse::<usize>().ok())
                 .map_or(0, |bytes| bytes.min(MAX_PADDING)),
@@ -360,6 +365,11 @@ fn answer(
         response
             .headers_mut()
             .insert(hyper::header::LOCATION, location.clone());
+    }
+    if let Some(challenge) = &controls.www_authenticate {
+        response
+            .headers_mut()
+            .insert(hyper::header::WWW_AUTHENTICATE, challenge.clone());
     }
     response
 }

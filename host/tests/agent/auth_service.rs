@@ -6,6 +6,7 @@
 
 use std::io::{BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,27 +23,38 @@ pub type Seen = Vec<(String, String)>;
 /// `session=anonymous` is let in with no user named, `session=banned` is
 /// forbidden, no session is 401. An original URL under
 /// `/slow` waits 3 s; under `/garbage` the answer is not HTTP. Every
-/// request's headers are recorded.
+/// request's headers are recorded, and the connections it accepted counted.
 pub struct AuthService {
     pub address: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
     _server: ThreadServer,
 }
 
 impl AuthService {
     pub fn start() -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let recorded = seen.clone();
-        let server = ThreadServer::start(move |stream| serve_auth(stream, &recorded));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (recorded, counted) = (seen.clone(), connections.clone());
+        let server = ThreadServer::start(move |stream| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            serve_auth(stream, &recorded);
+        });
         Self {
             address: server.address,
             seen,
+            connections,
             _server: server,
         }
     }
 
     pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().expect("seen").clone()
+    }
+
+    /// The connections the agent opened to it so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 }
 
@@ -87,8 +99,8 @@ fn serve_auth(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
 }
 
 /// HAProxy's side, as a library writes it with docs/spoa.md: routes under
-/// `/signin`, `/plain` and `/cached` ask the agent with their profile; `/open`
-/// does not. The app answers with the user header it received.
+/// `/signin`, `/plain`, `/cached` and `/closing` (keep-alive off) ask the
+/// agent with their profile; `/open` does not. The app answers with the user header it received.
 pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
     let config = format!(
         "global\n    default-path config\n    hard-stop-after 30s\n\n\
@@ -98,6 +110,7 @@ pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.plain) if {{ path_beg /plain }}\n\
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.cached) if {{ path_beg /cached }}\n\
          \x20   http-request set-var(txn.haptic_auth_profile) str(test.unknown) if {{ path_beg /unknown }}\n\
+         \x20   http-request set-var(txn.haptic_auth_profile) str(test.closing) if {{ path_beg /closing }}\n\
          \x20   http-request send-spoe-group haptic-auth haptic-auth if {{ var(txn.haptic_auth_profile) -m found }}\n\
          \x20   http-request redirect location %[var(txn.haptic_auth.location)] code 302 if {{ var(txn.haptic_auth.status) -m int 302 }}\n\
          \x20   http-request return status 401 if {{ var(txn.haptic_auth.status) -m int 401 }}\n\
@@ -129,6 +142,7 @@ pub fn auth_bundle(pod: &Pod, auth: SocketAddr, timeout_ms: u64) -> Bundle {
             "timeoutMs": timeout_ms,
         },
         "test.plain": {"url": url, "timeoutMs": timeout_ms},
+        "test.closing": {"url": url, "keepAlive": false, "timeoutMs": timeout_ms},
         "test.cached": {
             "url": url,
             "responseHeaders": ["X-Auth-Request-User"],

@@ -149,6 +149,37 @@ async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
     }
 }
 
+/// ingress-nginx's `auth-keepalive: 0`: a connection per sub-request, where
+/// a profile keeping them alive reuses one. Broken on purpose (2026-12-08):
+/// the `Connection: close` in `auth.rs` dropped, and this test failed (one
+/// connection for the five closing sub-requests, where five were expected).
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_keep_alive_off_opens_a_connection_per_sub_request() {
+    let pod = Pod::start_with(LOOPBACK_AUTH);
+    let auth = AuthService::start();
+    let mut tokens = Tokens::default();
+    let bundle = auth_bundle(&pod, auth.address, 2_000);
+    pod.client
+        .apply(&tokens.request(&bundle))
+        .await
+        .expect("the auth bundle applies");
+    let sub_requests = |path: &str| {
+        let before = auth.connections();
+        for _ in 0..5 {
+            let answer = request(pod.http_port, path, &[]);
+            assert_eq!(answer.status, 401, "{answer:?}\n{}", pod.agent_log());
+        }
+        // The server counts a connection when its thread starts.
+        std::thread::sleep(Duration::from_millis(100));
+        auth.connections() - before
+    };
+    assert_eq!(sub_requests("/closing/x"), 5, "keep-alive off: one each");
+    assert!(
+        sub_requests("/plain/x") <= 1,
+        "kept alive: the pool's connection"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn auth_fails_closed_within_its_timeout_and_an_agent_restart_costs_open_routes_nothing() {
     let mut pod = Pod::start_with(LOOPBACK_AUTH);

@@ -272,6 +272,38 @@ pub struct HttpFilter {
     pub request_redirect: Option<RequestRedirect>,
     pub url_rewrite: Option<UrlRewrite>,
     pub request_mirror: Option<RequestMirror>,
+    pub external_auth: Option<ExternalAuthFilter>,
+}
+
+/// `ExternalAuth` (experimental): an auth service asked about each request
+/// before it is routed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExternalAuthFilter {
+    /// `HTTP` or `GRPC`.
+    pub protocol: String,
+    pub backend_ref: BackendObjectRef,
+    pub http: Option<HttpAuthConfig>,
+    pub forward_body: Option<ForwardBody>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpAuthConfig {
+    /// Prefixed to the request's path in the sub-request.
+    pub path: String,
+    /// The client's headers sent besides `Authorization`.
+    #[serde(deserialize_with = "nullable")]
+    pub allowed_headers: Vec<String>,
+    /// The auth service's headers copied to the request sent upstream.
+    #[serde(deserialize_with = "nullable")]
+    pub allowed_response_headers: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ForwardBody {
+    pub max_size: i64,
 }
 
 /// `RequestMirror`: a copy of each request (or `percent`, or `fraction`, of

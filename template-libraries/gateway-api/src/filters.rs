@@ -8,6 +8,8 @@
 //! - `URLRewrite`: `http-request set-path` and the `Host` header.
 //! - `RequestMirror`: accepted here; its copies are the agent's
 //!   ([`crate::mirrors`]).
+//! - `ExternalAuth`: accepted here; the agent asks the auth service
+//!   ([`crate::external_auth`]).
 //!
 //! Values are HAProxy log-format strings: `%` is doubled and the whole
 //! value single-quoted, so nothing a route author writes is interpreted.
@@ -80,6 +82,7 @@ pub const SUPPORTED: &[&str] = &[
     "RequestRedirect",
     "URLRewrite",
     "RequestMirror",
+    "ExternalAuth",
 ];
 
 /// Compiles a rule's filters; `prefix` is the path prefix the match used
@@ -130,6 +133,13 @@ pub fn compile(
             "RequestMirror" => {
                 if filter.request_mirror.is_none() {
                     return Err(FilterError::from("RequestMirror without requestMirror"));
+                }
+            }
+            // Resolved beside the backendRefs too (`crate::external_auth`):
+            // the agent asks the auth service.
+            "ExternalAuth" => {
+                if filter.external_auth.is_none() {
+                    return Err(FilterError::from("ExternalAuth without externalAuth"));
                 }
             }
             other => {

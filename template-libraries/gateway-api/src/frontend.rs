@@ -25,6 +25,10 @@
 //!     http-request set-var(txn.gw_rule) str(<ns>/<route>/<rule>) if <listener> <host> <match> !{ ...found }
 //!     http-request set-var(txn.gw_rule) var(txn.gw_key),map_str(maps/gateway/<frontend>.<run>.exact.map) if !{ ...found }
 //!     ...                                                   the same for prefixes, then "any host"
+//!     http-request set-var(txn.gateway_api_auth_profile) ... if { var(txn.gw_rule) -m str <rule> }
+//!     filter spoe engine gateway-api-auth ...               the auth service's verdict, when a
+//!     http-request send-spoe-group ...                      rule has an ExternalAuth filter,
+//!     http-request return status <its status> if ...        before any other filter
 //!     http-request <filter> if { var(txn.gw_rule) -m str <rule> }
 //!     http-request set-var(txn.gateway_api_mirror_profile) ... if { var(txn.gw_rule) -m str <rule> }
 //!     filter spoe engine gateway-api-mirror ...             the copies, when a rule mirrors
@@ -36,7 +40,9 @@
 
 use std::fmt::Write as _;
 
-use haptic_sdk::agent::{Mirror, MirrorEngine};
+use std::collections::BTreeSet;
+
+use haptic_sdk::agent::{Answers, AuthEngine, ExternalAuth, Mirror, MirrorEngine};
 use haptic_sdk::http3::Quic;
 use haptic_sdk::names::sanitize;
 
@@ -175,6 +181,8 @@ pub struct RuleOutput {
     pub timeout_ms: Option<u64>,
     /// The rule's `RequestMirror` targets ([`crate::mirrors`]).
     pub mirror: Option<Mirror>,
+    /// The rule's `ExternalAuth` profile ([`crate::external_auth`]).
+    pub auth: Option<ExternalAuth>,
 }
 
 /// Everything one frontend is built from.
@@ -321,7 +329,27 @@ impl Frontend {
         }
         let mut routing = String::new();
         let mut response = String::new();
-        let engine = MirrorEngine::new(crate::mirrors::LIBRARY);
+        // Authentication first: the auth service sees the request as the
+        // client sent it, and a refused one meets no other filter.
+        let authenticated: Vec<(&String, &ExternalAuth)> = self
+            .rules
+            .iter()
+            .filter_map(|(rule, output)| Some((rule, output.auth.as_ref()?)))
+            .collect();
+        if !authenticated.is_empty() {
+            let auth = AuthEngine::new(crate::LIBRARY).answering(Answers::PassThrough);
+            for (rule, _) in &authenticated {
+                out.push_str(&auth.route_rule(&rule_is(rule), &crate::agent_profile(rule)));
+            }
+            let headers: BTreeSet<String> = authenticated
+                .iter()
+                .flat_map(|(_, profile)| profile.response_headers.iter().cloned())
+                .collect();
+            out.push_str(&auth.filter_line());
+            out.push_str(&auth.verdict_rules(&headers));
+            response.push_str(&auth.response_rules());
+        }
+        let engine = MirrorEngine::new(crate::LIBRARY);
         let mut mirrored = false;
         for (rule, output) in &self.rules {
             let is = rule_is(rule);
@@ -330,7 +358,7 @@ impl Frontend {
             }
             if let Some(mirror) = &output.mirror {
                 let body = mirror.targets.iter().any(|t| t.body);
-                out.push_str(&engine.route_rules(&is, &crate::mirrors::profile(rule), body));
+                out.push_str(&engine.route_rules(&is, &crate::agent_profile(rule), body));
                 mirrored = true;
             }
             for action in &output.actions.response {

@@ -22,6 +22,7 @@
 pub mod api;
 pub mod claims;
 pub mod conditions;
+pub mod external_auth;
 pub mod filters;
 pub mod frontend;
 mod gateway;
@@ -59,6 +60,19 @@ pub const REFERENCE_GRANTS: &str = "referencegrants";
 pub const NAMESPACES: &str = "gateway-namespaces";
 pub const SERVICES: &str = "gateway-services";
 pub const HAPROXY_PODS: &str = "gateway-haproxy-pods";
+
+/// The library's name, which names its agent engines (auth, mirrors) and
+/// their profiles.
+pub const LIBRARY: &str = "gateway-api";
+
+/// The agent profile of rule `rule` (`<namespace>/<route>/<index>`):
+/// letters, digits, `.`, `-` and `_` only, as the configuration may carry.
+pub fn agent_profile(rule: &str) -> String {
+    format!(
+        "{LIBRARY}.{}",
+        haptic_sdk::names::sanitize(&rule.replace('/', "."))
+    )
+}
 
 /// The label the host puts on owned objects; the library finds its own
 /// Services' load balancer addresses by it.

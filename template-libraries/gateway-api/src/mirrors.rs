@@ -5,20 +5,10 @@
 //! the ready endpoints and an endpoint flip changes nothing here.
 
 use haptic_sdk::agent::{Fraction, Mirror, MirrorTarget};
-use haptic_sdk::names::sanitize;
 
 use crate::api::HttpFilter;
 use crate::conditions::Condition;
 use crate::routes::{Cluster, ServiceRef, resolve_service};
-
-/// The library's name, which names its mirror engine and profiles.
-pub const LIBRARY: &str = "gateway-api";
-
-/// The profile of rule `rule` (`<namespace>/<route>/<index>`): letters,
-/// digits, `.`, `-` and `_` only, as the configuration may carry.
-pub fn profile(rule: &str) -> String {
-    format!("{LIBRARY}.{}", sanitize(&rule.replace('/', ".")))
-}
 
 /// A rule's mirrors; a mirror whose backendRef does not resolve is left
 /// out, its reason the route's ResolvedRefs condition (the first problem
@@ -50,21 +40,12 @@ pub fn resolve(
                     continue;
                 }
             };
-        let Some(ip) = cluster
-            .cluster_ips
-            .get(&(namespace.to_owned(), r.name.clone()))
-            .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
-        else {
+        let Some(authority) = cluster.cluster_ip_authority(namespace, &r.name, port) else {
             left_out.push(format!(
                 "the RequestMirror to Service {namespace}/{} is not served: copies go to a Service's cluster IP, and it has none (headless)",
                 r.name
             ));
             continue;
-        };
-        let authority = if ip.contains(':') {
-            format!("[{ip}]:{port}")
-        } else {
-            format!("{ip}:{port}")
         };
         let mut target = MirrorTarget::new(format!("http://{authority}"));
         // The copy is the request: its own Host, not the Service's.
@@ -137,6 +118,6 @@ mod tests {
                 denominator: 1
             }
         );
-        assert_eq!(profile("ns/route/0"), "gateway-api.ns.route.0");
+        assert_eq!(crate::agent_profile("ns/route/0"), "gateway-api.ns.route.0");
     }
 }

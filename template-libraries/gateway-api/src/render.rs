@@ -26,8 +26,11 @@ use crate::{
     GATEWAY_CLASSES, GATEWAYS, GRPC_ROUTES, GatewayValues, HAPROXY_PODS, HTTP_ROUTES, NAMESPACES,
     OWNED_BY, REFERENCE_GRANTS, SERVICES, SUPPORTED_FEATURES,
 };
-use crate::{api, claims, conditions, hostnames, listeners, mirrors, parameters, ports, routes};
-use haptic_sdk::agent::{Mirror, MirrorEngine};
+use crate::{
+    api, claims, conditions, external_auth, hostnames, listeners, mirrors, parameters, ports,
+    routes,
+};
+use haptic_sdk::agent::{Answers, AuthEngine, ExternalAuth, Mirror, MirrorEngine};
 
 use crate::gateway::{GatewayModel, gateway_status, haproxy_endpoints, rejected_class_status};
 use crate::rules::{RouteView, add_route};
@@ -283,6 +286,14 @@ pub(crate) fn render(
                 )
             })
             .collect();
+        let auths: Vec<_> = route
+            .spec
+            .rules
+            .iter()
+            .map(|rule| {
+                external_auth::resolve(view.kind, route_ns, &rule.filters, &cluster, &mut problem)
+            })
+            .collect();
         for why in left_out {
             out.warning(
                 Some(&view.key),
@@ -325,8 +336,9 @@ pub(crate) fn render(
                         if view.kind == GRPC_ROUTE {
                             frontend.h2 = true;
                         }
-                        let why =
-                            add_route(frontend, view, listener, attachment, &backends, &mirrors);
+                        let why = add_route(
+                            frontend, view, listener, attachment, &backends, &mirrors, &auths,
+                        );
                         if unsupported.is_none() {
                             unsupported = why;
                         }
@@ -403,12 +415,23 @@ pub(crate) fn render(
     let mirror_profiles: BTreeMap<String, Mirror> = frontends
         .values()
         .flat_map(|f| f.rules.iter())
-        .filter_map(|(rule, output)| Some((mirrors::profile(rule), output.mirror.clone()?)))
+        .filter_map(|(rule, output)| Some((crate::agent_profile(rule), output.mirror.clone()?)))
         .collect();
     if !mirror_profiles.is_empty() {
-        let engine = MirrorEngine::new(mirrors::LIBRARY);
+        let engine = MirrorEngine::new(crate::LIBRARY);
         engine.engine(out)?;
         engine.profiles(out, &mirror_profiles)?;
+    }
+    // The auth engine likewise; each frontend wrote its own rules.
+    let auth_profiles: BTreeMap<String, ExternalAuth> = frontends
+        .values()
+        .flat_map(|f| f.rules.iter())
+        .filter_map(|(rule, output)| Some((crate::agent_profile(rule), output.auth.clone()?)))
+        .collect();
+    if let Some(slowest) = auth_profiles.values().map(|a| a.timeout_ms).max() {
+        let engine = AuthEngine::new(crate::LIBRARY).answering(Answers::PassThrough);
+        engine.engine(out, slowest + 1_000)?;
+        engine.profiles(out, &auth_profiles)?;
     }
     // Into `kubernetes-backends`' backends (they exist: the refs resolved).
     for (backend, lines) in timeouts {

@@ -29,6 +29,24 @@ pub struct Cluster<'a> {
     pub cluster_ips: &'a BTreeMap<(String, String), String>,
 }
 
+impl Cluster<'_> {
+    /// `<cluster IP>:<port>` of Service `namespace/name` (the IP in
+    /// brackets for IPv6), where the agent sends what it sends to a
+    /// Service, so kube-proxy balances it over the ready endpoints; `None`
+    /// for a headless Service.
+    pub fn cluster_ip_authority(&self, namespace: &str, name: &str, port: i32) -> Option<String> {
+        let ip = self
+            .cluster_ips
+            .get(&(namespace.to_owned(), name.to_owned()))?
+            .parse::<std::net::IpAddr>()
+            .ok()?;
+        Some(match ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+            std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+        })
+    }
+}
+
 /// One route attached to one listener.
 #[derive(Debug, Clone)]
 pub struct Attachment {

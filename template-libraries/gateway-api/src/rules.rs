@@ -5,6 +5,7 @@ use haptic_sdk::ObjectKey;
 use haptic_sdk::agent::Mirror;
 
 use crate::api::HttpRoute;
+use crate::external_auth::RuleAuth;
 use crate::frontend::{Frontend, MatchEntry, RuleOutput};
 use crate::listeners::{CheckedListener, GRPC_ROUTE, Protocol};
 use crate::{api, filters, hostnames, matches, routes};
@@ -50,6 +51,7 @@ pub(crate) fn add_route(
     attachment: &routes::Attachment,
     backends: &[routes::Backends],
     mirrors: &[Option<Mirror>],
+    auths: &[Result<RuleAuth, filters::FilterError>],
 ) -> Option<String> {
     let mut unsupported = None;
     let protocol = listener.protocol.unwrap_or(Protocol::Http);
@@ -98,17 +100,27 @@ pub(crate) fn add_route(
                 Ok(compiled)
             }
         });
-        let output = match compiled_filters {
-            Ok((actions, timeout_ms)) => RuleOutput {
+        // An auth service that cannot be asked fails the rule (500), never
+        // serves it open.
+        let auth = auths.get(ri).cloned().unwrap_or(Ok(RuleAuth::Open));
+        let output = match (compiled_filters, auth) {
+            (Err(why), _) | (_, Err(why)) => {
+                unsupported.get_or_insert(format!("rule {ri}: {why}"));
+                RuleOutput::default()
+            }
+            // Its auth service's reference does not resolve: 500, as for a
+            // backendRef that does not (ResolvedRefs says why).
+            (Ok(_), Ok(RuleAuth::Unresolved)) => RuleOutput::default(),
+            (Ok((actions, timeout_ms)), Ok(auth)) => RuleOutput {
                 actions,
                 backends: backends.get(ri).cloned().unwrap_or_default(),
                 timeout_ms,
                 mirror,
+                auth: match auth {
+                    RuleAuth::Ask(profile) => Some(*profile),
+                    RuleAuth::Open | RuleAuth::Unresolved => None,
+                },
             },
-            Err(why) => {
-                unsupported.get_or_insert(format!("rule {ri}: {why}"));
-                RuleOutput::default()
-            }
         };
         frontend.rules.insert(id.clone(), output);
         for (mi, m) in compiled.iter().enumerate() {

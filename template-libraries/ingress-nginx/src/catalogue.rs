@@ -22,9 +22,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         return Some(SNIPPET_WHY);
     }
     Some(match annotation {
-        "enable-global-auth" => {
-            "haptic has no global auth-url (ingress-nginx's ConfigMap key global-auth-url): there is no global authentication to opt out of; set auth-url on the Ingress"
-        }
         "upstream-hash-by-subset" | "upstream-hash-by-subset-size" => {
             "HAProxy hashes to one server, not to a subset of them; upstream-hash-by alone is honoured"
         }
@@ -83,9 +80,6 @@ pub fn not_honoured(annotation: &str) -> Option<&'static str> {
         | "influxdb-server-name" => "use haptic's Prometheus metrics instead",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is an nginx module; HAProxy would need an SPOE agent (not yet in haptic's agent)"
-        }
-        "satisfy" => {
-            "`satisfy: any` (a client in the source ranges or one the auth service lets in) is not built: the source ranges and auth-url both apply, as `satisfy: all`"
         }
         "add-base-url"
         | "base-url-scheme"

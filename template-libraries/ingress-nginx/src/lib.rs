@@ -219,7 +219,21 @@ impl Library for IngressNginx {
         let claimed = Claimed::new(&self.claims, &served, out)?;
         let served = claimed.entries(&served);
 
-        let mut routing = Routing::new(v.canary_across_namespaces);
+        let (global_auth, global_findings) = policy::read_global_auth(&v.global_auth);
+        for finding in global_findings.iter().filter(|f| f.status.is_unsupported()) {
+            out.warning(
+                None,
+                "GlobalAuthKeyNotApplied",
+                format!(
+                    "templateLibraries.ingressNginx.globalAuth: {} {}: {}",
+                    finding.annotation,
+                    finding.status.verdict(),
+                    finding.status.text()
+                ),
+            )?;
+        }
+        let global_configured = global_auth != policy::GlobalAuth::None;
+        let mut routing = Routing::new(v.canary_across_namespaces, global_auth);
         let mut certificates = Certificates::new(&INGRESS_NGINX).claims(self.claims.clone());
         let mut canaries = Vec::new();
         let mut passthrough = PassthroughRoutes::default();
@@ -246,6 +260,7 @@ impl Library for IngressNginx {
                 &ingress.key.namespace,
                 self.https.passthrough().is_some(),
             );
+            policy.take_global_auth(global_configured);
             claims::limit_aliases(&self.claims, ingress, &id, &mut policy.aliases, out)?;
             let findings = annotations.finish();
             let refused = v.unsupported_annotations == Unsupported::Refuse

@@ -17,6 +17,7 @@ mod redirects;
 mod rules;
 mod upstream;
 
+pub use auth::{GlobalAuth, read_global_auth};
 pub use rules::BANDWIDTH_FILTER_LINE;
 
 use crate::annotations::Annotations;
@@ -132,6 +133,13 @@ pub struct Policy {
     pub auth_proxy_headers: Option<String>,
     /// `auth-url` is set but not valid: every request is refused.
     pub external_auth_refused: bool,
+    /// The global auth-url (values `globalAuth`) may apply: not turned off
+    /// by `enable-global-auth: "false"`, and the Ingress is neither a
+    /// canary nor an ssl-passthrough one.
+    pub global_auth: bool,
+    /// `satisfy: any`: a client in the allowed source ranges needs no
+    /// authentication (others still do).
+    pub satisfy_any: bool,
     /// `mirror-target` and its companions: the agent copies each request.
     pub mirror: Option<haptic_sdk::agent::MirrorTarget>,
     /// `retry-on` conditions (`proxy-next-upstream`).
@@ -157,6 +165,10 @@ pub struct Policy {
     /// rewritten.
     pub rewrites: Rewrites,
 }
+
+/// Set for a request from the Ingress's allowed source ranges when
+/// `satisfy: any` lets those in without authentication.
+pub const SOURCE_ALLOWED: &str = "txn.ingress_nginx_source_allowed";
 
 impl Policy {
     /// Reads the annotations; `paths` are the Ingress's paths (for the
@@ -186,6 +198,7 @@ impl Policy {
             a.not_honoured_rest("ignored on a canary Ingress, as in ingress-nginx: the main Ingress's annotations apply to the canary's requests");
             return p;
         }
+        p.global_auth = true;
         p.read_paths(a, paths);
         p.read_cors(a);
         p.read_custom_headers(a, namespace);
@@ -199,6 +212,34 @@ impl Policy {
         p.read_upstream(a);
         p.rewrites = Rewrites::read(a);
         p
+    }
+
+    /// Settles whether the global auth-url covers the Ingress: one is
+    /// `configured` (values `globalAuth`), the Ingress has no auth-url of
+    /// its own and did not opt out (`enable-global-auth: "false"`).
+    pub fn take_global_auth(&mut self, configured: bool) {
+        self.global_auth &=
+            configured && self.external_auth.is_none() && !self.external_auth_refused;
+    }
+
+    /// Whether the Ingress's requests are authenticated (basic, its
+    /// auth-url, the global one), even if only to be refused.
+    pub fn authenticates(&self) -> bool {
+        self.auth.is_some()
+            || self.external_auth.is_some()
+            || self.external_auth_refused
+            || self.global_auth
+    }
+
+    /// The condition under which the Ingress's authentication applies:
+    /// `acl` (its requests), but with `satisfy: any` not to a client in its
+    /// allowed source ranges (nginx's `satisfy any`: either suffices).
+    pub fn auth_condition(&self, acl: &str) -> String {
+        if self.satisfy_any && self.allow.is_some() {
+            format!("{acl} !{{ var({SOURCE_ALLOWED}) -m bool }}")
+        } else {
+            acl.to_owned()
+        }
     }
 
     /// `ssl-passthrough`; whether it is on for this Ingress.

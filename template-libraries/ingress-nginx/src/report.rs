@@ -53,7 +53,8 @@ impl Status {
         matches!(self, Self::NotHonoured(_) | Self::Invalid(_))
     }
 
-    fn text(&self) -> &str {
+    /// What haptic does with the annotation, and why.
+    pub fn text(&self) -> &str {
         match self {
             Self::Honoured(text)
             | Self::Differs(text)
@@ -62,7 +63,8 @@ impl Status {
         }
     }
 
-    fn verdict(&self) -> &'static str {
+    /// The verdict in words (`honoured`, `not honoured`, ...).
+    pub fn verdict(&self) -> &'static str {
         match self {
             Self::Honoured(_) => "honoured",
             Self::Differs(_) => "honoured with a difference",

@@ -9,7 +9,7 @@ mod canary;
 mod fallback;
 mod headers;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use haptic_sdk::agent::{AuthEngine, ExternalAuth, Mirror, MirrorEngine};
 use std::fmt::Write as _;
@@ -20,24 +20,108 @@ use haptic_sdk::k8s::api::networking::v1::{Ingress, IngressServiceBackend};
 use haptic_sdk::names::{backend_name, map_line};
 use haptic_sdk::{Context, Entry, Output, Result, SectionKind, Slot};
 
-use crate::policy::Policy;
+use crate::policy::{GlobalAuth, Policy};
 use crate::{
     CLUSTER_IP_BACKEND_PREFIX, NGINX_MAPS, REGEX_MAP, REGEX_ROUTES_MAP, SERVICES,
     UNAVAILABLE_BACKEND,
 };
 use crate::{parse, regex};
-use auth::{LIBRARY, agent_profile, basic_auth, external_auth};
+use auth::{GLOBAL_AUTH_PROFILE, LIBRARY, agent_profile, basic_auth, external_auth};
 use fallback::default_backend;
 use headers::config_map_headers;
 
 use fallback::Fallback;
 
+/// A regex location: a `use-regex`/`rewrite-target` path, or another path
+/// of a host that has one.
+#[derive(Debug, Clone)]
+struct RegexRoute {
+    /// The host (empty: a rule without host).
+    host: String,
+    /// The checked path regex ([`regex::path_regex`]).
+    regex: String,
+    backend: String,
+    /// `namespace/name`.
+    ingress: String,
+    /// The path as the Ingress wrote it: its length orders the locations.
+    path: String,
+    /// An Exact path: nginx's `location =`, ahead of every regex.
+    exact: bool,
+}
+
+/// An Exact or Prefix path as the route table took it.
+#[derive(Debug, Clone)]
+struct PlainPath {
+    host: String,
+    path: String,
+    kind: PathKind,
+    backend: String,
+    ingress: String,
+}
+
+impl PlainPath {
+    /// The path as a regex location of its host: an Exact path whole, a
+    /// Prefix path by whole segments (as the route table matches it),
+    /// case-insensitively as nginx's `~*`.
+    fn regex_route(&self) -> RegexRoute {
+        let escaped = haptic_sdk::haproxy::regex_escape(&self.path);
+        let regex = match self.kind {
+            PathKind::Exact => format!("(?:{escaped})$"),
+            PathKind::Prefix if self.path.ends_with('/') => format!("(?:{escaped})"),
+            PathKind::Prefix => format!("(?:{escaped})(?:/|$)"),
+        };
+        RegexRoute {
+            host: self.host.clone(),
+            regex,
+            backend: self.backend.clone(),
+            ingress: self.ingress.clone(),
+            path: self.path.clone(),
+            exact: self.kind == PathKind::Exact,
+        }
+    }
+}
+
+/// The regex locations in the order ingress-nginx gives a server's: as
+/// soon as one path of a host is a regex, every path of that host is a
+/// regex location (so a `rewrite-target` on `/` does not take
+/// cert-manager's `/.well-known/acme-challenge/<token>` of another
+/// Ingress); exact paths first (nginx's `location =` wins over regexes),
+/// then the longest path first, ties in reverse order of the path text,
+/// then the older Ingress. Keys carry their host, so hosts never compete.
+fn regex_locations(
+    mut routes: Vec<RegexRoute>,
+    regex_hosts: &BTreeSet<String>,
+    plain: &[PlainPath],
+) -> Vec<RegexRoute> {
+    routes.extend(
+        plain
+            .iter()
+            .filter(|p| regex_hosts.contains(&p.host))
+            .map(PlainPath::regex_route),
+    );
+    routes.sort_by(|a, b| {
+        b.exact
+            .cmp(&a.exact)
+            .then_with(|| b.path.len().cmp(&a.path.len()))
+            .then_with(|| b.path.cmp(&a.path))
+    });
+    routes
+}
+
 /// The routes and rules of every served Ingress, being built.
 #[derive(Default)]
 pub(crate) struct Routing {
     table: RouteTable,
-    /// Regex routes in nginx's order: (key, backend, Ingress).
-    regex: Vec<(String, String, String)>,
+    /// Regex routes, in the order the Ingresses came (oldest first);
+    /// [`Self::finish`] puts them in nginx's.
+    regex: Vec<RegexRoute>,
+    /// Hosts with a regex path (`use-regex`, `rewrite-target`): every path
+    /// of theirs is a regex location, as ingress-nginx makes them.
+    regex_hosts: BTreeSet<String>,
+    /// Exact and prefix paths by host, for the regex hosts among them.
+    plain_paths: Vec<PlainPath>,
+    /// `server-alias`: (alias, host it names).
+    aliases: Vec<(String, String)>,
     /// Request rules per backend (rewrites), by backend.
     backend_rules: BTreeMap<String, String>,
     rewrites: usize,
@@ -72,17 +156,72 @@ pub(crate) struct Routing {
     canary_across_namespaces: bool,
     /// Some Ingress has a `limit-rate`: the frontend needs its filter.
     bandwidth_limited: bool,
-    /// `auth-url` profiles by name (`ingress-nginx.<namespace>.<name>`).
+    /// `auth-url` profiles by name (`ingress-nginx.<namespace>.<name>`,
+    /// the global one [`GLOBAL_AUTH_PROFILE`]).
     external_auth: BTreeMap<String, ExternalAuth>,
+    /// The values' `globalAuth`, for the Ingresses that take it.
+    global_auth: GlobalAuth,
     /// Mirror profiles by name (`mirror-target`).
     mirrors: BTreeMap<String, Mirror>,
 }
 
 impl Routing {
-    pub(crate) fn new(canary_across_namespaces: bool) -> Self {
+    pub(crate) fn new(canary_across_namespaces: bool, global_auth: GlobalAuth) -> Self {
         Self {
             canary_across_namespaces,
+            global_auth,
             ..Self::default()
+        }
+    }
+
+    /// `server-alias` names the whole server in ingress-nginx (its
+    /// `server_name`): every path of the host, every Ingress's, is served
+    /// under the alias too. The annotated Ingress's own paths are there
+    /// already; a path the alias has of its own keeps it.
+    fn serve_aliases(&mut self) {
+        for (alias, host) in std::mem::take(&mut self.aliases) {
+            let plain: Vec<PlainPath> = self
+                .plain_paths
+                .iter()
+                .filter(|p| p.host == host)
+                .cloned()
+                .collect();
+            for p in plain {
+                let known = self
+                    .plain_paths
+                    .iter()
+                    .any(|q| q.host == alias && q.path == p.path && q.kind == p.kind);
+                if !known
+                    && self
+                        .table
+                        .add(&alias, &p.path, p.kind, &p.backend, &p.ingress)
+                        .is_ok()
+                {
+                    self.plain_paths.push(PlainPath {
+                        host: alias.clone(),
+                        ..p
+                    });
+                }
+            }
+            let regex: Vec<RegexRoute> = self
+                .regex
+                .iter()
+                .filter(|r| r.host == host)
+                .cloned()
+                .collect();
+            for r in regex {
+                self.regex_hosts.insert(alias.clone());
+                if !self
+                    .regex
+                    .iter()
+                    .any(|q| q.host == alias && q.regex == r.regex)
+                {
+                    self.regex.push(RegexRoute {
+                        host: alias.clone(),
+                        ..r
+                    });
+                }
+            }
         }
     }
 
@@ -115,8 +254,10 @@ impl Routing {
             self.default_backend = Some(resolve(ctx, out, ingress, id, service)?);
         }
         let mut hosts: Vec<String> = Vec::new();
-        let mut regex_routes: Vec<(String, String, String)> = Vec::new();
         let mut backends: Vec<String> = Vec::new();
+        // Each backend's Service and port as the Ingress names them, for a
+        // default backend's X-Service-Name and X-Service-Port.
+        let mut services: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut unavailable = false;
         for rule in spec.rules.iter().flatten() {
             let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
@@ -126,6 +267,13 @@ impl Routing {
             for h in &rule_hosts {
                 if !h.is_empty() && !hosts.contains(h) {
                     hosts.push(h.clone());
+                }
+            }
+            if !host.is_empty() {
+                for alias in &policy.aliases {
+                    if !self.aliases.contains(&(alias.clone(), host.clone())) {
+                        self.aliases.push((alias.clone(), host.clone()));
+                    }
                 }
             }
             for path in rule.http.iter().flat_map(|h| &h.paths) {
@@ -150,6 +298,7 @@ impl Routing {
                     unavailable = true;
                 } else if !backends.contains(&backend) {
                     backends.push(backend.clone());
+                    services.insert(backend.clone(), (service.name.clone(), port_text(service)));
                 }
                 for h in &rule_hosts {
                     self.mains
@@ -165,11 +314,15 @@ impl Routing {
                         }
                     };
                     for h in &rule_hosts {
-                        regex_routes.push((
-                            regex::route_key(h, &regex),
-                            backend.clone(),
-                            id.to_owned(),
-                        ));
+                        self.regex_hosts.insert(h.clone());
+                        self.regex.push(RegexRoute {
+                            host: h.clone(),
+                            regex: regex.clone(),
+                            backend: backend.clone(),
+                            ingress: id.to_owned(),
+                            path: path_text.to_owned(),
+                            exact: false,
+                        });
                     }
                     if let Some(replacement) = &policy.rewrite
                         && backend != UNAVAILABLE_BACKEND
@@ -190,8 +343,17 @@ impl Routing {
                     continue;
                 };
                 for h in &rule_hosts {
-                    if let Err(why) = self.table.add(h, path_text, kind, &backend, id) {
-                        skipped(out, ingress, id, path_text, h, &format!("{why:?}"))?;
+                    match self.table.add(h, path_text, kind, &backend, id) {
+                        Ok(()) => self.plain_paths.push(PlainPath {
+                            host: h.clone(),
+                            path: path_text.to_owned(),
+                            kind,
+                            backend: backend.clone(),
+                            ingress: id.to_owned(),
+                        }),
+                        Err(why) => {
+                            skipped(out, ingress, id, path_text, h, &format!("{why:?}"))?;
+                        }
                     }
                 }
             }
@@ -215,6 +377,7 @@ impl Routing {
             self.fallbacks.push(Fallback {
                 ingress: id.to_owned(),
                 backends: backends.clone(),
+                services,
                 unavailable,
                 to,
             });
@@ -230,9 +393,6 @@ impl Routing {
         if let Some(auth) = &policy.client_auth {
             self.add_client_auth(ctx, out, ingress, id, auth, frontend, tls_secrets, &hosts)?;
         }
-        // nginx orders regex locations longest first.
-        regex_routes.sort_by_key(|(key, _, _)| std::cmp::Reverse(key.len()));
-        self.regex.extend(regex_routes);
 
         let tls_hosts: Vec<String> = spec
             .tls
@@ -256,24 +416,49 @@ impl Routing {
                 rules,
             )?;
         }
+        // Authentication asks the Ingress's requests, except with
+        // `satisfy: any` those from its allowed source ranges.
+        let asked = policy.auth_condition(&haptic_sdk::ingress::matched_ingress_acl(
+            &ingress.key.namespace,
+            &ingress.key.name,
+        ));
         if let Some(auth) = &policy.auth {
-            basic_auth(ctx, out, ingress, id, auth, frontend)?;
+            basic_auth(ctx, out, ingress, id, auth, &asked, frontend)?;
         }
-        if policy.external_auth_refused {
-            let acl =
-                haptic_sdk::ingress::matched_ingress_acl(&ingress.key.namespace, &ingress.key.name);
+        let refused = policy.external_auth_refused
+            || (policy.global_auth && self.global_auth == GlobalAuth::Refused);
+        if refused {
             out.snippet_keyed(
                 format!("ingress-nginx-auth-url:{id}"),
                 SectionKind::Frontend,
                 frontend,
                 Slot::RequestRules,
                 haptic_sdk::agent::ROUTE_PRIORITY,
-                format!("    http-request return status 500 if {acl}\n"),
+                format!("    http-request return status 500 if {asked}\n"),
             )?;
         }
         if let Some(auth) = &policy.external_auth {
-            let (profile, auth) = external_auth(ctx, out, ingress, id, auth, policy, frontend)?;
+            let profile = agent_profile(id);
+            let auth = external_auth(ctx, out, ingress, id, auth, policy)?;
+            AuthEngine::new(LIBRARY).route(
+                out,
+                format!("ingress-nginx-auth-url:{id}"),
+                frontend,
+                &asked,
+                &profile,
+            )?;
             self.external_auth.insert(profile, auth);
+        }
+        if let (true, GlobalAuth::Ask(global)) = (policy.global_auth, &self.global_auth) {
+            AuthEngine::new(LIBRARY).route(
+                out,
+                format!("ingress-nginx-auth-url:{id}"),
+                frontend,
+                &asked,
+                GLOBAL_AUTH_PROFILE,
+            )?;
+            self.external_auth
+                .insert(GLOBAL_AUTH_PROFILE.to_owned(), (**global).clone());
         }
         if let Some(target) = &policy.mirror {
             let profile = agent_profile(id);
@@ -381,7 +566,8 @@ impl Routing {
             .push_str(&lines);
     }
 
-    pub(crate) fn finish(self, frontend: &str, out: &mut Output) -> Result<()> {
+    pub(crate) fn finish(mut self, frontend: &str, out: &mut Output) -> Result<()> {
+        self.serve_aliases();
         if !self.external_auth.is_empty() {
             let engine = AuthEngine::new(LIBRARY);
             let slowest = self.external_auth.values().map(|a| a.timeout_ms).max();
@@ -410,8 +596,13 @@ impl Routing {
         let mut regex_routes = String::from(
             "# haptic ingress-nginx: ^<host>(?i)<path regex> -> namespace/name of the Ingress\n",
         );
-        for (key, backend, ingress) in &self.regex {
-            if let (Some(a), Some(b)) = (map_line(key, backend), map_line(key, ingress)) {
+        let regex = std::mem::take(&mut self.regex);
+        for route in regex_locations(regex, &self.regex_hosts, &self.plain_paths) {
+            let key = regex::route_key(&route.host, &route.regex);
+            if let (Some(a), Some(b)) = (
+                map_line(&key, &route.backend),
+                map_line(&key, &route.ingress),
+            ) {
                 regex_map.push_str(&a);
                 regex_routes.push_str(&b);
             }
@@ -438,6 +629,7 @@ impl Routing {
         let (mut canary_request, mut canary_routing) = self.canary_rules;
         for fallback in &self.fallbacks {
             canary_routing.push_str(&fallback.routing_rules());
+            canary_request.push_str(&fallback.request_rules());
         }
         if !canary_request.is_empty() || !self.fallbacks.is_empty() {
             // The backend this library's routing will pick, by the same

@@ -48,6 +48,12 @@ pub struct NginxValues {
     /// takes all of it), so an admin widens it knowingly.
     #[serde(default)]
     pub canary_across_namespaces: bool,
+    /// ingress-nginx's `global-auth-*` ConfigMap keys, as in that
+    /// ConfigMap (`global-auth-url`: `https://...`): an `auth-url` for
+    /// every served Ingress without its own
+    /// ([`crate::policy::read_global_auth`]).
+    #[serde(default)]
+    pub global_auth: std::collections::BTreeMap<String, String>,
 }
 
 /// `sslPassthrough`: ingress-nginx's `--enable-ssl-passthrough`. The SDK's
@@ -155,6 +161,7 @@ pub fn defaults() -> serde_json::Value {
         "publishedAddress": { "ip": "", "hostname": "" },
         "publishedService": "",
         "canaryAcrossNamespaces": false,
+        "globalAuth": {},
         "sslPassthrough": {
             "enabled": false,
             "internalBind": haptic_sdk::ingress::tls::PASSTHROUGH_INTERNAL_BIND,

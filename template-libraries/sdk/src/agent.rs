@@ -66,7 +66,60 @@ pub struct ExternalAuth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<AuthCache>,
     pub timeout_ms: u64,
+    /// How the agent turns the auth service's answer into the verdict; it
+    /// must be the engine's ([`AuthEngine::answering`]).
+    #[serde(skip_serializing_if = "Answers::is_ingress_nginx")]
+    pub answers: Answers,
+    /// The client's headers sent to the auth service: every one when
+    /// `None` (ingress-nginx), else only these names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_headers: Option<Vec<String>>,
+    /// The sub-request's Host header (nginx variables allowed); `None`: the
+    /// URL's authority.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Keep the connection to the auth service for the next sub-request
+    /// (the agent's pool); `false` closes it after each.
+    #[serde(skip_serializing_if = "is_true")]
+    pub keep_alive: bool,
 }
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+/// How the agent turns an auth service's answer into the verdict, and the
+/// rules [`AuthEngine`] writes for it (docs/spoa.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answers {
+    /// ingress-nginx's `auth_request`: 2xx passes, 401 (or a 302 to the
+    /// sign-in page) and 403 are answered, anything else is 500.
+    #[default]
+    IngressNginx,
+    /// The Gateway API's `ExternalAuth` (HTTP): 200 passes; any other
+    /// status is handed to the client (those in [`PASSED_STATUSES`] and
+    /// the redirects with a `Location`; others 403), with the service's
+    /// `WWW-Authenticate` and cookies.
+    PassThrough,
+}
+
+impl Answers {
+    fn is_ingress_nginx(&self) -> bool {
+        *self == Self::IngressNginx
+    }
+}
+
+/// The denials a pass-through engine answers with the auth service's own
+/// status; any other is answered 403 (HAProxy's `return` takes a fixed
+/// status, so each is a rule).
+pub const PASSED_STATUSES: &[u16] = &[
+    400, 401, 402, 403, 404, 405, 407, 409, 410, 413, 422, 429, 500, 502, 503, 504,
+];
+
+/// The redirects a pass-through engine answers with the auth service's
+/// status and `Location` (those HAProxy's `redirect` takes).
+pub const PASSED_REDIRECTS: &[u16] = &[301, 302, 303, 307, 308];
 
 /// Answers kept by the agent: requests whose `key` expands the same share
 /// the answer for `seconds` when its status is one of `statuses`.
@@ -93,6 +146,10 @@ impl ExternalAuth {
             always_set_cookie: false,
             cache: None,
             timeout_ms: 5_000,
+            answers: Answers::IngressNginx,
+            client_headers: None,
+            host: None,
+            keep_alive: true,
         }
     }
 }
@@ -167,13 +224,26 @@ pub fn header_variable(name: &str) -> String {
 pub struct AuthEngine {
     name: String,
     prefix: String,
+    answers: Answers,
 }
 
 impl AuthEngine {
-    /// The engine of library `library` (`ingress-nginx`).
+    /// The engine of library `library` (`ingress-nginx`), answering as
+    /// ingress-nginx does.
     pub fn new(library: &str) -> Self {
         let (name, prefix) = engine_names(library, "auth");
-        Self { name, prefix }
+        Self {
+            name,
+            prefix,
+            answers: Answers::IngressNginx,
+        }
+    }
+
+    /// The same engine answering as `answers` says; its profiles must say
+    /// the same.
+    pub fn answering(mut self, answers: Answers) -> Self {
+        self.answers = answers;
+        self
     }
 
     fn profile_variable(&self) -> String {
@@ -202,10 +272,9 @@ impl AuthEngine {
         agent_backend(out, &self.backend())
     }
 
-    /// The filter and the verdict's rules in `frontend`: a redirect, 401 or
-    /// 403 as the agent says, 500 when it could not say (fails closed),
-    /// `headers` replaced by what the auth service named (a client's own
-    /// are dropped on every authenticated route), and its cookies.
+    /// The filter and the verdict's rules in `frontend`, as snippets:
+    /// [`Self::filter_line`], [`Self::verdict_rules`] and
+    /// [`Self::response_rules`].
     pub fn frontend(
         &self,
         out: &mut Output,
@@ -214,33 +283,98 @@ impl AuthEngine {
     ) -> Result<()> {
         let key = |what: &str| format!("{}:{what}:{frontend}", self.name);
         spoe_filter(out, key("filter"), frontend, &self.name, &self.spoe_path())?;
-        let profile = self.profile_variable();
-        let status = self.variable("status");
-        let mut rules = format!(
-            "    http-request send-spoe-group {name} {name} if {{ var({profile}) -m found }}\n\
-             \x20   http-request redirect location %[var({location})] code 302 if {{ var({status}) -m int 302 }}\n\
-             \x20   http-request return status 401 if {{ var({status}) -m int 401 }}\n\
-             \x20   http-request return status 403 if {{ var({status}) -m int 403 }}\n\
-             \x20   http-request return status 500 if {{ var({profile}) -m found }} !{{ var({status}) -m int 200 }}\n",
-            name = self.name,
-            location = self.variable("location"),
-        );
-        for header in headers.iter().filter(|h| is_safe_header_name(h)) {
-            let value = self.variable(&header_variable(header));
-            rules.push_str(&format!(
-                "    http-request del-header {header} if {{ var({profile}) -m found }}\n\
-                 \x20   http-request set-header {header} %[var({value})] if {{ var({value}) -m found }}\n"
-            ));
-        }
         out.snippet_keyed(
             key("verdict"),
             SectionKind::Frontend,
             frontend,
             Slot::RequestRules,
             VERDICT_PRIORITY,
-            rules,
+            self.verdict_rules(headers),
         )?;
-        let cookies: String = (0..MAX_COOKIES)
+        out.snippet_keyed(
+            key("cookies"),
+            SectionKind::Frontend,
+            frontend,
+            Slot::ResponseRules,
+            0,
+            self.response_rules(),
+        )
+    }
+
+    /// The engine's `filter spoe` line, for a library writing its frontend
+    /// whole (it goes anywhere in the section).
+    pub fn filter_line(&self) -> String {
+        spoe_filter_line(&self.name, &self.spoe_path())
+    }
+
+    /// The request rules asking the agent and acting on its verdict, after
+    /// every route's [`Self::route_rule`] and before any `use_backend`:
+    /// ingress-nginx's answers (a redirect, 401 or 403 as the agent says,
+    /// 500 when it could not say) or the auth service's own status
+    /// ([`Answers::PassThrough`]); either way 500 when the profile was set
+    /// and no verdict came (fails closed). Then `headers` replaced by what
+    /// the auth service named (a client's own are dropped on every
+    /// authenticated route).
+    pub fn verdict_rules(&self, headers: &BTreeSet<String>) -> String {
+        let profile = self.profile_variable();
+        let status = self.variable("status");
+        let location = self.variable("location");
+        let asked = format!("{{ var({profile}) -m found }}");
+        let mut rules = format!(
+            "    http-request send-spoe-group {name} {name} if {asked}\n",
+            name = self.name
+        );
+        let is = |code: u16| format!("{{ var({status}) -m int {code} }}");
+        match self.answers {
+            Answers::IngressNginx => {
+                rules.push_str(&format!(
+                    "    http-request redirect location %[var({location})] code 302 if {}\n\
+                     \x20   http-request return status 401 if {}\n\
+                     \x20   http-request return status 403 if {}\n\
+                     \x20   http-request return status 500 if {asked} !{}\n",
+                    is(302),
+                    is(401),
+                    is(403),
+                    is(200),
+                ));
+            }
+            Answers::PassThrough => {
+                rules.push_str(&format!(
+                    "    http-request return status 500 if {asked} !{{ var({status}) -m found }}\n"
+                ));
+                for code in PASSED_REDIRECTS {
+                    rules.push_str(&format!(
+                        "    http-request redirect location %[var({location})] code {code} if {} {{ var({location}) -m found }}\n",
+                        is(*code)
+                    ));
+                }
+                for code in PASSED_STATUSES {
+                    rules.push_str(&format!(
+                        "    http-request return status {code} if {}\n",
+                        is(*code)
+                    ));
+                }
+                rules.push_str(&format!(
+                    "    http-request return status 403 if {asked} !{}\n",
+                    is(200)
+                ));
+            }
+        }
+        for header in headers.iter().filter(|h| is_safe_header_name(h)) {
+            let value = self.variable(&header_variable(header));
+            rules.push_str(&format!(
+                "    http-request del-header {header} if {asked}\n\
+                 \x20   http-request set-header {header} %[var({value})] if {{ var({value}) -m found }}\n"
+            ));
+        }
+        rules
+    }
+
+    /// The `http-after-response` rules (after-response, so HAProxy's own
+    /// 401, 403 and redirects carry them too): the auth service's cookies,
+    /// and for [`Answers::PassThrough`] its `WWW-Authenticate`.
+    pub fn response_rules(&self) -> String {
+        let mut rules: String = (0..MAX_COOKIES)
             .map(|n| {
                 let cookie = self.variable(&format!("cookie_{n}"));
                 format!(
@@ -248,14 +382,13 @@ impl AuthEngine {
                 )
             })
             .collect();
-        out.snippet_keyed(
-            key("cookies"),
-            SectionKind::Frontend,
-            frontend,
-            Slot::ResponseRules,
-            0,
-            cookies,
-        )
+        if self.answers == Answers::PassThrough {
+            let challenge = self.variable("www_authenticate");
+            rules.push_str(&format!(
+                "    http-after-response set-header WWW-Authenticate %[var({challenge})] if {{ var({challenge}) -m found }}\n"
+            ));
+        }
+        rules
     }
 
     /// The rule naming profile `profile` for requests `acl` matches, in
@@ -275,10 +408,15 @@ impl AuthEngine {
             frontend,
             Slot::RequestRules,
             ROUTE_PRIORITY,
-            format!(
-                "    http-request set-var({}) str({profile}) if {acl}\n",
-                self.profile_variable()
-            ),
+            self.route_rule(acl, profile),
+        )
+    }
+
+    /// [`Self::route`]'s line, for a library writing its frontend whole.
+    pub fn route_rule(&self, acl: &str, profile: &str) -> String {
+        format!(
+            "    http-request set-var({}) str({profile}) if {acl}\n",
+            self.profile_variable()
         )
     }
 
@@ -585,5 +723,37 @@ mod tests {
         assert!(check_variables("$server_name").is_err());
         assert!(check_variables("$http_").is_err());
         assert!(check_variables("a\nb").is_err());
+    }
+
+    /// Each denial status the agent may pass through has its own rule
+    /// before the catch-all 403, and a missing verdict is 500 first: an
+    /// agent that is down never lets a request through.
+    #[test]
+    fn a_pass_through_engine_answers_the_services_status_and_fails_closed() {
+        let headers = BTreeSet::from(["X-User".to_owned()]);
+        let passing = AuthEngine::new("gateway-api").answering(Answers::PassThrough);
+        let rules = passing.verdict_rules(&headers);
+        let at = |needle: &str| {
+            rules
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle:?} not in\n{rules}"))
+        };
+        let missing = at(
+            "return status 500 if { var(txn.gateway_api_auth_profile) -m found } !{ var(txn.gateway_api_auth.status) -m found }",
+        );
+        let too_many = at("return status 429 if { var(txn.gateway_api_auth.status) -m int 429 }");
+        let see_other = at("code 303 if { var(txn.gateway_api_auth.status) -m int 303 }");
+        let rest = at(
+            "return status 403 if { var(txn.gateway_api_auth_profile) -m found } !{ var(txn.gateway_api_auth.status) -m int 200 }",
+        );
+        assert!(missing < see_other && see_other < too_many && too_many < rest);
+        assert!(
+            passing
+                .response_rules()
+                .contains("set-header WWW-Authenticate")
+        );
+        let nginx = AuthEngine::new("ingress-nginx");
+        assert!(!nginx.verdict_rules(&headers).contains("status 429"));
+        assert!(!nginx.response_rules().contains("WWW-Authenticate"));
     }
 }

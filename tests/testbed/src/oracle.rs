@@ -192,9 +192,38 @@ async fn worker_serves(
     Err(seen)
 }
 
+/// The header of HAProxy's answer to `show map` (3.0.11, checked by hand);
+/// any other answer is not the worker's list of maps.
+const SHOW_MAP_HEADER: &str = "# id (file) description";
+
+/// How long a worker may take to answer `show map` at all: one just forked
+/// by a reload takes its CLI connection only once it is ready (the master
+/// then answers for it "Can't connect to the target CLI!" or nothing),
+/// which on a loaded machine is more than a moment.
+const WORKER_ANSWER_PATIENCE: Duration = Duration::from_secs(3);
+
+/// The worker's answer to `show map`, waiting out a worker not ready to
+/// answer yet; an answer that never becomes a map listing is an error that
+/// quotes it.
+async fn map_listing(socket: &Path, pid: u32) -> Result<String, String> {
+    let deadline = Instant::now() + WORKER_ANSWER_PATIENCE;
+    loop {
+        let listing = master(socket, &format!("@!{pid} show map")).await?;
+        if listing.lines().any(|line| line.trim() == SHOW_MAP_HEADER) {
+            return Ok(listing);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "worker {pid} did not answer `show map` within {WORKER_ANSWER_PATIENCE:?}: {listing:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The backends `host`'s entries in the worker's maps point at.
 async fn backends_for(socket: &Path, pid: u32, host: &str) -> Result<Vec<String>, String> {
-    let listing = master(socket, &format!("@!{pid} show map")).await?;
+    let listing = map_listing(socket, pid).await?;
     // `-1 (maps/ingress-prefix.map) pattern loaded from file ...`
     let maps: Vec<&str> = listing
         .lines()

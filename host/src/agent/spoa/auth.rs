@@ -9,6 +9,12 @@
 //! - 401 or 403: that status;
 //! - anything else, no answer within the profile's timeout, an unknown
 //!   profile: `status` 500. Authentication fails closed.
+//!
+//! A profile with `answers: pass-through` (the Gateway API's `ExternalAuth`)
+//! lets only a 200 through and hands any other status to the client as the
+//! auth service gave it, with its `Location` (`location`),
+//! `WWW-Authenticate` (`www_authenticate`) and cookies; the library's rules
+//! answer the statuses HAProxy can (docs/spoa.md).
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -22,7 +28,7 @@ use spop::VarScope;
 use spop::frames::Ack;
 
 use super::outbound::{Outbound, is_hop_by_hop};
-use super::profiles::AuthProfile;
+use super::profiles::{Answers, AuthProfile};
 use super::request::{OriginalRequest, escape_component};
 use super::{CacheLabels, SpoaMetrics};
 
@@ -33,9 +39,13 @@ pub const MAX_COOKIES: usize = 4;
 /// What HAProxy is told to do with the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// 200 (let it through), 302 (to `location`), 401, 403 or 500.
+    /// 200 (let it through), 302 (to `location`), 401, 403 or 500; under
+    /// `answers: pass-through`, the auth service's status.
     pub status: u16,
     pub location: Option<String>,
+    /// The auth service's `WWW-Authenticate`, passed to the client with a
+    /// pass-through denial.
+    pub www_authenticate: Option<String>,
     /// Header name (as the profile wrote it) and value, for a 200.
     pub headers: Vec<(String, String)>,
     pub cookies: Vec<String>,
@@ -48,6 +58,7 @@ impl Verdict {
         "redirected",
         "unauthorized",
         "forbidden",
+        "denied",
         "failed",
     ];
 
@@ -60,6 +71,7 @@ impl Verdict {
         Self {
             status,
             location: None,
+            www_authenticate: None,
             headers: Vec::new(),
             cookies: Vec::new(),
         }
@@ -68,9 +80,10 @@ impl Verdict {
     pub fn name(&self) -> &'static str {
         match self.status {
             200 => "allowed",
-            302 => "redirected",
+            300..=399 => "redirected",
             401 => "unauthorized",
             403 => "forbidden",
+            400..=499 => "denied",
             _ => "failed",
         }
     }
@@ -80,6 +93,9 @@ impl Verdict {
         let mut ack = ack.set_var(VarScope::Transaction, "status", u32::from(self.status));
         if let Some(location) = self.location {
             ack = ack.set_var(VarScope::Transaction, "location", location);
+        }
+        if let Some(challenge) = self.www_authenticate {
+            ack = ack.set_var(VarScope::Transaction, "www_authenticate", challenge);
         }
         for (name, value) in self.headers {
             ack = ack.set_var(VarScope::Transaction, &header_variable(&name), value);
@@ -207,11 +223,19 @@ impl Authenticator {
             .parse()
             .map_err(|error| format!("the auth URL is not a URL: {error}"))?;
         self.outbound.check_literal(&url, "an auth service")?;
-        let method = Method::from_bytes(profile.method.as_bytes())
-            .map_err(|_| format!("{:?} is not an HTTP method", profile.method))?;
+        let method = request.expand(&profile.method);
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| format!("{method:?} is not an HTTP method"))?;
         let mut sub = Request::builder().method(method).uri(url.clone());
+        let sent = |name: &str| {
+            profile.client_headers.as_ref().is_none_or(|names| {
+                names
+                    .iter()
+                    .any(|allowed| allowed.eq_ignore_ascii_case(name))
+            })
+        };
         for (name, value) in &request.headers {
-            if !is_hop_by_hop(name) {
+            if !is_hop_by_hop(name) && sent(name.as_str()) {
                 sub = sub.header(name.as_str(), value.as_slice());
             }
         }
@@ -238,14 +262,23 @@ impl Authenticator {
             ("X-Forwarded-Proto", request.scheme().to_owned()),
             ("X-Auth-Request-Redirect", redirect),
         ];
-        if let Some(authority) = url.authority() {
-            headers.push(("Host", authority.to_string()));
+        match &profile.host {
+            Some(host) => headers.push(("Host", request.expand(host))),
+            None => {
+                if let Some(authority) = url.authority() {
+                    headers.push(("Host", authority.to_string()));
+                }
+            }
         }
         for (name, value) in headers {
             sub = sub.header(name, value);
         }
         for (name, value) in &profile.request_headers {
             sub = sub.header(name.as_str(), request.expand(value));
+        }
+        if !profile.keep_alive {
+            // hyper's pool does not keep a connection the request closes.
+            sub = sub.header(hyper::header::CONNECTION, "close");
         }
         let sub = sub
             .body(Full::new(Bytes::new()))
@@ -281,7 +314,11 @@ fn verdict(
             .map(str::to_owned)
             .collect()
     };
-    if status.is_success() {
+    let granted = match profile.answers {
+        Answers::IngressNginx => status.is_success(),
+        Answers::PassThrough => status == StatusCode::OK,
+    };
+    if granted {
         return Verdict {
             headers: profile
                 .response_headers
@@ -293,6 +330,12 @@ fn verdict(
                 .collect(),
             cookies: cookies(true),
             ..Verdict::status(200)
+        };
+    }
+    if profile.answers == Answers::PassThrough {
+        return Verdict {
+            cookies: cookies(false),
+            ..passed_through(request, status, headers)
         };
     }
     let mut verdict = match status.as_u16() {
@@ -311,6 +354,32 @@ fn verdict(
     };
     verdict.cookies = cookies(false);
     verdict
+}
+
+/// A denial handed to the client as the auth service gave it: its status,
+/// and its `Location` for a redirect (a redirect without one is 403, there
+/// is nowhere to send the client) and `WWW-Authenticate`.
+fn passed_through(
+    request: &OriginalRequest,
+    status: StatusCode,
+    headers: &hyper::HeaderMap,
+) -> Verdict {
+    let header = |name: hyper::header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let location = header(hyper::header::LOCATION);
+    if status.is_redirection() && location.is_none() {
+        tracing::warn!(profile = %request.profile, status = status.as_u16(), "the auth service redirected without a Location; the request is refused (403)");
+        return Verdict::status(403);
+    }
+    Verdict {
+        location: location.filter(|_| status.is_redirection()),
+        www_authenticate: header(hyper::header::WWW_AUTHENTICATE),
+        ..Verdict::status(status.as_u16())
+    }
 }
 
 /// The sign-in URL with the original URL in its redirect parameter, unless
@@ -385,6 +454,43 @@ mod tests {
 
     fn verdict_of(profile: &AuthProfile, status: StatusCode) -> Verdict {
         verdict(profile, &request(), status, &hyper::HeaderMap::new())
+    }
+
+    #[test]
+    fn a_pass_through_profile_lets_only_200_through_and_hands_on_the_rest() {
+        let mut gateway = profile();
+        gateway.answers = Answers::PassThrough;
+        gateway.signin = None;
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-auth-request-user", "ada".parse().expect("value"));
+        let allowed = verdict(&gateway, &request(), StatusCode::OK, &headers);
+        assert_eq!(allowed.status, 200);
+        assert_eq!(allowed.headers.len(), 1);
+        // 2xx other than 200 is a denial under the Gateway API's rule.
+        assert_eq!(verdict_of(&gateway, StatusCode::NO_CONTENT).status, 204);
+        let mut challenge = hyper::HeaderMap::new();
+        challenge.insert(
+            "www-authenticate",
+            "Bearer realm=\"x\"".parse().expect("value"),
+        );
+        challenge.insert("location", "https://login.test/".parse().expect("value"));
+        let denied = verdict(&gateway, &request(), StatusCode::UNAUTHORIZED, &challenge);
+        assert_eq!((denied.status, denied.location.as_deref()), (401, None));
+        assert_eq!(
+            denied.www_authenticate.as_deref(),
+            Some("Bearer realm=\"x\"")
+        );
+        let moved = verdict(&gateway, &request(), StatusCode::SEE_OTHER, &challenge);
+        assert_eq!(
+            (moved.status, moved.location.as_deref()),
+            (303, Some("https://login.test/"))
+        );
+        // Nowhere to send the client: refused.
+        assert_eq!(verdict_of(&gateway, StatusCode::FOUND).status, 403);
+        assert_eq!(
+            verdict_of(&gateway, StatusCode::TOO_MANY_REQUESTS).name(),
+            "denied"
+        );
     }
 
     #[test]

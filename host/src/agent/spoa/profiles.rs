@@ -63,6 +63,36 @@ pub struct AuthProfile {
     /// How long the sub-request may take before the request fails closed.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// How the auth service's answer becomes the verdict.
+    #[serde(default)]
+    pub answers: Answers,
+    /// The client's headers sent to the auth service: every one when
+    /// absent (ingress-nginx), else only those named (the Gateway API's
+    /// `allowedHeaders` and `Authorization`).
+    #[serde(default)]
+    pub client_headers: Option<Vec<String>>,
+    /// The sub-request's Host header (nginx variables allowed); default the
+    /// URL's authority.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Keep the connection to the auth service for the next sub-request
+    /// (the pool's); `false` closes it after each (`Connection: close`).
+    #[serde(default = "yes")]
+    pub keep_alive: bool,
+}
+
+/// How an auth service's answer becomes the verdict (docs/spoa.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answers {
+    /// ingress-nginx's `auth_request`: 2xx passes; 401 (or the sign-in
+    /// page), 403; anything else is 500.
+    #[default]
+    IngressNginx,
+    /// The Gateway API's `ExternalAuth` (HTTP): 200 passes; any other
+    /// status is the client's answer, with the service's `Location`,
+    /// `WWW-Authenticate` and `Set-Cookie`.
+    PassThrough,
 }
 
 /// Answers of the auth service kept for a while (ingress-nginx's

@@ -2,8 +2,8 @@
 //! (`limit-*`) and the body size (`proxy-body-size`).
 
 use crate::annotations::Annotations;
-use crate::parse;
 use crate::report::Status;
+use crate::{invalid, parse};
 
 use super::Policy;
 
@@ -20,6 +20,25 @@ impl Policy {
             format!("requests from {} are answered 403", list.join(", "))
         }) {
             self.deny = Some(list);
+        }
+        if let Some((key, any)) = a.parsed("satisfy", |v| match v.trim() {
+            "any" => Ok(true),
+            "all" => Ok(false),
+            other => Err(invalid!("{other:?} is not any or all")),
+        }) {
+            let status = match (any, self.allow.is_some()) {
+                (false, _) => Status::Honoured(
+                    "all: the source ranges and the authentication both apply".to_owned(),
+                ),
+                (true, true) => Status::Differs(
+                    "any: a client in the allowed source ranges gets in without authentication, any other must authenticate (basic, auth-url or the global auth-url); without authentication the ranges alone decide. Difference: denylist-source-range refuses its ranges even to a client who authenticates (nginx would let one in)".to_owned(),
+                ),
+                (true, false) => Status::Honoured(
+                    "any, with no allowed source range on the Ingress: the authentication alone decides".to_owned(),
+                ),
+            };
+            a.record(key, status);
+            self.satisfy_any = any;
         }
         let window = "HAProxy counts each client's requests over a sliding window and answers 503 above the limit, with no burst allowance (nginx admits bursts of limit-burst-multiplier, default 5, times the rate); the count is per HAProxy pod, as nginx's is per nginx pod";
         if let Some((key, n)) = a.parsed("limit-rps", |v| parse::number(v, 1..=1_000_000)) {

@@ -8,7 +8,7 @@ use haptic_sdk::agent::{AuthCache, ExternalAuth, check_variables, is_safe_header
 use crate::annotations::Annotations;
 use crate::invalid;
 use crate::parse::{self, Invalid};
-use crate::report::Status;
+use crate::report::{Finding, Status};
 
 use super::{BasicAuth, Policy};
 
@@ -153,6 +153,15 @@ fn cache_duration(value: &str) -> Result<(Vec<u16>, u64), Invalid> {
 
 impl Policy {
     pub(super) fn read_external_auth(&mut self, a: &mut Annotations<'_>, namespace: &str) {
+        if let Some(on) = a.honoured("enable-global-auth", parse::boolean, |on| {
+            if *on {
+                "the global auth-url (values globalAuth) is asked for this Ingress's requests unless it has an auth-url of its own (the default)".to_owned()
+            } else {
+                "the global auth-url (values globalAuth) is not asked for this Ingress's requests".to_owned()
+            }
+        }) {
+            self.global_auth &= on;
+        }
         let Some((url_key, raw)) = a.take("auth-url") else {
             a.not_honoured(EXTERNAL, "auth-url is not set on this Ingress");
             a.not_honoured(
@@ -317,17 +326,143 @@ impl Policy {
             a.record(key, Status::Honoured(format!("the data of ConfigMap {namespace}/{name} are added to the auth sub-request as headers")));
             self.auth_proxy_headers = Some(name);
         }
-        a.not_honoured(
-            &["auth-keepalive", "auth-keepalive-share-vars", "auth-keepalive-requests", "auth-keepalive-timeout"],
-            "the agent always keeps a pool of keep-alive connections to each auth service (up to 64 idle per host, 60 s); it is not tuned per Ingress",
-        );
+        read_auth_keepalive(a, &mut auth);
         self.external_auth = Some(auth);
     }
+}
+
+/// `auth-keepalive*`: the agent's pool of connections to auth services is
+/// its own (up to 64 idle per host, each kept 60 s); `0` connections closes
+/// each after its sub-request, as nginx does without keepalive.
+fn read_auth_keepalive(a: &mut Annotations<'_>, auth: &mut ExternalAuth) {
+    const POOL: &str = "the agent keeps its own pool of connections to each auth service host (up to 64 idle, each kept 60 s)";
+    if let Some((key, n)) = a.parsed("auth-keepalive", |v| parse::number(v, 0..=1_000_000)) {
+        let status = if n == 0 {
+            auth.keep_alive = false;
+            Status::Honoured(
+                "0: the agent closes its connection to the auth service after each sub-request"
+                    .to_owned(),
+            )
+        } else {
+            Status::Differs(format!(
+                "{n}: {POOL}, not {n} per Ingress; 0 would close each connection"
+            ))
+        };
+        a.record(key, status);
+    }
+    if let Some((key, n)) = a.parsed("auth-keepalive-requests", |v| {
+        parse::number(v, 1..=u64::from(u32::MAX))
+    }) {
+        a.record(
+            key,
+            Status::Differs(format!(
+                "{POOL}; a kept connection serves any number of sub-requests, not at most {n}"
+            )),
+        );
+    }
+    if let Some((key, n)) = a.parsed("auth-keepalive-timeout", |v| parse::number(v, 1..=86_400)) {
+        a.record(
+            key,
+            Status::Differs(format!(
+                "{POOL}; an idle connection is kept 60 s, not {n} s"
+            )),
+        );
+    }
+    if let Some((key, _)) = a.parsed("auth-keepalive-share-vars", parse::boolean) {
+        a.record(key, Status::Differs("the sub-request carries the client's headers as the client sent them (X-Request-ID among them when it sent one); nginx variables set while routing are not shared".to_owned()));
+    }
+}
+
+/// What the values' `globalAuth` (ingress-nginx's `global-auth-*`
+/// ConfigMap keys) come to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum GlobalAuth {
+    /// No `global-auth-url`.
+    #[default]
+    None,
+    /// Asked for every Ingress that takes it ([`Policy::take_global_auth`]).
+    Ask(Box<ExternalAuth>),
+    /// `global-auth-url` is not valid: every Ingress it would cover is
+    /// answered 500 until it is fixed (fails closed).
+    Refused,
+}
+
+/// Reads `global-auth-*` keys (values `globalAuth`) with the reader of the
+/// `auth-*` annotations, so a key means what its annotation means; the
+/// findings name the keys (`global-auth-method`), for the warnings.
+pub fn read_global_auth(
+    keys: &std::collections::BTreeMap<String, String>,
+) -> (GlobalAuth, Vec<Finding>) {
+    const PREFIX: &str = "values.globalAuth";
+    let mut findings = Vec::new();
+    let mut renamed = Vec::new();
+    for (key, value) in keys {
+        match key.strip_prefix("global-") {
+            Some(name) if name.starts_with("auth-") && name != "auth-proxy-set-headers" => {
+                renamed.push((format!("{PREFIX}/{name}"), value.clone()));
+            }
+            _ => findings.push(Finding {
+                // Quoted unless plainly a key name: it reaches a warning.
+                annotation: if key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                    key.clone()
+                } else {
+                    format!("{key:?}")
+                },
+                status: Status::NotHonoured("not one of ingress-nginx's global-auth-* keys (global-auth-url, -method, -signin, -signin-redirect-param, -response-headers, -request-redirect, -cache-key, -cache-duration, -always-set-cookie)".to_owned()),
+            }),
+        }
+    }
+    if renamed.is_empty() {
+        return (GlobalAuth::None, findings);
+    }
+    let mut a = Annotations::new(renamed.iter().map(|(k, v)| (k, v)), PREFIX);
+    let mut policy = Policy::default();
+    policy.read_external_auth(&mut a, "");
+    findings.extend(a.finish().into_iter().map(|finding| Finding {
+        annotation: format!("global-{}", finding.annotation),
+        ..finding
+    }));
+    let auth = match (policy.external_auth, policy.external_auth_refused) {
+        (Some(auth), _) => GlobalAuth::Ask(Box::new(auth)),
+        (None, true) => GlobalAuth::Refused,
+        (None, false) => GlobalAuth::None,
+    };
+    (auth, findings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn global_keys_read_as_their_annotations_and_odd_keys_are_named() {
+        let keys = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let (auth, findings) = read_global_auth(&keys(&[
+            ("global-auth-url", "https://auth.example/check"),
+            ("global-auth-method", "post"),
+            ("global-auth-snippet", "return 200;"),
+            ("auth-url", "https://elsewhere/"),
+        ]));
+        let GlobalAuth::Ask(profile) = auth else {
+            panic!("not asked: {auth:?}");
+        };
+        assert_eq!(
+            (profile.url.as_str(), profile.method.as_str()),
+            ("https://auth.example/check", "POST")
+        );
+        let named: Vec<&str> = findings.iter().map(|f| f.annotation.as_str()).collect();
+        assert!(named.contains(&"auth-url"), "{named:?}");
+        assert!(named.contains(&"global-auth-snippet"), "{named:?}");
+        assert!(named.contains(&"global-auth-url"), "{named:?}");
+        let (refused, _) = read_global_auth(&keys(&[("global-auth-url", "ftp://x")]));
+        assert_eq!(refused, GlobalAuth::Refused);
+        assert_eq!(read_global_auth(&keys(&[])).0, GlobalAuth::None);
+    }
 
     #[test]
     fn cache_durations_read_as_nginx_reads_them() {

@@ -60,7 +60,11 @@ impl Policy {
                 }
                 if let Some(secure) =
                     a.honoured("session-cookie-secure", parse::boolean, |&secure| {
-                        format!("the cookie is {}Secure", if secure { "" } else { "not " })
+                        if secure {
+                            "the cookie is Secure".to_owned()
+                        } else {
+                            "the cookie is Secure on HTTPS requests only (ingress-nginx marks it so whenever the request came over TLS)".to_owned()
+                        }
                     })
                 {
                     cookie.secure = secure;
@@ -89,7 +93,7 @@ impl Policy {
                         Status::Differs("base's option redispatch moves a client whose pod fails to another pod, as with true".into())
                     });
                 }
-                a.record(key, Status::Honoured(format!("HAProxy inserts cookie {} (dynamic per pod, HttpOnly) and sends a client back to its pod while that pod serves", cookie.name)));
+                a.record(key, Status::Differs(format!("HAProxy inserts cookie {} (dynamic per pod, HttpOnly) and sends a client back to its pod while that pod serves. Difference: HAProxy keeps a cookie per Service port, not per Ingress path, so another Ingress of the same Service port (without affinity) pins its clients too, and the first Ingress to set affinity on the port decides its attributes", cookie.name)));
                 self.affinity = Some(cookie);
             }
             Some((key, other)) => {

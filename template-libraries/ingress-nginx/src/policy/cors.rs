@@ -40,14 +40,31 @@ impl Policy {
             credentials: true,
             max_age: 1_728_000,
         };
-        if let Some(origins) = a.honoured("cors-allow-origin", origins, |origins| match &origins {
-            None => "any origin (*)".to_owned(),
-            Some(list) => format!(
-                "the request's Origin is echoed when it is one of {}",
-                list.join(", ")
-            ),
-        }) {
-            c.origins = origins;
+        if let Some((key, allowed)) = a.parsed("cors-allow-origin", origins) {
+            let status = match (&allowed.list, allowed.skipped.is_empty()) {
+                (None, _) => Status::Honoured("any origin (*)".to_owned()),
+                (Some(list), true) => Status::Honoured(format!(
+                    "the request's Origin is echoed when it is one of {}",
+                    list.join(", ")
+                )),
+                (Some(list), false) => Status::Invalid(format!(
+                    "{} left out (not an origin: scheme://host[:port]), as ingress-nginx skips them; the request's Origin is echoed when it is one of {}",
+                    // Quoted: the entries are the user's text as written.
+                    allowed
+                        .skipped
+                        .iter()
+                        .map(|entry| format!("{entry:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if list.is_empty() {
+                        "none (no origin is allowed)".to_owned()
+                    } else {
+                        list.join(", ")
+                    }
+                )),
+            };
+            a.record(key, status);
+            c.origins = allowed.list;
         }
         if let Some(methods) = a.honoured(
             "cors-allow-methods",
@@ -108,29 +125,55 @@ pub(super) fn cors_headers(c: &Cors) -> String {
     out
 }
 
-/// `cors-allow-origin`: `*` (any: `None`) or a comma-separated list of
-/// `scheme://host[:port]` origins, `*.` standing for one label.
-fn origins(value: &str) -> Result<Option<Vec<String>>, Invalid> {
-    let list: Vec<&str> = value
+/// `cors-allow-origin` read: the allowed origins (`None`: any, `*`) and the
+/// entries left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowedOrigins {
+    list: Option<Vec<String>>,
+    skipped: Vec<String>,
+}
+
+/// One origin: `scheme://host[:port]`, any scheme (`tauri://localhost:3000`
+/// is an origin to ingress-nginx too), `*.` standing for one label.
+fn origin(text: &str) -> Result<(), Invalid> {
+    let (scheme, rest) = text
+        .split_once("://")
+        .ok_or_else(|| invalid!("{text:?} is not an origin (scheme://host[:port])"))?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'.' || b == b'-');
+    if !scheme_ok {
+        return Err(invalid!("{text:?} does not start with a URL scheme"));
+    }
+    let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
+    parse::host(host, true)?;
+    if !port.is_empty() {
+        parse::number(port, 1..=65_535)?;
+    }
+    Ok(())
+}
+
+/// `cors-allow-origin`: `*` (any) or a comma-separated list of origins;
+/// entries that are not origins are left out, as ingress-nginx leaves them
+/// out (one bad entry does not open the Ingress to every origin). Left
+/// with none, no origin is allowed.
+fn origins(value: &str) -> Result<AllowedOrigins, Invalid> {
+    let entries: Vec<&str> = value
         .split([',', ' '])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    if list.is_empty() || list.contains(&"*") {
-        return Ok(None);
+    if entries.is_empty() || entries.contains(&"*") {
+        return Ok(AllowedOrigins {
+            list: None,
+            skipped: Vec::new(),
+        });
     }
-    for origin in &list {
-        let rest = origin
-            .strip_prefix("https://")
-            .or_else(|| origin.strip_prefix("http://"))
-            .ok_or_else(|| invalid!("{origin:?} is not an origin (scheme://host[:port])"))?;
-        let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
-        parse::host(host, true)?;
-        if !port.is_empty() {
-            parse::number(port, 1..=65_535)?;
-        }
-    }
-    let list: Vec<String> = list.into_iter().map(str::to_owned).collect();
+    let (good, bad): (Vec<&str>, Vec<&str>) =
+        entries.into_iter().partition(|entry| origin(entry).is_ok());
+    let list: Vec<String> = good.into_iter().map(str::to_owned).collect();
+    let skipped = bad.into_iter().map(str::to_owned).collect();
     // Thousands of origins made one regex PCRE2 refuses ("regular
     // expression is too large"), and `haproxy -c` every namespace's render.
     haproxy::check_regex(&origin_regex(&list)).map_err(|e| {
@@ -139,14 +182,22 @@ fn origins(value: &str) -> Result<Option<Vec<String>>, Invalid> {
             list.len()
         )
     })?;
-    Ok(Some(list))
+    Ok(AllowedOrigins {
+        list: Some(list),
+        skipped,
+    })
 }
 
-/// The checked origins as one anchored regex (`*.` matches one label).
+/// The checked origins as one anchored regex (`*.` matches one label; a
+/// scheme's `.` and `+` are literal).
 pub(super) fn origin_regex(origins: &[String]) -> String {
     let alternatives: Vec<String> = origins
         .iter()
-        .map(|o| o.replace('.', "\\.").replace('*', "[a-z0-9-]+"))
+        .map(|o| {
+            o.replace('.', "\\.")
+                .replace('+', "\\+")
+                .replace('*', "[a-z0-9-]+")
+        })
         .collect();
     format!("^({})$", alternatives.join("|"))
 }
@@ -174,4 +225,27 @@ fn token_list(value: &str, methods: bool) -> Result<String, Invalid> {
         ));
     }
     Ok(items.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_entry_is_left_out_and_any_scheme_is_an_origin() {
+        let read = origins("https://a.test, b.test, tauri://localhost:3000, git+ssh://h.test")
+            .expect("a list with one bad entry reads");
+        assert_eq!(
+            read.list,
+            Some(vec![
+                "https://a.test".to_owned(),
+                "tauri://localhost:3000".to_owned(),
+                "git+ssh://h.test".to_owned()
+            ])
+        );
+        assert_eq!(read.skipped, vec!["b.test".to_owned()]);
+        assert_eq!(origins("b.test, *").expect("any").list, None);
+        assert_eq!(origins("b.test").expect("none left").list, Some(Vec::new()));
+        assert!(origin_regex(&["git+ssh://h.test".to_owned()]).contains(r"git\+ssh://h\.test"));
+    }
 }

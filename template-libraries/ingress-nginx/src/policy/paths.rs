@@ -12,7 +12,12 @@ impl Policy {
     pub(super) fn read_paths(&mut self, a: &mut Annotations<'_>, paths: &[&str]) {
         if let Some((key, on)) = a.parsed("use-regex", parse::boolean) {
             self.regex_paths = on;
-            a.record(key, Status::Differs("paths are PCRE2 regexes matched case-insensitively from the start of the path, as nginx's `~*`; they are looked up before this Ingress class's Exact and Prefix paths of the same host, and only this Ingress's paths become regexes (nginx makes every path of the host one)".into()));
+            let text = if on {
+                "paths are PCRE2 regexes matched case-insensitively from the start of the path, as nginx's `~*`; every other path of the host, every Ingress's, becomes a regex location too, exact paths first, then the longest first, as ingress-nginx orders them"
+            } else {
+                "the paths are not regexes (unless rewrite-target makes them so)"
+            };
+            a.record(key, Status::Honoured(text.into()));
         }
         if let Some((key, target)) = a.take("rewrite-target") {
             let groups = paths

@@ -81,6 +81,15 @@ impl Policy {
                 let _ = write!(line, " attr \"Path={path}\"");
             }
             let _ = writeln!(out, "{line}");
+            if !c.secure {
+                // ingress-nginx marks the cookie Secure whenever the request
+                // came over TLS, whatever session-cookie-secure says.
+                let _ = writeln!(
+                    out,
+                    "    http-after-response replace-header Set-Cookie '^({}=.*)$' '\\1; Secure' if {{ ssl_fc }}",
+                    haptic_sdk::haproxy::regex_escape(&c.name)
+                );
+            }
             // Dynamic cookies hash the server's address with this key: no
             // per-server `cookie` value on kubernetes-backends' lines, and
             // a pod keeps its cookie across renders and reloads.
@@ -191,9 +200,18 @@ impl Policy {
             lines::acl(&name, "src", allow)
                 .into_iter()
                 .for_each(&mut line);
-            line(format!(
-                "http-request deny deny_status 403 if {acl} !{name}"
-            ));
+            if self.satisfy_any && self.authenticates() {
+                // Either suffices: the range lets a client in unasked, the
+                // authentication (auth_condition) asks every other.
+                line(format!(
+                    "http-request set-var({}) bool(true) if {acl} {name}",
+                    super::SOURCE_ALLOWED
+                ));
+            } else {
+                line(format!(
+                    "http-request deny deny_status 403 if {acl} !{name}"
+                ));
+            }
         }
         if let Some(bytes) = self.body_size {
             line(format!(
@@ -280,10 +298,13 @@ impl Policy {
                 quote(&log_format_literal(expose)),
             ));
         }
+        // After the response: HAProxy's own answers (basic auth's 401, a
+        // limit's 503, an auth service's refusal) carry them too, as
+        // ingress-nginx's do.
         for (header, value) in pairs {
             let _ = writeln!(
                 out,
-                "    http-response set-header {header} {value} if {acl} {found}"
+                "    http-after-response set-header {header} {value} if {acl} {found}"
             );
         }
         out

@@ -91,7 +91,7 @@ impl Policy {
             self.upstream_vhost = Some(host);
         }
         if let Some(hosts) = a.honoured("server-alias", parse::hosts, |hosts| {
-            format!("{} are routed like this Ingress's hosts", hosts.join(", "))
+            format!("{} name this Ingress's hosts whole: every Ingress's paths of them are served under the aliases too", hosts.join(", "))
         }) {
             self.aliases = hosts;
         }

@@ -1,13 +1,13 @@
 //! `auth-type: basic` written: a secret `userlist` and the rule asking for
-//! it. `auth-url` written: the rule naming the Ingress's profile for the
-//! agent (`haptic_sdk::agent`).
+//! it. `auth-url` read into the Ingress's profile for the agent
+//! (`haptic_sdk::agent`); the routing names it for the Ingress's requests.
 
 use haptic_sdk::k8s::api::core::v1::Secret;
 use haptic_sdk::k8s::api::networking::v1::Ingress;
 use haptic_sdk::names::sanitize;
 use haptic_sdk::{Context, Entry, Output, Result, SectionKind, Slot};
 
-use haptic_sdk::agent::{AuthEngine, ExternalAuth, check_variables};
+use haptic_sdk::agent::{ExternalAuth, check_variables};
 
 use crate::SECRETS;
 use crate::policy::{self, Policy};
@@ -17,14 +17,17 @@ use super::headers::config_map_headers;
 /// The library's name, which names its auth engine and profiles.
 pub(crate) const LIBRARY: &str = "ingress-nginx";
 
+/// The profile of the values' `globalAuth`, one for every Ingress taking it.
+pub(crate) const GLOBAL_AUTH_PROFILE: &str = "ingress-nginx.global-auth";
+
 /// The name of Ingress `id`'s profiles for the agent (auth, mirror): letters,
 /// digits, `.`, `-` and `_` only, as the configuration may carry.
 pub(super) fn agent_profile(id: &str) -> String {
     format!("{LIBRARY}.{}", sanitize(&id.replace('/', ".")))
 }
 
-/// `auth-url`: the rule naming the Ingress's profile for its requests, and
-/// the profile (with `auth-proxy-set-headers`' headers read now).
+/// `auth-url`: the Ingress's profile, with `auth-proxy-set-headers`'
+/// headers read now.
 pub(super) fn external_auth(
     ctx: &Context<'_>,
     out: &mut Output,
@@ -32,8 +35,7 @@ pub(super) fn external_auth(
     id: &str,
     auth: &ExternalAuth,
     policy: &Policy,
-    frontend: &str,
-) -> Result<(String, ExternalAuth)> {
+) -> Result<ExternalAuth> {
     let namespace = ingress.key.namespace.as_str();
     let mut auth = auth.clone();
     if let Some(config_map) = &policy.auth_proxy_headers {
@@ -54,31 +56,23 @@ pub(super) fn external_auth(
             }
         }
     }
-    let profile = agent_profile(id);
-    let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
-    AuthEngine::new(LIBRARY).route(
-        out,
-        format!("ingress-nginx-auth-url:{id}"),
-        frontend,
-        &acl,
-        &profile,
-    )?;
-    Ok((profile, auth))
+    Ok(auth)
 }
 
 /// `auth-type: basic`: a secret `userlist` of the Secret's usable users and
-/// the rule asking for them; without a usable user every request the
-/// Ingress routes is refused (fail closed).
+/// the rule asking the requests `asked` matches for them; without a usable
+/// user those are refused (fail closed).
 pub(super) fn basic_auth(
     ctx: &Context<'_>,
     out: &mut Output,
     ingress: &Entry<'_, Ingress>,
     id: &str,
     auth: &policy::BasicAuth,
+    asked: &str,
     frontend: &str,
 ) -> Result<()> {
     let namespace = ingress.key.namespace.as_str();
-    let acl = haptic_sdk::ingress::matched_ingress_acl(namespace, &ingress.key.name);
+    let acl = asked;
     let secret = ctx.get::<Secret>(SECRETS, namespace, &auth.secret)?;
     let data = secret.as_ref().and_then(|s| s.value.data.as_ref());
     let (users, refused) = match data {
