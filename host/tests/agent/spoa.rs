@@ -31,16 +31,22 @@ fn request(port: u16, path: &str, headers: &[(&str, &str)]) -> Response {
         .expect("HAProxy answers")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
+/// A pod running [`auth_bundle`] against a fresh auth service (2 s to
+/// answer).
+async fn pod_asking_an_auth_service() -> (Pod, AuthService) {
     let pod = Pod::start_with(LOOPBACK_AUTH);
     let auth = AuthService::start();
-    let mut tokens = Tokens::default();
     let bundle = auth_bundle(&pod, auth.address, 2_000);
     pod.client
-        .apply(&tokens.request(&bundle))
+        .apply(&Tokens::default().request(&bundle))
         .await
         .expect("the auth bundle applies");
+    (pod, auth)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
+    let (pod, auth) = pod_asking_an_auth_service().await;
 
     // Not signed in: to the sign-in page with the original URL.
     let answer = request(pod.http_port, "/signin/page?x=1", &[]);
@@ -155,14 +161,7 @@ async fn external_auth_lets_in_redirects_and_refuses_as_ingress_nginx_does() {
 /// connection for the five closing sub-requests, where five were expected).
 #[tokio::test(flavor = "multi_thread")]
 async fn auth_keep_alive_off_opens_a_connection_per_sub_request() {
-    let pod = Pod::start_with(LOOPBACK_AUTH);
-    let auth = AuthService::start();
-    let mut tokens = Tokens::default();
-    let bundle = auth_bundle(&pod, auth.address, 2_000);
-    pod.client
-        .apply(&tokens.request(&bundle))
-        .await
-        .expect("the auth bundle applies");
+    let (pod, auth) = pod_asking_an_auth_service().await;
     let sub_requests = |path: &str| {
         let before = auth.connections();
         for _ in 0..5 {

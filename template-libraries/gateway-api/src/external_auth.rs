@@ -83,13 +83,7 @@ pub fn resolve(
         ));
     }
     let r = &filter.backend_ref;
-    let service = ServiceRef {
-        group: r.group.as_deref(),
-        kind: r.kind.as_deref(),
-        name: &r.name,
-        namespace: r.namespace.as_deref(),
-        port: r.port,
-    };
+    let service = ServiceRef::from(r);
     let (namespace, port) = match resolve_service(route_kind, route_namespace, &service, cluster) {
         Ok(found) => found,
         Err(condition) => {

@@ -25,13 +25,7 @@ pub fn resolve(
     let mut targets = Vec::new();
     for mirror in filters.iter().filter_map(|f| f.request_mirror.as_ref()) {
         let r = &mirror.backend_ref;
-        let service = ServiceRef {
-            group: r.group.as_deref(),
-            kind: r.kind.as_deref(),
-            name: &r.name,
-            namespace: r.namespace.as_deref(),
-            port: r.port,
-        };
+        let service = ServiceRef::from(r);
         let (namespace, port) =
             match resolve_service(route_kind, route_namespace, &service, cluster) {
                 Ok(found) => found,

@@ -99,6 +99,19 @@ pub struct ServiceRef<'a> {
     pub port: Option<i32>,
 }
 
+impl<'a> From<&'a crate::api::BackendObjectRef> for ServiceRef<'a> {
+    /// A filter's backendRef (RequestMirror, ExternalAuth) as a Service.
+    fn from(r: &'a crate::api::BackendObjectRef) -> Self {
+        Self {
+            group: r.group.as_deref(),
+            kind: r.kind.as_deref(),
+            name: &r.name,
+            namespace: r.namespace.as_deref(),
+            port: r.port,
+        }
+    }
+}
+
 /// The Service's namespace and port when `service` names a Service and
 /// port that exist and a ReferenceGrant allows; else the ResolvedRefs
 /// condition saying why not.
