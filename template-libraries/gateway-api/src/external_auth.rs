@@ -12,7 +12,7 @@
 //! `GRPC`, `forwardBody`) makes the rule answer 500: a route that asked for
 //! authentication is never served without it.
 
-use haptic_sdk::agent::{Answers, ExternalAuth, check_variables, is_safe_header_name};
+use haptic_sdk::agent::{Answers, AuthEngine, ExternalAuth, check_variables, is_safe_header_name};
 
 use crate::api::HttpFilter;
 use crate::conditions::Condition;
@@ -39,6 +39,13 @@ pub const DEFAULT_RESPONSE_HEADERS: &[&str] = &[
     "Remote-Groups",
     "Remote-Name",
 ];
+
+/// The library's auth engine: its profiles' answers pass through
+/// ([`Answers::PassThrough`]), the rules each frontend writes and the
+/// engine render writes once.
+pub fn engine() -> AuthEngine {
+    AuthEngine::new(crate::LIBRARY).answering(Answers::PassThrough)
+}
 
 /// What a rule's `ExternalAuth` filter comes to.
 #[derive(Debug, Clone, PartialEq, Eq)]

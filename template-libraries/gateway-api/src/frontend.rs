@@ -42,7 +42,7 @@ use std::fmt::Write as _;
 
 use std::collections::BTreeSet;
 
-use haptic_sdk::agent::{Answers, AuthEngine, ExternalAuth, Mirror, MirrorEngine};
+use haptic_sdk::agent::{ExternalAuth, Mirror, MirrorEngine};
 use haptic_sdk::http3::Quic;
 use haptic_sdk::names::sanitize;
 
@@ -337,7 +337,7 @@ impl Frontend {
             .filter_map(|(rule, output)| Some((rule, output.auth.as_ref()?)))
             .collect();
         if !authenticated.is_empty() {
-            let auth = AuthEngine::new(crate::LIBRARY).answering(Answers::PassThrough);
+            let auth = crate::external_auth::engine();
             for (rule, _) in &authenticated {
                 out.push_str(&auth.route_rule(&rule_is(rule), &crate::agent_profile(rule)));
             }

@@ -30,7 +30,7 @@ use crate::{
     api, claims, conditions, external_auth, hostnames, listeners, mirrors, parameters, ports,
     routes,
 };
-use haptic_sdk::agent::{Answers, AuthEngine, ExternalAuth, Mirror, MirrorEngine};
+use haptic_sdk::agent::{ExternalAuth, Mirror, MirrorEngine};
 
 use crate::gateway::{GatewayModel, gateway_status, haproxy_endpoints, rejected_class_status};
 use crate::rules::{RouteView, add_route};
@@ -429,7 +429,7 @@ pub(crate) fn render(
         .filter_map(|(rule, output)| Some((crate::agent_profile(rule), output.auth.clone()?)))
         .collect();
     if let Some(slowest) = auth_profiles.values().map(|a| a.timeout_ms).max() {
-        let engine = AuthEngine::new(crate::LIBRARY).answering(Answers::PassThrough);
+        let engine = external_auth::engine();
         engine.engine(out, slowest + 1_000)?;
         engine.profiles(out, &auth_profiles)?;
     }

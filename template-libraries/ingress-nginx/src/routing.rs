@@ -88,11 +88,10 @@ impl PlainPath {
 /// Ingress); exact paths first (nginx's `location =` wins over regexes),
 /// then the longest path first, ties in reverse order of the path text,
 /// then the older Ingress. Keys carry their host, so hosts never compete.
-fn regex_locations(
-    mut routes: Vec<RegexRoute>,
-    regex_hosts: &BTreeSet<String>,
-    plain: &[PlainPath],
-) -> Vec<RegexRoute> {
+fn regex_locations(mut routes: Vec<RegexRoute>, plain: &[PlainPath]) -> Vec<RegexRoute> {
+    // A host is a regex host when it has a regex route (an alias copies its
+    // host's, so it is one too).
+    let regex_hosts: BTreeSet<String> = routes.iter().map(|r| r.host.clone()).collect();
     routes.extend(
         plain
             .iter()
@@ -115,9 +114,6 @@ pub(crate) struct Routing {
     /// Regex routes, in the order the Ingresses came (oldest first);
     /// [`Self::finish`] puts them in nginx's.
     regex: Vec<RegexRoute>,
-    /// Hosts with a regex path (`use-regex`, `rewrite-target`): every path
-    /// of theirs is a regex location, as ingress-nginx makes them.
-    regex_hosts: BTreeSet<String>,
     /// Exact and prefix paths by host, for the regex hosts among them.
     plain_paths: Vec<PlainPath>,
     /// `server-alias`: (alias, host it names).
@@ -210,7 +206,6 @@ impl Routing {
                 .cloned()
                 .collect();
             for r in regex {
-                self.regex_hosts.insert(alias.clone());
                 if !self
                     .regex
                     .iter()
@@ -314,7 +309,6 @@ impl Routing {
                         }
                     };
                     for h in &rule_hosts {
-                        self.regex_hosts.insert(h.clone());
                         self.regex.push(RegexRoute {
                             host: h.clone(),
                             regex: regex.clone(),
@@ -597,7 +591,7 @@ impl Routing {
             "# haptic ingress-nginx: ^<host>(?i)<path regex> -> namespace/name of the Ingress\n",
         );
         let regex = std::mem::take(&mut self.regex);
-        for route in regex_locations(regex, &self.regex_hosts, &self.plain_paths) {
+        for route in regex_locations(regex, &self.plain_paths) {
             let key = regex::route_key(&route.host, &route.regex);
             if let (Some(a), Some(b)) = (
                 map_line(&key, &route.backend),
